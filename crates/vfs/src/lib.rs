@@ -32,6 +32,8 @@
 
 use bytes::Bytes;
 
+pub mod local;
+pub mod memory;
 pub mod perm;
 
 /// The largest handle a backend may issue. NFSv3 allows 64 bytes; the server

@@ -1,0 +1,1 @@
+//! exports(5) configuration (being written).

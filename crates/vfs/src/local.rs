@@ -1,0 +1,1 @@
+//! A local directory backend (being written).

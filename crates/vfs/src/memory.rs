@@ -1,0 +1,1 @@
+//! An in-memory backend (being written).
