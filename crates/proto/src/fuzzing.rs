@@ -1,0 +1,90 @@
+//! Decode entry points for fuzz targets (`fuzz/`) and robustness tests.
+//!
+//! Each function decodes arbitrary bytes as the body of one procedure and,
+//! when that succeeds, checks the codec's invariants: re-encoding yields
+//! exactly as many bytes as were consumed, a multiple of 4, and decoding
+//! those bytes gives the same value. A malformed input is an `Err`, never a
+//! panic; a panic here means a codec bug (which is what a fuzzer looks for).
+
+use eagernfs_xdr::{decode_array, decode_opaque, to_vec, Bytes, Decode, Encode, Opaque};
+
+use crate::mount::{MountArgs, MountRes};
+use crate::nfs3::{Nfs3Args, Nfs3Res};
+use crate::portmap::{PortmapArgs, PortmapRes};
+use crate::Error;
+
+/// Decode `data` with `decode`, and if it succeeds check that the value
+/// re-encodes to the consumed length and decodes back to itself.
+fn check<T, F>(data: &[u8], decode: F) -> Result<(), Error>
+where
+    T: Encode + PartialEq + std::fmt::Debug,
+    F: Fn(&mut Bytes) -> Result<T, Error>,
+{
+    let mut buf = Bytes::copy_from_slice(data);
+    let value = decode(&mut buf)?;
+    let consumed_len = data.len() - buf.len();
+    let encoded = to_vec(&value);
+    // XDR is canonical apart from the content of padding bytes, so the
+    // encoding must be exactly as long as what was read.
+    assert_eq!(encoded.len(), consumed_len, "re-encoded length differs from consumed length: {value:?}");
+    assert_eq!(encoded.len() % 4, 0, "encoding not a multiple of 4 bytes: {value:?}");
+    let mut again = Bytes::from(encoded);
+    let decoded = decode(&mut again).expect("re-encoded value does not decode");
+    assert!(again.is_empty(), "re-decoding left bytes unread");
+    assert_eq!(decoded, value, "value changed across encode/decode");
+    Ok(())
+}
+
+/// Decode `data` as the arguments of NFSv3 procedure `procedure`.
+pub fn decode_nfs3_args(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| Nfs3Args::decode(procedure, b))
+}
+
+/// Decode `data` as the result of NFSv3 procedure `procedure`.
+pub fn decode_nfs3_res(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| Nfs3Res::decode(procedure, b))
+}
+
+/// Decode `data` as the arguments of MOUNT procedure `procedure`.
+pub fn decode_mount_args(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| MountArgs::decode(procedure, b))
+}
+
+/// Decode `data` as the result of MOUNT procedure `procedure` of `version`.
+pub fn decode_mount_res(version: u32, procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| MountRes::decode(version, procedure, b))
+}
+
+/// Decode `data` as the arguments of portmap procedure `procedure`.
+pub fn decode_portmap_args(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| PortmapArgs::decode(procedure, b))
+}
+
+/// Decode `data` as the result of portmap procedure `procedure`.
+pub fn decode_portmap_res(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| PortmapRes::decode(procedure, b))
+}
+
+/// Exercise the XDR primitives that take lengths from the wire: bounded
+/// opaque data (as a file handle, a name and a READ payload would be) and
+/// counted arrays. Every decode must fail cleanly or consume only bytes
+/// that exist.
+pub fn decode_xdr_opaque(data: &[u8]) {
+    let input = Bytes::copy_from_slice(data);
+    for max in [0, 1, 64, 255, 1024, crate::nfs3::MAX_IO_SIZE] {
+        let mut buf = input.clone();
+        if let Ok(bytes) = decode_opaque(&mut buf, max) {
+            assert!(bytes.len() <= max, "opaque longer than its maximum");
+            assert_eq!(
+                crate::opaque_len(bytes.len()),
+                data.len() - buf.len(),
+                "opaque consumed wrong length"
+            );
+        }
+    }
+    let _ = check(data, |b| Ok(Opaque::<64>::decode(b)?));
+    let mut buf = input.clone();
+    if let Ok(items) = decode_array::<u64>(&mut buf, 1 << 16) {
+        assert_eq!(4 + items.len() * 8, data.len() - buf.len(), "array consumed wrong length");
+    }
+}
