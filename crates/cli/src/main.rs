@@ -1,1 +1,42 @@
-fn main() {}
+//! The `eagernfs` command: `serve` today; `mount`, `bench`, `ls`, `cp`, … as they land.
+//!
+//! This is the only place that reads flags, files and the environment:
+//! it turns them into typed configuration and hands that to the libraries.
+
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "eagernfs", version, about = "A fast, trustworthy user-space NFSv3 server, client and benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve directories over NFSv3 (MOUNT and portmap on the same port).
+    Serve(serve::ServeArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Serve(args) => serve::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("eagernfs: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,205 @@
-//! placeholder
+//! The eagernfs NFSv3 server: transports, dispatch, exports and access control.
+//!
+//! # Layout
+//! - [`transport`](crate::transport): TCP accept loop and per-connection
+//!   reader/writer tasks; bounded in-flight calls per connection.
+//! - `dispatch`: one RPC record in, one reply record out: RPC-level checks
+//!   (version, program, procedure, authentication), then the program's
+//!   procedure table.
+//! - `nfs3`: one small handler per NFSv3 procedure, calling the export's
+//!   [`Backend`]; `convert` maps backend values to wire types.
+//! - `mount`, `portmap`: the MOUNT (v1, v3) and portmap (v2) programs,
+//!   served on the same port as NFS so clients need no rpcbind.
+//! - `handle`: wire file handles = export id + backend handle.
+//! - [`exports`]: the exports(5) configuration and client matching.
+//! - `stats`: per-procedure call counters (the procedure tables name them).
+//!
+//! A request's path: `transport` reads a record → `dispatch::handle_record`
+//! on a blocking worker → program handler → backend → reply encoded into
+//! one buffer → the connection's writer task.
+
+pub mod exports;
+
+mod convert;
+mod dispatch;
+mod handle;
+mod mount;
+mod nfs3;
+mod portmap;
+pub mod rpcbind;
+pub mod stats;
+mod transport;
+
+use eagernfs_vfs::Backend;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+pub use stats::Stats;
+
+/// Limits and behaviour of the server. Every field is a bound or a choice the
+/// operator makes; the binary builds this from flags and files.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Most simultaneous TCP connections (a mount storm of 2000 clients fits).
+    pub max_connections: usize,
+    /// Most calls of one connection executing at once; further records wait
+    /// unread, which pushes back on the client through TCP.
+    pub max_requests_per_connection: usize,
+    /// Largest RPC record accepted; must exceed the largest WRITE (wtmax) plus headers.
+    pub max_record_bytes: usize,
+    /// Largest READ payload returned and advertised (FSINFO rtmax).
+    pub read_max_bytes: u32,
+    /// Largest WRITE payload accepted and advertised (FSINFO wtmax).
+    pub write_max_bytes: u32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_connections: 4096,
+            max_requests_per_connection: 128,
+            max_record_bytes: (1 << 20) + 64 * 1024,
+            read_max_bytes: 1 << 20,
+            write_max_bytes: 1 << 20,
+        }
+    }
+}
+
+/// One exported tree.
+pub struct ExportSpec {
+    /// Stable identity written into every file handle of this export; must
+    /// not change across restarts (from `fsid=` or a hash of the path).
+    pub id: u32,
+    /// The paths clients may mount it by (the first is the canonical one).
+    pub mount_paths: Vec<PathBuf>,
+    /// Who may mount it and with which options.
+    pub access: exports::Export,
+    /// The file system behind it.
+    pub backend: Arc<dyn Backend>,
+}
+
+impl std::fmt::Debug for ExportSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportSpec").field("id", &self.id).field("mount_paths", &self.mount_paths).finish()
+    }
+}
+
+/// Derive a stable export id from its path (used when no `fsid=` is given).
+pub fn export_id_for_path(path: &std::path::Path) -> u32 {
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in path.as_os_str().as_encoded_bytes() {
+        h ^= *b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// State shared by every connection.
+pub(crate) struct ServerState {
+    pub(crate) config: ServerConfig,
+    pub(crate) exports: Vec<ExportSpec>,
+    pub(crate) stats: Arc<Stats>,
+    /// The port clients reach us on (answered by portmap GETPORT).
+    pub(crate) port: std::sync::atomic::AtomicU16,
+    /// (client address, path) pairs recorded by MNT for DUMP.
+    pub(crate) mounts: parking_lot::Mutex<std::collections::BTreeSet<(bytes::Bytes, bytes::Bytes)>>,
+}
+
+impl ServerState {
+    pub(crate) fn export_by_id(&self, id: u32) -> Option<&ExportSpec> {
+        self.exports.iter().find(|e| e.id == id)
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("two exports share the id {0:#x}; give one an explicit fsid= option")]
+    DuplicateExportId(u32),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("no exports configured")]
+    NoExports,
+}
+
+/// An NFSv3 + MOUNT + portmap server bound to its listening sockets.
+pub struct Server {
+    state: Arc<ServerState>,
+    listeners: Vec<TcpListener>,
+}
+
+impl Server {
+    /// Check the configuration and bind every address in `listen`.
+    pub async fn bind(
+        config: ServerConfig,
+        exports: Vec<ExportSpec>,
+        listen: &[SocketAddr],
+    ) -> Result<Server, ServerError> {
+        if exports.is_empty() {
+            return Err(ServerError::NoExports);
+        }
+        for (i, e) in exports.iter().enumerate() {
+            if exports[..i].iter().any(|o| o.id == e.id) {
+                return Err(ServerError::DuplicateExportId(e.id));
+            }
+        }
+        let mut listeners = Vec::new();
+        for addr in listen {
+            let l = bind_reuseaddr(*addr).map_err(|source| ServerError::Bind { addr: *addr, source })?;
+            listeners.push(l);
+        }
+        let port = listeners.first().and_then(|l| l.local_addr().ok()).map(|a| a.port()).unwrap_or(0);
+        let state = Arc::new(ServerState {
+            config,
+            exports,
+            stats: Arc::new(Stats::default()),
+            port: std::sync::atomic::AtomicU16::new(port),
+            mounts: Default::default(),
+        });
+        Ok(Server { state, listeners })
+    }
+
+    /// The addresses actually bound (port 0 resolved).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// Per-procedure call counters.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.state.stats.clone()
+    }
+
+    /// Serve until `shutdown` is cancelled, then drain connections and flush
+    /// every export to stable storage.
+    pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for l in self.listeners {
+            tasks.spawn(transport::serve_tcp(self.state.clone(), l, shutdown.clone()));
+        }
+        while tasks.join_next().await.is_some() {}
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            for e in &state.exports {
+                if let Err(err) = e.backend.sync_all() {
+                    tracing::error!(export = ?e.mount_paths, "sync at shutdown failed: {err}");
+                }
+            }
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        Ok(())
+    }
+}
+
+/// Bind with SO_REUSEADDR so a restarted server can take its port back at
+/// once while old connections sit in TIME_WAIT.
+fn bind_reuseaddr(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(1024)
+}

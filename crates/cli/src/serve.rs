@@ -1,0 +1,252 @@
+//! `eagernfs serve`: build exports from the command line or an exports file and run the server.
+
+use anyhow::{bail, Context, Result};
+use eagernfs_server::exports::{self, Export};
+use eagernfs_server::{export_id_for_path, ExportSpec, Server, ServerConfig};
+use eagernfs_vfs::local::{LocalBackend, LocalConfig};
+use eagernfs_vfs::memory::{MemoryBackend, MemoryConfig};
+use eagernfs_vfs::Backend;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Directory to export (mounted by its absolute path; `/` names it too).
+    /// Not used with --exports.
+    #[arg(required_unless_present = "exports")]
+    dir: Option<PathBuf>,
+
+    /// Address to listen on for NFS, MOUNT and portmap (repeatable). Port 0 picks a free port.
+    #[arg(long, default_value = "0.0.0.0:2049")]
+    listen: Vec<SocketAddr>,
+
+    /// Export options for DIR, in exports(5) syntax.
+    /// `async` is unsafe: COMMIT and FILE_SYNC then return before data is on disk.
+    #[arg(short = 'o', long = "options", default_value = "rw,sync,secure,root_squash")]
+    options: String,
+
+    /// Clients allowed to mount DIR (address, CIDR or host name; repeatable).
+    #[arg(long = "allow", default_values = ["127.0.0.0/8", "::1"])]
+    allow: Vec<String>,
+
+    /// Read exports from this file (/etc/exports syntax) instead of DIR.
+    #[arg(long, conflicts_with_all = ["dir", "memory"])]
+    exports: Option<PathBuf>,
+
+    /// Serve an in-memory file system at export path DIR instead of a directory.
+    #[arg(long)]
+    memory: bool,
+
+    /// Capacity of the in-memory file system, in MiB.
+    #[arg(long, default_value_t = 4096)]
+    memory_size_mib: u64,
+
+    /// Where the file-handle key lives (keep it: handles stay valid across restarts only with it).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+
+    /// Also register with the rpcbind/portmapper at this address (e.g. 127.0.0.1:111).
+    #[arg(long)]
+    register: Option<SocketAddr>,
+
+    /// Most simultaneous connections.
+    #[arg(long, default_value_t = 4096)]
+    max_connections: usize,
+
+    /// Most requests of one connection executing at once.
+    #[arg(long, default_value_t = 128)]
+    max_requests_per_connection: usize,
+
+    /// Worker threads for file-system calls.
+    #[arg(long, default_value_t = 64)]
+    io_threads: usize,
+}
+
+fn default_state_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/eagernfs");
+    }
+    match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) => PathBuf::from(d).join("eagernfs"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".local/state/eagernfs"),
+    }
+}
+
+/// Load the 16-byte master key for file handles, creating it (0600) on first run.
+fn master_key(state_dir: &Path) -> Result<[u8; 16]> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = state_dir.join("handle.key");
+    match std::fs::read(&path) {
+        Ok(b) if b.len() == 16 => return Ok(b.try_into().expect("length checked")),
+        Ok(b) => bail!(
+            "{} holds {} bytes, expected 16; remove it to make a new key (existing client handles become stale)",
+            path.display(),
+            b.len()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state_dir)
+        .with_context(|| format!("creating state directory {}", state_dir.display()))?;
+    let key: [u8; 16] = rand::random();
+    let tmp = state_dir.join("handle.key.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(&key)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(key)
+}
+
+/// A per-export key: the master key's MAC of the export path, so one
+/// export's handles are useless on another.
+fn export_key(master: &[u8; 16], export_path: &Path) -> [u8; 16] {
+    use siphasher::sip128::{Hasher128, SipHasher24};
+    use std::hash::Hasher;
+    let mut h = SipHasher24::new_with_key(master);
+    h.write(export_path.as_os_str().as_encoded_bytes());
+    h.finish128().as_bytes()
+}
+
+/// The exports(5) line for the quick `serve DIR` case.
+fn quick_exports_line(dir: &Path, allow: &[String], options: &str) -> String {
+    let path = dir.to_string_lossy().replace('\\', "\\\\").replace('"', "\\\"");
+    let clients: Vec<String> = allow.iter().map(|c| format!("{c}({options})")).collect();
+    format!("\"{path}\" {}", clients.join(" "))
+}
+
+fn build_exports(args: &ServeArgs, state_dir: &Path) -> Result<Vec<ExportSpec>> {
+    let (table, quick) = match (&args.exports, &args.dir) {
+        (Some(file), _) => {
+            let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            let (table, warnings) =
+                exports::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            for w in warnings {
+                tracing::warn!("{}: {w}", file.display());
+            }
+            (table, false)
+        }
+        (None, Some(dir)) => {
+            let abs = if args.memory {
+                if !dir.is_absolute() {
+                    bail!("with --memory, DIR is the export path clients mount and must be absolute, e.g. /mem");
+                }
+                dir.clone()
+            } else {
+                std::fs::canonicalize(dir).with_context(|| format!("cannot export {}", dir.display()))?
+            };
+            let line = quick_exports_line(&abs, &args.allow, &args.options);
+            let (table, warnings) =
+                exports::parse(&line).map_err(|e| anyhow::anyhow!("in -o/--allow: {}", e.message))?;
+            for w in warnings {
+                tracing::warn!("-o/--allow: {}", w.text);
+            }
+            (table, true)
+        }
+        (None, None) => bail!("give a directory to serve, or --exports FILE"),
+    };
+    let master = if args.memory { [0; 16] } else { master_key(state_dir)? };
+    let mut specs = Vec::new();
+    for export in table.entries {
+        let backend: Arc<dyn Backend> = if args.memory {
+            Arc::new(MemoryBackend::new(MemoryConfig {
+                max_bytes: args.memory_size_mib << 20,
+                ..MemoryConfig::default()
+            }))
+        } else {
+            // Unsafe async only when every client rule asks for it: one `sync`
+            // client must not get acknowledgements that lie.
+            let unsafe_async = export.clients.iter().all(|c| !c.options.sync);
+            if unsafe_async {
+                tracing::warn!(
+                    "export {} is `async`: COMMIT and FILE_SYNC writes return before data is on disk; \
+                     a server crash loses data clients think is safe",
+                    export.path.display()
+                );
+            }
+            let backend = LocalBackend::open(LocalConfig {
+                root: export.path.clone(),
+                handle_key: export_key(&master, &export.path),
+                unsafe_async,
+            })
+            .with_context(|| format!("cannot export {}", export.path.display()))?;
+            Arc::new(backend)
+        };
+        let id = fsid(&export).unwrap_or_else(|| export_id_for_path(&export.path));
+        let mut mount_paths = vec![export.path.clone()];
+        if quick && export.path != Path::new("/") {
+            mount_paths.push(PathBuf::from("/"));
+        }
+        specs.push(ExportSpec { id, mount_paths, access: export, backend });
+    }
+    Ok(specs)
+}
+
+fn fsid(export: &Export) -> Option<u32> {
+    export.clients.iter().find_map(|c| c.options.fsid)
+}
+
+pub(crate) fn run(args: ServeArgs) -> Result<()> {
+    let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
+    let exports = build_exports(&args, &state_dir)?;
+    let config = ServerConfig {
+        max_connections: args.max_connections,
+        max_requests_per_connection: args.max_requests_per_connection,
+        ..ServerConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(args.io_threads.max(1))
+        .thread_name("eagernfs")
+        .build()?;
+    runtime.block_on(async move {
+        let paths: Vec<String> = exports.iter().map(|e| e.mount_paths[0].display().to_string()).collect();
+        let server = Server::bind(config, exports, &args.listen).await?;
+        let addrs = server.local_addrs();
+        let mut stdout = std::io::stdout().lock();
+        for a in &addrs {
+            // Scripts and tests wait for this exact line (no sleeps needed).
+            writeln!(stdout, "eagernfs: listening on {a}")?;
+        }
+        stdout.flush()?;
+        drop(stdout);
+        tracing::info!("exporting {}", paths.join(", "));
+        if let Some(pm) = args.register {
+            let port = addrs[0].port();
+            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port)).await??;
+            tracing::info!("registered with the portmapper at {pm}");
+        }
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("installing a SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            tracing::info!("shutting down: finishing calls in flight and syncing exports");
+            trigger.cancel();
+        });
+        let stats = server.stats();
+        server.run(shutdown).await?;
+        if let Some(pm) = args.register {
+            if let Err(e) = tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm)).await? {
+                tracing::warn!("{e}");
+            }
+        }
+        tracing::info!("calls served:\n{}", stats.summary());
+        anyhow::Ok(())
+    })
+}

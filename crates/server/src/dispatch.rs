@@ -1,0 +1,194 @@
+//! From one RPC record to one reply record.
+//!
+//! The RPC-level checks happen here, in RFC 5531 order: RPC version
+//! (RPC_MISMATCH), program (PROG_UNAVAIL), version (PROG_MISMATCH), procedure
+//! (PROC_UNAVAIL, from the program's table), credentials (AUTH_ERROR), and
+//! arguments (GARBAGE_ARGS). Only then does a program handler run. Each
+//! program answers with a body that is encoded straight after the reply
+//! header into the buffer that goes to the socket.
+
+use crate::exports::ExportOptions;
+use crate::stats::Program;
+use crate::{handle, ExportSpec, ServerState};
+use bytes::{Bytes, BytesMut};
+use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
+use eagernfs_proto::{mount, nfs3, portmap};
+use eagernfs_rpc::message::{peek_xid, CredError};
+use eagernfs_rpc::record::{begin_record, finish_record};
+use eagernfs_rpc::{AcceptStat, AuthFlavor, AuthStat, AuthSys, CallHeader, Message, RejectedReply, ReplyHeader};
+use eagernfs_vfs::{Credentials, FileHandle};
+use eagernfs_xdr::Encode;
+use std::net::SocketAddr;
+
+/// The far end of a connection and the local port it reached.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer {
+    pub(crate) addr: SocketAddr,
+    #[allow(dead_code)] // kept for per-port policy (e.g. portmap-only listeners)
+    pub(crate) local_port: u16,
+}
+
+/// Per-connection state shared by the calls of one connection.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    pub(crate) peer: Peer,
+}
+
+impl Connection {
+    pub(crate) fn new(peer: Peer) -> Self {
+        Connection { peer }
+    }
+}
+
+/// Who the caller claims to be.
+#[derive(Debug, Clone)]
+pub(crate) enum Caller {
+    /// AUTH_NONE: mapped to the export's anonymous user.
+    Anonymous,
+    /// AUTH_SYS.
+    Sys(AuthSys),
+}
+
+/// One decoded call, handed to a program handler.
+pub(crate) struct Call<'a> {
+    pub(crate) state: &'a ServerState,
+    pub(crate) conn: &'a Connection,
+    pub(crate) header: &'a CallHeader,
+    pub(crate) caller: Caller,
+}
+
+/// An object named by a file handle, with the caller's rights on its export.
+pub(crate) struct Resolved<'a> {
+    pub(crate) export: &'a ExportSpec,
+    pub(crate) fh: FileHandle,
+    pub(crate) cred: Credentials,
+    pub(crate) options: &'a ExportOptions,
+}
+
+impl<'a> Call<'a> {
+    /// The export's options for this caller's address and port, if it may use the export at all.
+    pub(crate) fn export_options(&self, export: &'a ExportSpec) -> Result<&'a ExportOptions, Nfsstat3> {
+        let addr = self.conn.peer.addr;
+        let options = export.access.options_for(addr.ip()).ok_or(Nfsstat3::Acces)?;
+        if !options.port_allowed(addr.port()) {
+            tracing::warn!(peer = %addr, "request from a non-privileged port refused (export is `secure`)");
+            return Err(Nfsstat3::Perm);
+        }
+        Ok(options)
+    }
+
+    /// The caller's credentials after the export's squash rules.
+    pub(crate) fn credentials(&self, options: &ExportOptions) -> Credentials {
+        match &self.caller {
+            Caller::Sys(sys) => options.squash(sys.uid, sys.gid, &sys.gids),
+            Caller::Anonymous => Credentials { uid: options.anonuid, gid: options.anongid, groups: Vec::new() },
+        }
+    }
+
+    /// Find the export and backend handle behind a wire handle and check the caller may use it.
+    pub(crate) fn resolve(&self, fh: &NfsFh3) -> Result<Resolved<'a>, Nfsstat3> {
+        let (id, bfh) = handle::from_wire(fh)?;
+        // A well-formed handle for an export we no longer serve is stale, not bad.
+        let export = self.state.export_by_id(id).ok_or(Nfsstat3::Stale)?;
+        let options = self.export_options(export)?;
+        let cred = self.credentials(options);
+        Ok(Resolved { export, fh: bfh, cred, options })
+    }
+}
+
+/// What a program handler did with a call.
+pub(crate) enum Outcome {
+    /// Results were written after the success header.
+    Replied,
+    /// The arguments did not decode.
+    GarbageArgs,
+    /// The procedure exists in the protocol but this server does not offer it.
+    ProcUnavail,
+}
+
+/// Handle one record; `None` means send nothing (it was not a call).
+pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Bytes) -> Option<BytesMut> {
+    let mut body = record.clone();
+    let header = match Message::decode(&mut body) {
+        Ok(Message::Call(c)) => c,
+        // A reply sent to a server has no one to go to.
+        Ok(Message::Reply(_)) => return None,
+        Err(e) => {
+            // The header itself is malformed (usually a credential that
+            // overruns the record). Answer if we can name the call.
+            state.stats.count_rejected();
+            tracing::debug!(peer = %conn.peer.addr, "malformed RPC header: {e}");
+            let xid = peek_xid(&record)?;
+            return Some(reply_header_only(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred))));
+        }
+    };
+    let xid = header.xid;
+    let reject = |h: ReplyHeader| {
+        state.stats.count_rejected();
+        Some(reply_header_only(h))
+    };
+    if header.rpcvers != eagernfs_rpc::RPC_VERSION {
+        return reject(ReplyHeader::denied(xid, RejectedReply::RpcMismatch { low: 2, high: 2 }));
+    }
+    // Program and version, then procedure (from the program's table).
+    let (program, known) = match header.prog {
+        nfs3::NFS_PROGRAM if header.vers == nfs3::NFS_V3 => (Program::Nfs3, nfs3::procedure(header.proc_).is_some()),
+        nfs3::NFS_PROGRAM => {
+            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 3, high: 3 }))
+        }
+        mount::MOUNT_PROGRAM if (1..=3).contains(&header.vers) => {
+            (Program::Mount, mount::procedure(header.proc_).is_some())
+        }
+        mount::MOUNT_PROGRAM => {
+            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 1, high: 3 }))
+        }
+        portmap::PMAP_PROGRAM if header.vers == portmap::PMAP_V2 => {
+            (Program::Portmap, portmap::procedure(header.proc_).is_some())
+        }
+        portmap::PMAP_PROGRAM => {
+            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 2, high: 2 }))
+        }
+        _ => return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgUnavail)),
+    };
+    if !known {
+        return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProcUnavail));
+    }
+    // Credentials. NULL answers anyone (clients probe with AUTH_NONE);
+    // otherwise AUTH_SYS, or AUTH_NONE mapped to the anonymous user.
+    let caller = match header.auth_sys() {
+        Ok(sys) => Caller::Sys(sys),
+        Err(CredError::NotAuthSys(f)) if f == AuthFlavor::None as u32 || header.proc_ == 0 => Caller::Anonymous,
+        Err(CredError::NotAuthSys(_)) => {
+            return reject(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::TooWeak)))
+        }
+        Err(CredError::Malformed(_)) => {
+            return reject(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred)))
+        }
+    };
+    let call = Call { state, conn, header: &header, caller };
+    let mut out = BytesMut::with_capacity(512);
+    let at = begin_record(&mut out);
+    ReplyHeader::success(xid).encode(&mut out);
+    let outcome = match program {
+        Program::Nfs3 => crate::nfs3::dispatch(&call, body, &mut out),
+        Program::Mount => crate::mount::dispatch(&call, body, &mut out),
+        Program::Portmap => crate::portmap::dispatch(&call, body, &mut out),
+    };
+    match outcome {
+        Outcome::Replied => {}
+        Outcome::GarbageArgs => return reject(ReplyHeader::accepted_error(xid, AcceptStat::GarbageArgs)),
+        Outcome::ProcUnavail => return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProcUnavail)),
+    }
+    state.stats.count(program, header.proc_);
+    finish_record(&mut out, at);
+    Some(out)
+}
+
+/// A reply with no results (every RPC-level error).
+fn reply_header_only(h: ReplyHeader) -> BytesMut {
+    let mut out = BytesMut::with_capacity(48);
+    let at = begin_record(&mut out);
+    h.encode(&mut out);
+    finish_record(&mut out, at);
+    out
+}

@@ -1,0 +1,47 @@
+//! Portmap v2 (RFC 1833 §3), answered on the NFS port itself.
+//!
+//! Clients that ask the portmapper where NFS and MOUNT live are told "here":
+//! the port they are already connected to. SET and UNSET are refused (we
+//! are not a general-purpose rpcbind) and CALLIT is not offered (it is an
+//! amplification vector and nothing NFSv3 needs).
+
+use crate::dispatch::{Call, Outcome};
+use bytes::{Bytes, BytesMut};
+use eagernfs_proto::portmap::*;
+use eagernfs_proto::{mount, nfs3};
+use eagernfs_xdr::Encode;
+use std::sync::atomic::Ordering;
+
+/// (program, version) pairs this server answers, all over TCP.
+pub(crate) const SERVED: [(u32, u32); 5] = [
+    (nfs3::NFS_PROGRAM, nfs3::NFS_V3),
+    (mount::MOUNT_PROGRAM, 1),
+    (mount::MOUNT_PROGRAM, 2),
+    (mount::MOUNT_PROGRAM, mount::MOUNT_V3),
+    (PMAP_PROGRAM, PMAP_V2),
+];
+
+pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
+    let Ok(args) = PortmapArgs::decode(call.header.proc_, &mut body) else {
+        return Outcome::GarbageArgs;
+    };
+    let port = call.state.port.load(Ordering::Relaxed) as u32;
+    let res = match args {
+        PortmapArgs::Null => PortmapRes::Null,
+        PortmapArgs::Set(_) => PortmapRes::Set(false),
+        PortmapArgs::Unset(_) => PortmapRes::Unset(false),
+        PortmapArgs::Getport(m) => {
+            let served = m.prot == IPPROTO_TCP && SERVED.contains(&(m.prog, m.vers));
+            PortmapRes::Getport(if served { port } else { 0 })
+        }
+        PortmapArgs::Dump => PortmapRes::Dump(Pmaplist(
+            SERVED
+                .iter()
+                .map(|&(prog, vers)| Mapping { prog, vers, prot: IPPROTO_TCP, port })
+                .collect(),
+        )),
+        PortmapArgs::Callit(_) => return Outcome::ProcUnavail,
+    };
+    res.encode(out);
+    Outcome::Replied
+}

@@ -1,0 +1,101 @@
+//! Registration with a running rpcbind/portmapper (optional).
+//!
+//! Clients that cannot be told the port (`mount -o port=`) ask the
+//! portmapper on port 111. When one runs, we register NFS v3 and MOUNT
+//! v1–v3 at our port with PMAPPROC_SET, and remove them at shutdown. This is
+//! a small blocking client: it runs once at start and once at stop.
+
+use crate::portmap::SERVED;
+use bytes::{Bytes, BytesMut};
+use eagernfs_proto::portmap::{Mapping, IPPROTO_TCP, PMAPPROC_SET, PMAPPROC_UNSET, PMAP_PROGRAM, PMAP_V2};
+use eagernfs_rpc::record::{begin_record, finish_record};
+use eagernfs_rpc::{AcceptStat, CallHeader, Message, OpaqueAuth, RecordDecoder, ReplyBody};
+use eagernfs_xdr::{Decode, Encode};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Why registration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcbindError {
+    #[error("cannot reach the portmapper at {addr}: {source} (is rpcbind running? start it with `rpcbind -f &`)")]
+    Connect { addr: SocketAddr, source: std::io::Error },
+    #[error("portmapper I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("portmapper sent a reply we could not read")]
+    BadReply,
+    #[error("portmapper refused to register program {prog} version {vers} (already registered by another server?)")]
+    Refused { prog: u32, vers: u32 },
+}
+
+fn call(stream: &mut TcpStream, xid: u32, proc_: u32, m: &Mapping) -> Result<bool, RpcbindError> {
+    let mut out = BytesMut::new();
+    let at = begin_record(&mut out);
+    CallHeader {
+        xid,
+        rpcvers: 2,
+        prog: PMAP_PROGRAM,
+        vers: PMAP_V2,
+        proc_,
+        cred: OpaqueAuth::none(),
+        verf: OpaqueAuth::none(),
+    }
+    .encode(&mut out);
+    m.encode(&mut out);
+    finish_record(&mut out, at);
+    stream.write_all(&out)?;
+    let mut dec = RecordDecoder::new(64 * 1024);
+    let mut buf = BytesMut::new();
+    let record = loop {
+        if let Some(r) = dec.decode(&mut buf).map_err(|_| RpcbindError::BadReply)? {
+            break r;
+        }
+        let mut chunk = [0u8; 512];
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(RpcbindError::BadReply);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let mut body: Bytes = record;
+    match Message::decode(&mut body) {
+        Ok(Message::Reply(r))
+            if r.xid == xid && matches!(r.body, ReplyBody::Accepted { stat: AcceptStat::Success, .. }) =>
+        {
+            bool::decode(&mut body).map_err(|_| RpcbindError::BadReply)
+        }
+        _ => Err(RpcbindError::BadReply),
+    }
+}
+
+fn connect(portmapper: SocketAddr) -> Result<TcpStream, RpcbindError> {
+    let s = TcpStream::connect_timeout(&portmapper, Duration::from_secs(3))
+        .map_err(|source| RpcbindError::Connect { addr: portmapper, source })?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.set_write_timeout(Some(Duration::from_secs(5)))?;
+    Ok(s)
+}
+
+/// Register every program we serve at `port` (replacing older registrations).
+pub fn register(portmapper: SocketAddr, port: u16) -> Result<(), RpcbindError> {
+    let mut s = connect(portmapper)?;
+    for (i, &(prog, vers)) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
+        let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: port as u32 };
+        // UNSET first: a stale entry from a crashed server would make SET fail.
+        call(&mut s, 2 * i as u32 + 1, PMAPPROC_UNSET, &m)?;
+        if !call(&mut s, 2 * i as u32 + 2, PMAPPROC_SET, &m)? {
+            return Err(RpcbindError::Refused { prog, vers });
+        }
+    }
+    Ok(())
+}
+
+/// Remove our registrations.
+pub fn unregister(portmapper: SocketAddr) -> Result<(), RpcbindError> {
+    let mut s = connect(portmapper)?;
+    for (i, &(prog, vers)) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
+        let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
+        call(&mut s, 100 + i as u32, PMAPPROC_UNSET, &m)?;
+    }
+    Ok(())
+}
