@@ -1,0 +1,240 @@
+//! Open descriptors for READ/WRITE/COMMIT, and the write verifier.
+//!
+//! Opening a file by handle costs a credential switch and two system calls;
+//! a client streaming a file sends thousands of READs or WRITEs for it. So
+//! regular files are kept open (by the server, read-write when possible)
+//! in a bounded cache, and READ/WRITE check permission in user space from
+//! `fstat`. The cache is split into shards, each a small map behind its own
+//! mutex that is held only to look up or insert: I/O always happens on an
+//! `Arc` taken out of the map, so an eviction never closes a descriptor in
+//! use, and no lock is held across a system call.
+//!
+//! Linux reports a write-back error once to each descriptor that was open
+//! when it happened. If we closed a descriptor holding unstable data, a
+//! later COMMIT on a fresh descriptor would not see the error and the
+//! client would believe lost data safe. So a descriptor with unstable data
+//! is synced when it leaves the cache, and a failure changes the write
+//! verifier, which makes every client resend what it has not committed.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::sys;
+use crate::Verifier;
+
+/// The write verifier: random per backend instance, replaced whenever
+/// unstable data may have been lost.
+pub(super) struct WriteVerifier(AtomicU64);
+
+impl WriteVerifier {
+    pub(super) fn new() -> Self {
+        WriteVerifier(AtomicU64::new(rand::random()))
+    }
+
+    pub(super) fn get(&self) -> Verifier {
+        self.0.load(Ordering::SeqCst).to_be_bytes()
+    }
+
+    /// Pick a new verifier, different from the current one.
+    pub(super) fn regenerate(&self) {
+        let old = self.0.load(Ordering::SeqCst);
+        let mut new = rand::random::<u64>();
+        while new == old {
+            new = rand::random();
+        }
+        // If another thread regenerated meanwhile, either value is new to
+        // clients, which is all that matters.
+        let _ = self.0.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst);
+        tracing::warn!("write-back failed: write verifier changed so clients resend unstable data");
+    }
+}
+
+/// A regular file opened by the server.
+pub(super) struct IoFile {
+    pub(super) fd: OwnedFd,
+    /// Why an `O_RDWR` open failed (`EROFS`, `ETXTBSY`, …) when we fell back
+    /// to read-only; a write is answered with this error.
+    pub(super) write_errno: Option<i32>,
+    /// Unstable data written since the last sync started.
+    dirty: AtomicBool,
+    /// False with `unsafe_async`, where nothing is ever synced.
+    sync_on_close: bool,
+    verifier: Arc<WriteVerifier>,
+}
+
+impl IoFile {
+    pub(super) fn new(
+        fd: OwnedFd,
+        write_errno: Option<i32>,
+        sync_on_close: bool,
+        verifier: Arc<WriteVerifier>,
+    ) -> Self {
+        IoFile { fd, write_errno, dirty: AtomicBool::new(false), sync_on_close, verifier }
+    }
+
+    /// Record that unstable data was written (after the write completed).
+    pub(super) fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::SeqCst);
+    }
+
+    /// Call before a sync: data written after this point sets the flag
+    /// again, data written before is covered by the sync.
+    pub(super) fn take_dirty(&self) {
+        self.dirty.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for IoFile {
+    fn drop(&mut self) {
+        if !self.sync_on_close || !self.dirty.load(Ordering::SeqCst) {
+            return;
+        }
+        // A removed file's data is gone anyway; do not pay for a sync.
+        match sys::fstat(self.fd.as_fd()) {
+            Ok(st) if st.st_nlink == 0 => return,
+            _ => {}
+        }
+        if sys::fdatasync(self.fd.as_fd()).is_err() {
+            self.verifier.regenerate();
+        }
+    }
+}
+
+struct Slot {
+    file: Arc<IoFile>,
+    /// Value of the cache's clock at the last use, for least-recently-used eviction.
+    used_at: u64,
+}
+
+/// A bounded, sharded map from handle bytes to open files.
+pub(super) struct FdCache {
+    shards: Box<[Mutex<HashMap<Bytes, Slot>>]>,
+    per_shard_max: usize,
+    clock: AtomicU64,
+    hasher: RandomState,
+}
+
+const SHARDS: usize = 16;
+
+impl FdCache {
+    /// A cache of at most about `capacity` descriptors.
+    pub(super) fn new(capacity: usize) -> Self {
+        let per_shard_max = capacity.div_ceil(SHARDS).max(1);
+        FdCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::with_capacity(per_shard_max + 1))).collect(),
+            per_shard_max,
+            clock: AtomicU64::new(0),
+            hasher: RandomState::new(),
+        }
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Bytes, Slot>> {
+        &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(super) fn get(&self, key: &[u8]) -> Option<Arc<IoFile>> {
+        let now = self.tick();
+        let mut map = self.shard(key).lock();
+        let slot = map.get_mut(key)?;
+        slot.used_at = now;
+        Some(slot.file.clone())
+    }
+
+    /// Insert `file` unless another thread inserted one for `key` first;
+    /// returns the one in the cache. Evicts the least recently used entry of
+    /// the shard when it is full.
+    pub(super) fn insert(&self, key: &Bytes, file: Arc<IoFile>) -> Arc<IoFile> {
+        let now = self.tick();
+        // Dropped after the lock is released: dropping may sync a file.
+        let evicted;
+        let winner;
+        {
+            let mut map = self.shard(key).lock();
+            if let Some(slot) = map.get_mut(&key[..]) {
+                slot.used_at = now;
+                return slot.file.clone();
+            }
+            evicted = if map.len() >= self.per_shard_max {
+                let oldest = map.iter().min_by_key(|(_, s)| s.used_at).map(|(k, _)| k.clone());
+                oldest.and_then(|k| map.remove(&k))
+            } else {
+                None
+            };
+            winner = file.clone();
+            map.insert(key.clone(), Slot { file, used_at: now });
+        }
+        drop(evicted);
+        winner
+    }
+
+    /// Forget `key` (its file was removed or found stale).
+    pub(super) fn remove(&self, key: &[u8]) {
+        let evicted = self.shard(key).lock().remove(key);
+        drop(evicted);
+    }
+
+    /// Every cached file, for `sync_all`.
+    pub(super) fn all(&self) -> Vec<Arc<IoFile>> {
+        self.shards
+            .iter()
+            .flat_map(|s| s.lock().values().map(|v| v.file.clone()).collect::<Vec<_>>())
+            .collect()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(v: &Arc<WriteVerifier>) -> Arc<IoFile> {
+        let fd = std::fs::File::open("/dev/null").unwrap();
+        Arc::new(IoFile::new(fd.into(), None, true, v.clone()))
+    }
+
+    #[test]
+    fn bounded_and_least_recently_used_goes_first() {
+        let v = Arc::new(WriteVerifier::new());
+        let c = FdCache::new(SHARDS * 2);
+        let keys: Vec<Bytes> = (0..200u32).map(|i| Bytes::from(i.to_be_bytes().to_vec())).collect();
+        for k in &keys {
+            c.insert(k, file(&v));
+            // Keep key 0 hot: it must survive every eviction in its shard.
+            assert!(c.get(&keys[0]).is_some());
+        }
+        assert!(c.len() <= SHARDS * 2);
+        assert!(c.get(&keys[0]).is_some());
+    }
+
+    #[test]
+    fn a_racing_insert_keeps_the_first() {
+        let v = Arc::new(WriteVerifier::new());
+        let c = FdCache::new(64);
+        let k = Bytes::from_static(b"k");
+        let a = c.insert(&k, file(&v));
+        let b = c.insert(&k, file(&v));
+        assert!(Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn regenerate_changes_the_verifier() {
+        let v = WriteVerifier::new();
+        let before = v.get();
+        v.regenerate();
+        assert_ne!(before, v.get());
+    }
+}

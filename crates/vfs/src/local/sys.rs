@@ -1,0 +1,451 @@
+//! Thin, safe wrappers over the Linux system calls the local backend uses.
+//!
+//! Every wrapper takes a directory or object descriptor plus at most one
+//! path *component*: the backend never builds a path string from client
+//! input. The only absolute paths are `/proc/self/fd/N` magic links, used
+//! where Linux has no descriptor-based call that works without
+//! `CAP_DAC_READ_SEARCH` (see [`linkat_fd`] and [`chmod_fd`]).
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{Attr, FileType, Timestamp};
+
+/// The empty path used with `AT_EMPTY_PATH` to act on a descriptor itself.
+pub(super) const EMPTY: &CStr = c"";
+
+fn last_err() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// Turn a `-1`-on-error return value into an `io::Result`.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(last_err())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(last_err())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Retry a call interrupted by a signal; the server's workers may receive
+/// signals (e.g. profiling) and an interrupted fsync must not fail a COMMIT.
+fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Wrap a freshly returned descriptor.
+fn owned(fd: libc::c_int) -> OwnedFd {
+    // SAFETY: the caller passes a descriptor just returned by a successful
+    // system call, which nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+pub(super) fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    retry(|| {
+        // SAFETY: `name` is NUL-terminated and outlives the call; the kernel
+        // only reads it.
+        let fd = cvt(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) })?;
+        Ok(owned(fd))
+    })
+}
+
+pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable `stat` for the duration of the call.
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+pub(super) fn fstatat_nofollow(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<libc::stat> {
+    // SAFETY: as in `fstat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated; `st` is writable for the call.
+    cvt(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    Ok(st)
+}
+
+/// The largest kernel handle we accept. It is what is left of
+/// [`crate::MAX_BACKEND_HANDLE`] after our header and MAC (see `handle.rs`);
+/// ext4 needs 8 bytes, tmpfs 12, btrfs 20 and XFS at most 24.
+pub(super) const KERNEL_HANDLE_MAX: usize = 41;
+
+/// A kernel file handle as `name_to_handle_at` returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct KernelHandle {
+    /// The file system's handle type (`FILEID_*`), ≤ 254 for every known one.
+    pub(super) htype: u8,
+    pub(super) len: u8,
+    pub(super) bytes: [u8; KERNEL_HANDLE_MAX],
+}
+
+impl KernelHandle {
+    pub(super) fn data(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// `struct file_handle` with room for [`KERNEL_HANDLE_MAX`] bytes of payload.
+#[repr(C)]
+struct RawHandle {
+    handle_bytes: libc::c_uint,
+    handle_type: libc::c_int,
+    f_handle: [u8; KERNEL_HANDLE_MAX],
+}
+
+/// `name_to_handle_at(dir, name, flags)`: the handle and the mount id.
+/// `EOVERFLOW` (a handle larger than we can carry) becomes `EOPNOTSUPP`, as
+/// does a handle type we cannot store in one byte.
+pub(super) fn name_to_handle_at(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+) -> io::Result<(KernelHandle, i32)> {
+    let mut raw = RawHandle {
+        handle_bytes: KERNEL_HANDLE_MAX as u32,
+        handle_type: 0,
+        f_handle: [0; KERNEL_HANDLE_MAX],
+    };
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: `raw` starts with the `file_handle` header and its
+    // `handle_bytes` says how much room follows, so the kernel writes within
+    // it; `name` is NUL-terminated; `mount_id` is writable.
+    let r = unsafe {
+        libc::name_to_handle_at(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            (&mut raw as *mut RawHandle).cast::<libc::file_handle>(),
+            &mut mount_id,
+            flags,
+        )
+    };
+    if r < 0 {
+        let e = last_err();
+        if e.raw_os_error() == Some(libc::EOVERFLOW) {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
+        return Err(e);
+    }
+    let len = raw.handle_bytes as usize;
+    if len > KERNEL_HANDLE_MAX || !(0..=254).contains(&raw.handle_type) {
+        return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+    }
+    Ok((KernelHandle { htype: raw.handle_type as u8, len: len as u8, bytes: raw.f_handle }, mount_id))
+}
+
+/// `open_by_handle_at(mount_fd, kh, flags)`; needs `CAP_DAC_READ_SEARCH`
+/// in the effective set, i.e. fsuid 0 (see `creds.rs`).
+pub(super) fn open_by_handle_at(
+    mount: BorrowedFd<'_>,
+    kh: &KernelHandle,
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
+    let mut raw =
+        RawHandle { handle_bytes: kh.len as u32, handle_type: kh.htype as libc::c_int, f_handle: kh.bytes };
+    retry(|| {
+        // SAFETY: `raw` is a complete `file_handle` whose `handle_bytes` does
+        // not exceed the payload that follows; the kernel only reads it.
+        let fd = cvt(unsafe {
+            libc::open_by_handle_at(
+                mount.as_raw_fd(),
+                (&mut raw as *mut RawHandle).cast::<libc::file_handle>(),
+                flags | libc::O_CLOEXEC,
+            )
+        })?;
+        Ok(owned(fd))
+    })
+}
+
+pub(super) fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated and only read.
+    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+pub(super) fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, dev: libc::dev_t) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated and only read.
+    cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t, dev) }).map(drop)
+}
+
+pub(super) fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: both strings are NUL-terminated and only read.
+    cvt(unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) }).map(drop)
+}
+
+pub(super) fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated and only read.
+    cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) }).map(drop)
+}
+
+pub(super) fn renameat(
+    from: BorrowedFd<'_>,
+    from_name: &CStr,
+    to: BorrowedFd<'_>,
+    to_name: &CStr,
+) -> io::Result<()> {
+    // SAFETY: both names are NUL-terminated and only read.
+    cvt(unsafe { libc::renameat(from.as_raw_fd(), from_name.as_ptr(), to.as_raw_fd(), to_name.as_ptr()) })
+        .map(drop)
+}
+
+fn proc_fd_path(fd: RawFd) -> CString {
+    CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a formatted number")
+}
+
+/// Link the object behind `fd` (any descriptor, `O_PATH` included) as
+/// `dir/name`.
+///
+/// `linkat(fd, "", …, AT_EMPTY_PATH)` needs `CAP_DAC_READ_SEARCH`, which a
+/// caller's fsuid drops, so we follow the `/proc/self/fd` magic link
+/// instead: the kernel then applies the caller's own checks
+/// (`fs.protected_hardlinks`, write permission on `dir`).
+pub(super) fn linkat_fd(fd: BorrowedFd<'_>, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let src = proc_fd_path(fd.as_raw_fd());
+    // SAFETY: both paths are NUL-terminated and only read.
+    cvt(unsafe {
+        libc::linkat(libc::AT_FDCWD, src.as_ptr(), dir.as_raw_fd(), name.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+    })
+    .map(drop)
+}
+
+/// Set to false the first time `fchmodat2` reports `ENOSYS` (kernels < 6.6).
+static HAVE_FCHMODAT2: AtomicBool = AtomicBool::new(true);
+
+/// `chmod` the object behind an `O_PATH` descriptor, as the current fsuid.
+///
+/// `fchmod` refuses `O_PATH` descriptors; `fchmodat2(fd, "", AT_EMPTY_PATH)`
+/// (Linux 6.6) does not, and older kernels get the `/proc/self/fd` link.
+/// Never called on symlinks (their mode is meaningless on Linux).
+pub(super) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    if HAVE_FCHMODAT2.load(Ordering::Relaxed) {
+        // SAFETY: the empty path is NUL-terminated and only read.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_fchmodat2,
+                fd.as_raw_fd(),
+                EMPTY.as_ptr(),
+                mode as libc::c_uint,
+                libc::AT_EMPTY_PATH,
+            )
+        };
+        match cvt_long(r) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                HAVE_FCHMODAT2.store(false, Ordering::Relaxed)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let path = proc_fd_path(fd.as_raw_fd());
+    // SAFETY: `path` is NUL-terminated and only read.
+    cvt(unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) }).map(drop)
+}
+
+/// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`: change the owner of the
+/// object itself (a symlink is not followed). `None` leaves a field alone.
+pub(super) fn chown_fd(fd: BorrowedFd<'_>, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    let uid = uid.unwrap_or(u32::MAX) as libc::uid_t;
+    let gid = gid.unwrap_or(u32::MAX) as libc::gid_t;
+    // SAFETY: the empty path is NUL-terminated and only read.
+    cvt(unsafe { libc::fchownat(fd.as_raw_fd(), EMPTY.as_ptr(), uid, gid, libc::AT_EMPTY_PATH) }).map(drop)
+}
+
+/// `utimensat(fd, "", times, AT_EMPTY_PATH)` (Linux ≥ 5.8): set the times of
+/// the object itself. Entries may be `UTIME_NOW` / `UTIME_OMIT`.
+pub(super) fn utimens_fd(fd: BorrowedFd<'_>, times: &[libc::timespec; 2]) -> io::Result<()> {
+    // SAFETY: `times` points at two valid timespecs; the path is NUL-terminated.
+    cvt(unsafe { libc::utimensat(fd.as_raw_fd(), EMPTY.as_ptr(), times.as_ptr(), libc::AT_EMPTY_PATH) })
+        .map(drop)
+}
+
+/// Read the target of the symlink behind an `O_PATH` descriptor.
+pub(super) fn readlink_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is writable for `buf.len()` bytes; the path is NUL-terminated.
+    let n = unsafe { libc::readlinkat(fd.as_raw_fd(), EMPTY.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        Err(last_err())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+pub(super) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let off = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    retry(|| {
+        // SAFETY: `buf` is writable for `buf.len()` bytes.
+        let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
+        if n < 0 {
+            Err(last_err())
+        } else {
+            Ok(n as usize)
+        }
+    })
+}
+
+pub(super) fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
+    let off = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    retry(|| {
+        // SAFETY: `buf` is readable for `buf.len()` bytes.
+        let n = unsafe { libc::pwrite(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), off) };
+        if n < 0 {
+            Err(last_err())
+        } else {
+            Ok(n as usize)
+        }
+    })
+}
+
+pub(super) fn fsync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain call on a valid descriptor.
+    retry(|| cvt(unsafe { libc::fsync(fd.as_raw_fd()) }).map(drop))
+}
+
+pub(super) fn fdatasync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain call on a valid descriptor.
+    retry(|| cvt(unsafe { libc::fdatasync(fd.as_raw_fd()) }).map(drop))
+}
+
+pub(super) fn ftruncate(fd: BorrowedFd<'_>, size: u64) -> io::Result<()> {
+    let size = i64::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: plain call on a valid descriptor.
+    retry(|| cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size) }).map(drop))
+}
+
+pub(super) fn lseek_set(fd: BorrowedFd<'_>, offset: i64) -> io::Result<()> {
+    // SAFETY: plain call on a valid descriptor.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset, libc::SEEK_SET) };
+    if r < 0 {
+        Err(last_err())
+    } else {
+        Ok(())
+    }
+}
+
+/// One `getdents64` call into `buf`; returns the number of bytes filled
+/// (0 at the end of the directory).
+pub(super) fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    retry(|| {
+        // SAFETY: `buf` is writable for `buf.len()` bytes; the kernel writes
+        // whole `linux_dirent64` records within that length.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+        cvt_long(n).map(|n| n as usize)
+    })
+}
+
+/// One record of a `getdents64` buffer.
+pub(super) struct RawDirent<'a> {
+    pub(super) ino: u64,
+    /// The position after this entry (what `lseek` resumes from).
+    pub(super) off: i64,
+    pub(super) name: &'a [u8],
+}
+
+/// Iterate over the records `getdents64` wrote into `buf[..len]`. Stops at
+/// the first malformed record rather than trusting a bad length.
+pub(super) fn dirents(buf: &[u8]) -> impl Iterator<Item = RawDirent<'_>> {
+    // Header of `struct linux_dirent64`: d_ino u64, d_off i64, d_reclen u16, d_type u8.
+    const NAME_AT: usize = 19;
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        let rest = buf.get(pos..)?;
+        if rest.len() < NAME_AT {
+            return None;
+        }
+        let ino = u64::from_ne_bytes(rest[0..8].try_into().ok()?);
+        let off = i64::from_ne_bytes(rest[8..16].try_into().ok()?);
+        let reclen = u16::from_ne_bytes(rest[16..18].try_into().ok()?) as usize;
+        if reclen < NAME_AT || reclen > rest.len() {
+            return None;
+        }
+        let name_area = &rest[NAME_AT..reclen];
+        let name_len = name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len());
+        pos += reclen;
+        Some(RawDirent { ino, off, name: &name_area[..name_len] })
+    })
+}
+
+pub(super) fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
+    // SAFETY: an all-zero `statvfs` is a valid value of this plain C struct.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `sv` is writable for the call.
+    cvt(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut sv) })?;
+    Ok(sv)
+}
+
+pub(super) fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
+    // SAFETY: an all-zero `statfs` is a valid value of this plain C struct.
+    let mut sf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `sf` is writable for the call.
+    cvt(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut sf) })?;
+    Ok(sf)
+}
+
+/// `syncfs`: needs a real (not `O_PATH`) descriptor.
+pub(super) fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain call on a valid descriptor.
+    cvt(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
+}
+
+/// The soft `RLIMIT_NOFILE`, used to size the descriptor cache.
+pub(super) fn nofile_soft_limit() -> u64 {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `rl` is writable for the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } < 0 {
+        return 1024;
+    }
+    rl.rlim_cur
+}
+
+fn ts(secs: i64, nsecs: i64) -> Timestamp {
+    Timestamp { secs, nsecs: nsecs.clamp(0, 999_999_999) as u32 }
+}
+
+pub(super) fn file_type(mode: u32) -> FileType {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => FileType::Directory,
+        libc::S_IFLNK => FileType::Symlink,
+        libc::S_IFBLK => FileType::BlockDevice,
+        libc::S_IFCHR => FileType::CharDevice,
+        libc::S_IFSOCK => FileType::Socket,
+        libc::S_IFIFO => FileType::Fifo,
+        _ => FileType::Regular,
+    }
+}
+
+/// Attributes from a `stat` (see the mapping in the module docs of `local`).
+pub(super) fn attr_from_stat(st: &libc::stat) -> Attr {
+    let ftype = file_type(st.st_mode);
+    let rdev = match ftype {
+        FileType::BlockDevice | FileType::CharDevice => (libc::major(st.st_rdev), libc::minor(st.st_rdev)),
+        _ => (0, 0),
+    };
+    Attr {
+        ftype,
+        mode: st.st_mode & 0o7777,
+        nlink: u32::try_from(st.st_nlink).unwrap_or(u32::MAX),
+        uid: st.st_uid,
+        gid: st.st_gid,
+        size: st.st_size.max(0) as u64,
+        used: (st.st_blocks.max(0) as u64).saturating_mul(512),
+        rdev,
+        fsid: st.st_dev,
+        fileid: st.st_ino,
+        atime: ts(st.st_atime, st.st_atime_nsec),
+        mtime: ts(st.st_mtime, st.st_mtime_nsec),
+        ctime: ts(st.st_ctime, st.st_ctime_nsec),
+    }
+}
