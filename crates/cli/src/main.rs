@@ -8,7 +8,11 @@ mod serve;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "eagernfs", version, about = "A fast, trustworthy user-space NFSv3 server, client and benchmarks")]
+#[command(
+    name = "eagernfs",
+    version,
+    about = "A fast, trustworthy user-space NFSv3 server, client and benchmarks"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -71,7 +71,8 @@ fn default_state_dir() -> PathBuf {
     }
     match std::env::var_os("XDG_STATE_HOME") {
         Some(d) => PathBuf::from(d).join("eagernfs"),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into())).join(".local/state/eagernfs"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into()))
+            .join(".local/state/eagernfs"),
     }
 }
 
@@ -129,7 +130,8 @@ fn quick_exports_line(dir: &Path, allow: &[String], options: &str) -> String {
 fn build_exports(args: &ServeArgs, state_dir: &Path) -> Result<Vec<ExportSpec>> {
     let (table, quick) = match (&args.exports, &args.dir) {
         (Some(file), _) => {
-            let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+            let text =
+                std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
             let (table, warnings) =
                 exports::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             for w in warnings {
@@ -140,7 +142,9 @@ fn build_exports(args: &ServeArgs, state_dir: &Path) -> Result<Vec<ExportSpec>> 
         (None, Some(dir)) => {
             let abs = if args.memory {
                 if !dir.is_absolute() {
-                    bail!("with --memory, DIR is the export path clients mount and must be absolute, e.g. /mem");
+                    bail!(
+                        "with --memory, DIR is the export path clients mount and must be absolute, e.g. /mem"
+                    );
                 }
                 dir.clone()
             } else {
@@ -242,7 +246,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         let stats = server.stats();
         server.run(shutdown).await?;
         if let Some(pm) = args.register {
-            if let Err(e) = tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm)).await? {
+            if let Err(e) =
+                tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm)).await?
+            {
                 tracing::warn!("{e}");
             }
         }

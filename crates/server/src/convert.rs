@@ -1,8 +1,8 @@
 //! Conversions between backend values ([`eagernfs_vfs`]) and NFSv3 wire types.
 
 use eagernfs_proto::nfs3::{
-    Createhow3, Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime as WireSetTime, Specdata3, WccAttr as WireWcc,
-    WccData,
+    Createhow3, Fattr3, Ftype3, Nfsstat3, Nfstime3, Sattr3, SetTime as WireSetTime, Specdata3,
+    WccAttr as WireWcc, WccData,
 };
 use eagernfs_vfs::{Attr, CreateMode, FileType, FsError, SetAttr, SetTime, Timestamp, Wcc, WccAttr};
 

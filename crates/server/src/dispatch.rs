@@ -9,13 +9,15 @@
 
 use crate::exports::ExportOptions;
 use crate::stats::Program;
-use crate::{handle, ExportSpec, ServerState};
+use crate::{drc, handle, ExportSpec, ServerState};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
 use eagernfs_proto::{mount, nfs3, portmap};
 use eagernfs_rpc::message::{peek_xid, CredError};
 use eagernfs_rpc::record::{begin_record, finish_record};
-use eagernfs_rpc::{AcceptStat, AuthFlavor, AuthStat, AuthSys, CallHeader, Message, RejectedReply, ReplyHeader};
+use eagernfs_rpc::{
+    AcceptStat, AuthFlavor, AuthStat, AuthSys, CallHeader, Message, RejectedReply, ReplyHeader,
+};
 use eagernfs_vfs::{Credentials, FileHandle};
 use eagernfs_xdr::Encode;
 use std::net::SocketAddr;
@@ -81,7 +83,9 @@ impl<'a> Call<'a> {
     pub(crate) fn credentials(&self, options: &ExportOptions) -> Credentials {
         match &self.caller {
             Caller::Sys(sys) => options.squash(sys.uid, sys.gid, &sys.gids),
-            Caller::Anonymous => Credentials { uid: options.anonuid, gid: options.anongid, groups: Vec::new() },
+            Caller::Anonymous => {
+                Credentials { uid: options.anonuid, gid: options.anongid, groups: Vec::new() }
+            }
         }
     }
 
@@ -119,7 +123,10 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
             state.stats.count_rejected();
             tracing::debug!(peer = %conn.peer.addr, "malformed RPC header: {e}");
             let xid = peek_xid(&record)?;
-            return Some(reply_header_only(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred))));
+            return Some(reply_header_only(ReplyHeader::denied(
+                xid,
+                RejectedReply::AuthError(AuthStat::BadCred),
+            )));
         }
     };
     let xid = header.xid;
@@ -131,33 +138,35 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
         return reject(ReplyHeader::denied(xid, RejectedReply::RpcMismatch { low: 2, high: 2 }));
     }
     // Program and version, then procedure (from the program's table).
-    let (program, known) = match header.prog {
-        nfs3::NFS_PROGRAM if header.vers == nfs3::NFS_V3 => (Program::Nfs3, nfs3::procedure(header.proc_).is_some()),
+    let (program, info) = match header.prog {
+        nfs3::NFS_PROGRAM if header.vers == nfs3::NFS_V3 => (Program::Nfs3, nfs3::procedure(header.proc_)),
         nfs3::NFS_PROGRAM => {
             return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 3, high: 3 }))
         }
         mount::MOUNT_PROGRAM if (1..=3).contains(&header.vers) => {
-            (Program::Mount, mount::procedure(header.proc_).is_some())
+            (Program::Mount, mount::procedure(header.proc_))
         }
         mount::MOUNT_PROGRAM => {
             return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 1, high: 3 }))
         }
         portmap::PMAP_PROGRAM if header.vers == portmap::PMAP_V2 => {
-            (Program::Portmap, portmap::procedure(header.proc_).is_some())
+            (Program::Portmap, portmap::procedure(header.proc_))
         }
         portmap::PMAP_PROGRAM => {
             return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 2, high: 2 }))
         }
         _ => return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgUnavail)),
     };
-    if !known {
+    let Some(info) = info else {
         return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProcUnavail));
-    }
+    };
     // Credentials. NULL answers anyone (clients probe with AUTH_NONE);
     // otherwise AUTH_SYS, or AUTH_NONE mapped to the anonymous user.
     let caller = match header.auth_sys() {
         Ok(sys) => Caller::Sys(sys),
-        Err(CredError::NotAuthSys(f)) if f == AuthFlavor::None as u32 || header.proc_ == 0 => Caller::Anonymous,
+        Err(CredError::NotAuthSys(f)) if f == AuthFlavor::None as u32 || header.proc_ == 0 => {
+            Caller::Anonymous
+        }
         Err(CredError::NotAuthSys(_)) => {
             return reject(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::TooWeak)))
         }
@@ -165,6 +174,19 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
             return reject(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred)))
         }
     };
+    // Non-idempotent calls go through the duplicate reply cache.
+    let drc_key = (!info.idempotent)
+        .then(|| drc::Key::new(conn.peer.addr.ip(), xid, header.prog, header.vers, header.proc_, &body));
+    if let Some(key) = drc_key {
+        match state.drc.begin(key) {
+            drc::Lookup::New => {}
+            drc::Lookup::InProgress => return None,
+            drc::Lookup::Replay(reply) => {
+                state.stats.count_replayed();
+                return Some(BytesMut::from(&reply[..]));
+            }
+        }
+    }
     let call = Call { state, conn, header: &header, caller };
     let mut out = BytesMut::with_capacity(512);
     let at = begin_record(&mut out);
@@ -174,13 +196,22 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
         Program::Mount => crate::mount::dispatch(&call, body, &mut out),
         Program::Portmap => crate::portmap::dispatch(&call, body, &mut out),
     };
-    match outcome {
-        Outcome::Replied => {}
-        Outcome::GarbageArgs => return reject(ReplyHeader::accepted_error(xid, AcceptStat::GarbageArgs)),
-        Outcome::ProcUnavail => return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProcUnavail)),
+    let failed = match outcome {
+        Outcome::Replied => None,
+        Outcome::GarbageArgs => Some(AcceptStat::GarbageArgs),
+        Outcome::ProcUnavail => Some(AcceptStat::ProcUnavail),
+    };
+    if let Some(stat) = failed {
+        if let Some(key) = drc_key {
+            state.drc.abandon(key);
+        }
+        return reject(ReplyHeader::accepted_error(xid, stat));
     }
     state.stats.count(program, header.proc_);
     finish_record(&mut out, at);
+    if let Some(key) = drc_key {
+        state.drc.finish(key, Bytes::copy_from_slice(&out));
+    }
     Some(out)
 }
 

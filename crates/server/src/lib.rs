@@ -22,6 +22,7 @@ pub mod exports;
 
 mod convert;
 mod dispatch;
+mod drc;
 mod handle;
 mod mount;
 mod nfs3;
@@ -54,6 +55,10 @@ pub struct ServerConfig {
     pub read_max_bytes: u32,
     /// Largest WRITE payload accepted and advertised (FSINFO wtmax).
     pub write_max_bytes: u32,
+    /// Replies of non-idempotent calls remembered for retransmissions
+    /// (RENAME, REMOVE, CREATE, …). TCP clients retransmit after about a
+    /// minute, so this should cover a minute of such calls.
+    pub drc_entries: usize,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +69,7 @@ impl Default for ServerConfig {
             max_record_bytes: (1 << 20) + 64 * 1024,
             read_max_bytes: 1 << 20,
             write_max_bytes: 1 << 20,
+            drc_entries: 128 * 1024,
         }
     }
 }
@@ -105,6 +111,8 @@ pub(crate) struct ServerState {
     pub(crate) stats: Arc<Stats>,
     /// The port clients reach us on (answered by portmap GETPORT).
     pub(crate) port: std::sync::atomic::AtomicU16,
+    /// Replies of non-idempotent calls, for retransmissions.
+    pub(crate) drc: drc::Drc,
     /// (client address, path) pairs recorded by MNT for DUMP.
     pub(crate) mounts: parking_lot::Mutex<std::collections::BTreeSet<(bytes::Bytes, bytes::Bytes)>>,
 }
@@ -154,6 +162,7 @@ impl Server {
         }
         let port = listeners.first().and_then(|l| l.local_addr().ok()).map(|a| a.port()).unwrap_or(0);
         let state = Arc::new(ServerState {
+            drc: drc::Drc::new(config.drc_entries),
             config,
             exports,
             stats: Arc::new(Stats::default()),
@@ -198,7 +207,8 @@ impl Server {
 /// Bind with SO_REUSEADDR so a restarted server can take its port back at
 /// once while old connections sit in TIME_WAIT.
 fn bind_reuseaddr(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let sock = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    let sock =
+        if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
     sock.set_reuseaddr(true)?;
     sock.bind(addr)?;
     sock.listen(1024)

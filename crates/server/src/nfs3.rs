@@ -165,7 +165,9 @@ fn readlink(call: &Call, a: Readlink3Args) -> Readlink3Res {
     match r.export.backend.readlink(&r.cred, &r.fh) {
         Ok((target, attr)) => match Opaque::new(target) {
             Ok(data) => Readlink3Res::Ok(Readlink3ResOk { symlink_attributes: Some(fattr(&attr)), data }),
-            Err(_) => Readlink3Res::Fail(Nfsstat3::Nametoolong, Readlink3ResFail { symlink_attributes: r.attr() }),
+            Err(_) => {
+                Readlink3Res::Fail(Nfsstat3::Nametoolong, Readlink3ResFail { symlink_attributes: r.attr() })
+            }
         },
         Err(e) => Readlink3Res::Fail(status(e), Readlink3ResFail { symlink_attributes: r.attr() }),
     }
@@ -210,7 +212,10 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
 }
 
 /// Shared tail of CREATE, MKDIR, SYMLINK and MKNOD.
-fn created(r: &Resolved, res: eagernfs_vfs::FsResult<eagernfs_vfs::Created>) -> Result<Create3ResOk, (Nfsstat3, WccData)> {
+fn created(
+    r: &Resolved,
+    res: eagernfs_vfs::FsResult<eagernfs_vfs::Created>,
+) -> Result<Create3ResOk, (Nfsstat3, WccData)> {
     match res {
         Ok(c) => Ok(Create3ResOk {
             obj: Some(r.wire(&c.handle)),
@@ -232,7 +237,9 @@ macro_rules! create_like {
                 return $res::Fail(s, $fail { dir_wcc: $r.wcc_after() });
             }
             match created(&$r, $call) {
-                Ok(ok) => $res::Ok($ok { obj: ok.obj, obj_attributes: ok.obj_attributes, dir_wcc: ok.dir_wcc }),
+                Ok(ok) => {
+                    $res::Ok($ok { obj: ok.obj, obj_attributes: ok.obj_attributes, dir_wcc: ok.dir_wcc })
+                }
                 Err((s, dir_wcc)) => $res::Fail(s, $fail { dir_wcc }),
             }
         }
@@ -268,7 +275,9 @@ create_like!(mknod, Mknod3Args, Mknod3Res, Mknod3ResOk, Mknod3ResFail, |r, a| {
         Mknoddata3::Sock(s) => (NodeKind::Socket, s),
         Mknoddata3::Fifo(s) => (NodeKind::Fifo, s),
         // Regular files, directories and links have their own procedures.
-        Mknoddata3::Reg | Mknoddata3::Dir | Mknoddata3::Lnk => return Mknod3Res::Fail(Nfsstat3::Badtype, Mknod3ResFail { dir_wcc: r.wcc_after() }),
+        Mknoddata3::Reg | Mknoddata3::Dir | Mknoddata3::Lnk => {
+            return Mknod3Res::Fail(Nfsstat3::Badtype, Mknod3ResFail { dir_wcc: r.wcc_after() })
+        }
     };
     r.export.backend.mknod(&r.cred, &r.fh, &a.where_.name, kind, &sattr(set))
 });
@@ -341,9 +350,12 @@ fn link(call: &Call, a: Link3Args) -> Link3Res {
     };
     let dir = match call.target(&a.link.dir) {
         Ok(r) => r,
-        Err(s) => return Link3Res::Fail(s, Link3ResFail { file_attributes: file.attr(), ..Default::default() }),
+        Err(s) => {
+            return Link3Res::Fail(s, Link3ResFail { file_attributes: file.attr(), ..Default::default() })
+        }
     };
-    let fail = |s| Link3Res::Fail(s, Link3ResFail { file_attributes: file.attr(), linkdir_wcc: dir.wcc_after() });
+    let fail =
+        |s| Link3Res::Fail(s, Link3ResFail { file_attributes: file.attr(), linkdir_wcc: dir.wcc_after() });
     if file.export.id != dir.export.id {
         return fail(Nfsstat3::Xdev);
     }
@@ -399,7 +411,8 @@ fn readdirplus(call: &Call, a: Readdirplus3Args) -> Readdirplus3Res {
         Ok(r) => r,
         Err(s) => return Readdirplus3Res::Fail(s, Default::default()),
     };
-    let max_budget = (a.maxcount.min(call.state.config.read_max_bytes) as usize).saturating_sub(READDIR_OVERHEAD);
+    let max_budget =
+        (a.maxcount.min(call.state.config.read_max_bytes) as usize).saturating_sub(READDIR_OVERHEAD);
     // dircount bounds the READDIR-shaped part (fileid, name, cookie); a
     // zero or tiny dircount would starve the reply, so treat it as a hint
     // no smaller than one page.

@@ -35,10 +35,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
             PortmapRes::Getport(if served { port } else { 0 })
         }
         PortmapArgs::Dump => PortmapRes::Dump(Pmaplist(
-            SERVED
-                .iter()
-                .map(|&(prog, vers)| Mapping { prog, vers, prot: IPPROTO_TCP, port })
-                .collect(),
+            SERVED.iter().map(|&(prog, vers)| Mapping { prog, vers, prot: IPPROTO_TCP, port }).collect(),
         )),
         PortmapArgs::Callit(_) => return Outcome::ProcUnavail,
     };

@@ -18,7 +18,9 @@ use std::time::Duration;
 /// Why registration failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcbindError {
-    #[error("cannot reach the portmapper at {addr}: {source} (is rpcbind running? start it with `rpcbind -f &`)")]
+    #[error(
+        "cannot reach the portmapper at {addr}: {source} (is rpcbind running? start it with `rpcbind -f &`)"
+    )]
     Connect { addr: SocketAddr, source: std::io::Error },
     #[error("portmapper I/O failed: {0}")]
     Io(#[from] std::io::Error),

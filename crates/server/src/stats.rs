@@ -16,6 +16,8 @@ pub struct Stats {
     portmap: [AtomicU64; 6],
     /// Calls refused before reaching a procedure (bad program, version, auth, garbage).
     rejected: AtomicU64,
+    /// Retransmissions answered from the duplicate reply cache.
+    replayed: AtomicU64,
 }
 
 /// The RPC programs we count.
@@ -40,6 +42,15 @@ impl Stats {
 
     pub(crate) fn count_rejected(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_replayed(&self) {
+        self.replayed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Retransmitted non-idempotent calls answered from the duplicate reply cache.
+    pub fn replayed(&self) -> u64 {
+        self.replayed.load(Ordering::Relaxed)
     }
 
     /// How many times NFSv3 procedure `proc_` ran.
