@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the system packages the end-to-end tests and benchmarks need: the libnfs client
+# tools and library (our reference client), nfs-ganesha (our reference server), rpcbind (which
+# ganesha registers with), fuse3, and a C toolchain for tests/clients/nfsop.c.
+#
+# Idempotent and cheap when warm: `dpkg -s` decides first, and `apt-get update` only runs when
+# something is actually missing, so a machine that already has everything pays ~0 s.
+set -euo pipefail
+
+packages=(
+    libnfs-utils libnfs-dev
+    nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
+    rpcbind fuse3 pkg-config build-essential
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+    # `dpkg -s` succeeds for packages that were removed but left config files behind, so the
+    # Status line is what tells an installed package apart.
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$'; then
+        missing+=("$pkg")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "install-deps: all ${#packages[@]} packages present"
+    exit 0
+fi
+
+echo "install-deps: missing: ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+        echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+        exit 1
+    fi
+    sudo_cmd=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: installed: ${missing[*]}"
