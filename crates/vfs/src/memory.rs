@@ -241,13 +241,17 @@ fn wcc(before: WccAttr, after: &Attr) -> Wcc {
     Wcc { before: Some(before), after: Some(after.clone()) }
 }
 
-/// Reject what no backend call accepts as a new name.
+/// Reject what no create-like call accepts as a new name: `.` and `..`
+/// always exist (Linux says EEXIST), an empty name is no name.
 fn check_new_name(name: &[u8]) -> FsResult<()> {
     if name.len() > NAME_MAX {
         return Err(FsError::NameTooLong);
     }
-    if name.is_empty() || name == b"." || name == b".." {
+    if name.is_empty() {
         return Err(FsError::Inval);
+    }
+    if name == b"." || name == b".." {
+        return Err(FsError::Exist);
     }
     Ok(())
 }
@@ -503,7 +507,7 @@ impl MemoryBackend {
         if !perm::allowed(cred, &dst.attr, X) {
             return Err(FsError::Access);
         }
-        check_new_name(name).map_err(|e| if e == FsError::Inval { FsError::Exist } else { e })?;
+        check_new_name(name)?;
         if d.get(name).is_some() {
             return Err(FsError::Exist);
         }
@@ -907,7 +911,7 @@ impl Backend for MemoryBackend {
                 if !perm::allowed(cred, &st.attr, X) {
                     return Err(FsError::Access);
                 }
-                check_new_name(name).map_err(|e| if e == FsError::Inval { FsError::Exist } else { e })?;
+                check_new_name(name)?;
                 match d.get(name) {
                     Some(ino) => Some(self.entry_inode(ino)?),
                     None => None,
@@ -1170,7 +1174,7 @@ impl Backend for MemoryBackend {
             if !perm::allowed(cred, &dst.attr, X) {
                 return Err(FsError::Access);
             }
-            check_new_name(name).map_err(|e| if e == FsError::Inval { FsError::Exist } else { e })?;
+            check_new_name(name)?;
             if d.get(name).is_some() {
                 return Err(FsError::Exist);
             }
