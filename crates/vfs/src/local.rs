@@ -85,7 +85,7 @@ use crate::{
 
 /// The largest READ or WRITE done in one call; a larger request is
 /// answered short, which NFS allows. Bounds the buffer a READ allocates.
-const IO_MAX_BYTES: usize = 1 << 20;
+const IO_MAX_BYTES: usize = 16 << 20;
 
 /// Buffer for one `getdents64` call.
 const DIRENT_BUF_BYTES: usize = 32 * 1024;
@@ -452,24 +452,54 @@ impl LocalBackend {
             }
         }
         if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
-            sys::utimens_fd(obj.fd.as_fd(), &[timespec(set.atime)?, timespec(set.mtime)?])?;
+            let times = [timespec(set.atime)?, timespec(set.mtime)?];
+            let explicit =
+                matches!(set.atime, SetTime::ClientTime(_)) || matches!(set.mtime, SetTime::ClientTime(_));
+            if explicit || cred.uid == obj.attr.uid || cred.uid == 0 {
+                // Client-supplied times need the owner: the kernel checks.
+                sys::utimens_fd(obj.fd.as_fd(), &times)?;
+            } else {
+                // Setting a time to "now" needs only write permission (NFS
+                // semantics, as knfsd). The kernel grants that only when
+                // *both* times are set to now, so check here and act as
+                // the server.
+                if !perm::allowed(cred, &obj.attr, perm::W) {
+                    return Err(FsError::Access);
+                }
+                creds::become_server()?;
+                sys::utimens_fd(obj.fd.as_fd(), &times)?;
+            }
         }
         Ok(())
     }
 
-    /// Finish a create: fix the mode if the umask changed it, apply the
-    /// rest of `set`, and describe the result.
+    /// Finish a create: give back the permission bits the process umask
+    /// took from `requested`, apply `set` (whose mode must be `None` for a
+    /// new object), and describe the result.
+    ///
+    /// The umask only ever clears rwx bits, so only those are restored; the
+    /// special bits stay as the kernel made them (setgid inherited from a
+    /// setgid directory, setgid dropped for a group the caller is not in).
+    /// The restoring chmod runs as the server: as the caller, the kernel
+    /// would drop an inherited setgid bit when the caller is not in the
+    /// directory's group. It grants nothing the owner could not chmod.
     fn finish_create(
         &self,
         cred: &Credentials,
         dir: &Obj,
         child: Child,
-        mode: Option<u32>,
+        requested: Option<u32>,
         set: &SetAttr,
     ) -> FsResult<Created> {
-        let mut set = set.clone();
-        set.mode = mode.filter(|m| *m != child.obj.attr.mode);
-        self.apply_set(cred, &child.handle, &child.obj, &set)?;
+        if let Some(req) = requested {
+            let actual = child.obj.attr.mode;
+            let want = (actual & !0o777) | (req & 0o777);
+            if want != actual {
+                creds::become_server()?;
+                sys::chmod_fd(child.obj.fd.as_fd(), want)?;
+            }
+        }
+        self.apply_set(cred, &child.handle, &child.obj, set)?;
         let attr = attr_from_stat(&sys::fstat(child.obj.fd.as_fd())?);
         Ok(Created { handle: child.handle, attr, dir_wcc: self.dir_wcc(dir) })
     }
@@ -717,12 +747,14 @@ impl Backend for LocalBackend {
                 };
                 let child = self.open_child(&d, &cname)?;
                 if created {
-                    self.finish_create(cred, &d, child, Some(mode), set)
+                    let set = SetAttr { mode: None, ..set.clone() };
+                    self.finish_create(cred, &d, child, Some(mode), &set)
                 } else {
                     if child.obj.attr.ftype != FileType::Regular {
                         return Err(FsError::Exist);
                     }
-                    self.finish_create(cred, &d, child, set.mode.map(|m| m & 0o7777), set)
+                    // An existing file: the whole of `set`, mode included.
+                    self.finish_create(cred, &d, child, None, set)
                 }
             }
             CreateMode::Exclusive(verf) => {
@@ -759,7 +791,7 @@ impl Backend for LocalBackend {
         let mode = set.mode.unwrap_or(DEFAULT_DIR_MODE) & 0o7777;
         sys::mkdirat(d.fd.as_fd(), &cname, mode)?;
         let child = self.open_child(&d, &cname)?;
-        let set = SetAttr { size: None, ..set.clone() };
+        let set = SetAttr { size: None, mode: None, ..set.clone() };
         self.finish_create(cred, &d, child, Some(mode), &set)
     }
 
@@ -806,7 +838,7 @@ impl Backend for LocalBackend {
         creds::become_caller(cred)?;
         sys::mknodat(d.fd.as_fd(), &cname, ftype | mode, dev)?;
         let child = self.open_child(&d, &cname)?;
-        let set = SetAttr { size: None, ..set.clone() };
+        let set = SetAttr { size: None, mode: None, ..set.clone() };
         self.finish_create(cred, &d, child, Some(mode), &set)
     }
 

@@ -594,6 +594,40 @@ fn truncation_needs_write_permission() {
     assert_eq!(b.getattr(&f).unwrap().size, 4);
 }
 
+#[test]
+fn writers_may_touch_but_only_owners_set_times() {
+    let (_dir, b) = setup();
+    let w = create(&b, &root(), &b.root(), "w", 0o666);
+    let before = b.getattr(&w).unwrap();
+    let u = user(1000, 1000, &[]);
+    // mtime to "now", atime untouched: the kernel alone would want the owner.
+    let touch = SetAttr { mtime: SetTime::ServerTime, ..SetAttr::default() };
+    let after = b.setattr(&u, &w, &touch, None).unwrap().after.unwrap();
+    assert_eq!(after.atime, before.atime);
+    let explicit =
+        SetAttr { mtime: SetTime::ClientTime(Timestamp { secs: 5, nsecs: 0 }), ..SetAttr::default() };
+    assert_eq!(b.setattr(&u, &w, &explicit, None).unwrap_err(), FsError::Perm);
+    let ro = create(&b, &root(), &b.root(), "ro", 0o644);
+    assert_eq!(b.setattr(&u, &ro, &touch, None).unwrap_err(), FsError::Access);
+}
+
+#[test]
+fn created_modes_ignore_the_umask_but_keep_setgid_inheritance() {
+    let (_dir, b) = setup();
+    // SAFETY: umask has no preconditions; the old mask is put back below.
+    let old = unsafe { libc::umask(0o077) };
+    let sg = mkdir(&b, &root(), &b.root(), "sg", 0o777);
+    b.setattr(&root(), &sg, &SetAttr { gid: Some(4242), mode: Some(0o2777), ..SetAttr::default() }, None)
+        .unwrap();
+    let u = user(1000, 1000, &[]);
+    let f = b.create(&u, &sg, b"f", &CreateMode::Guarded(mode(0o664))).unwrap();
+    let d = b.mkdir(&u, &sg, b"d", &mode(0o775)).unwrap();
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    assert_eq!((f.attr.mode, f.attr.gid), (0o664, 4242));
+    assert_eq!((d.attr.mode, d.attr.gid), (0o2775, 4242));
+}
+
 // ---------------------------------------------------------------- create
 
 #[test]
