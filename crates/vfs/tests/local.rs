@@ -87,12 +87,20 @@ struct Mount(PathBuf);
 
 impl Mount {
     fn tmpfs(at: &Path) -> Mount {
+        Mount::new("none", at, "tmpfs", "")
+    }
+
+    fn new(source: &str, at: &Path, fstype: &str, options: &str) -> Mount {
         fs::create_dir_all(at).unwrap();
         let target = CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+        let source = CString::new(source).unwrap();
+        let fstype = CString::new(fstype).unwrap();
+        let options = CString::new(options).unwrap();
         // SAFETY: all strings are NUL-terminated and live across the call.
-        let r =
-            unsafe { libc::mount(c"none".as_ptr(), target.as_ptr(), c"tmpfs".as_ptr(), 0, std::ptr::null()) };
-        assert_eq!(r, 0, "mount tmpfs at {}: {}", at.display(), std::io::Error::last_os_error());
+        let r = unsafe {
+            libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, options.as_ptr().cast())
+        };
+        assert_eq!(r, 0, "mount {fstype:?} at {}: {}", at.display(), std::io::Error::last_os_error());
         Mount(at.to_path_buf())
     }
 }
@@ -551,6 +559,56 @@ fn a_users_write_clears_setuid_as_a_local_write_would() {
     assert_eq!(b.getattr(&f).unwrap().mode, 0o4755);
     b.write(&u, &f, 0, b"changed", StableHow::Unstable).unwrap();
     assert_eq!(b.getattr(&f).unwrap().mode, 0o755);
+}
+
+/// A loop device, detached on drop.
+struct Loop(String);
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup").args(["-d", &self.0]).status();
+    }
+}
+
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Lost unstable data must change the write verifier. To lose some for
+/// real: ext4 on a loop device whose backing file lives on a tmpfs too
+/// small for it, so write-back fails once the tmpfs is full.
+#[test]
+fn a_failed_write_back_changes_the_write_verifier() {
+    let base = tempfile::Builder::new().prefix("eagernfs-eio-").tempdir_in("/tmp").unwrap();
+    let back = Mount::new("none", &base.path().join("back"), "tmpfs", "size=16m");
+    let img = back.0.join("img");
+    fs::File::create(&img).unwrap().set_len(128 << 20).unwrap();
+    let dev = Loop(run("losetup", &["-f", "--show", img.to_str().unwrap()]));
+    run("mkfs.ext4", &["-q", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", &dev.0]);
+    let mnt = Mount::new(&dev.0, &base.path().join("mnt"), "ext4", "errors=continue");
+    let b = LocalBackend::open(config(&mnt.0, KEY)).unwrap();
+    let before = b.write_verifier();
+    let f = create(&b, &root(), &b.root(), "big", 0o644);
+    let chunk = vec![0x5a; 1 << 20];
+    let mut failed = false;
+    for i in 0..40u64 {
+        match b.write(&root(), &f, i << 20, &chunk, StableHow::Unstable) {
+            Ok(w) => assert_eq!(w.committed, StableHow::Unstable),
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    failed |= b.commit(&root(), &f, 0, 0).is_err();
+    assert!(failed, "40 MiB cannot fit in a 16 MiB backing store");
+    assert_ne!(b.write_verifier(), before);
+    drop(b);
+    drop(mnt);
+    drop(dev);
+    drop(back);
 }
 
 // ---------------------------------------------------------------- setattr
