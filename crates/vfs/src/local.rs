@@ -42,15 +42,20 @@
 //! adds `fsync`, and `committed` reports exactly what was done. COMMIT is
 //! `fdatasync` of the whole file (a superset of the range asked for). The
 //! write verifier is random per instance and changes whenever a sync or a
-//! write fails with possible loss of unstable data.
+//! write fails with possible loss of unstable data. A cached descriptor
+//! holding unstable data is synced before it is closed (see `fdcache.rs`).
 //! [`LocalConfig::unsafe_async`] skips every sync while still answering as if
 //! it had happened: **unsafe**, a crash loses data the client was told is
 //! safe. Only for benchmarks and scratch exports.
 //!
 //! # Defaults
 //! CREATE without a mode makes files `0o644`, MKDIR directories `0o755`,
-//! MKNOD nodes `0o644`. The process umask is undone: a requested mode is
-//! applied exactly (the client has already applied its own umask).
+//! MKNOD nodes `0o644`. The process umask is undone: the requested rwx
+//! bits are applied exactly (the client has already applied its own umask),
+//! while setgid inheritance from a setgid directory works as on Linux.
+//! Symlink modes are ignored (Linux has none). SETATTR of a time to "now"
+//! needs only write permission, as with knfsd; a client-given time needs
+//! the owner.
 //!
 //! # Layout
 //! - this file: configuration, the [`Backend`] implementation.
