@@ -62,6 +62,8 @@ pub fn spec(id: u32, paths: &[&str], line: &str, backend: Arc<dyn Backend>) -> E
 pub struct TestServer {
     /// Where clients connect.
     pub addr: SocketAddr,
+    /// Every listening address, in the order given.
+    pub addrs: Vec<SocketAddr>,
     /// The server's call counters.
     pub stats: Arc<Stats>,
     shutdown: CancellationToken,
@@ -78,6 +80,18 @@ impl TestServer {
 
     /// A server with `config` on 127.0.0.1, port 0.
     pub fn start_with(config: ServerConfig, exports: Vec<ExportSpec>) -> TestServer {
+        Self::start_custom(config, exports, vec!["127.0.0.1:0".parse().unwrap()], 512)
+    }
+
+    /// A server listening on every address of `listen`, on a runtime whose
+    /// blocking pool (where calls execute) has at most `max_blocking_threads`.
+    /// [`TestServer::addr`] is the first listener's address.
+    pub fn start_custom(
+        config: ServerConfig,
+        exports: Vec<ExportSpec>,
+        listen: Vec<SocketAddr>,
+        max_blocking_threads: usize,
+    ) -> TestServer {
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done) = std::sync::mpsc::channel();
         let shutdown = CancellationToken::new();
@@ -85,20 +99,20 @@ impl TestServer {
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
+                .max_blocking_threads(max_blocking_threads)
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
             let result = rt.block_on(async move {
-                let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-                let server = Server::bind(config, exports, &[listen]).await.expect("bind");
-                tx.send((server.local_addrs()[0], server.stats())).unwrap();
+                let server = Server::bind(config, exports, &listen).await.expect("bind");
+                tx.send((server.local_addrs(), server.stats())).unwrap();
                 server.run(token).await
             });
             let _ = done_tx.send(());
             result
         });
-        let (addr, stats) = rx.recv_timeout(WAIT).expect("server did not start");
-        TestServer { addr, stats, shutdown, thread: Some(thread), done }
+        let (addrs, stats) = rx.recv_timeout(WAIT).expect("server did not start");
+        TestServer { addr: addrs[0], addrs, stats, shutdown, thread: Some(thread), done }
     }
 
     /// The token that stops the server (for tests that cancel mid-flight).
