@@ -1,0 +1,126 @@
+//! The server over the local-directory backend, where effects on disk can
+//! be checked directly: permissions, squashing, durability and handles that
+//! outlive the server. Needs root (the backend switches fsuid per caller).
+
+mod common;
+
+use common::*;
+use eagernfs_proto::nfs3::*;
+use eagernfs_server::ExportSpec;
+use eagernfs_vfs::local::{LocalBackend, LocalConfig};
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::sync::Arc;
+
+const KEY: [u8; 16] = *b"srvtest-key-0001";
+
+fn tempdir() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix("eagernfs-srvtest-").tempdir_in("/tmp").unwrap();
+    // tempdir makes 0700; other users must be able to search the root.
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn local_spec(root: &Path, key: [u8; 16], options: &str) -> ExportSpec {
+    let backend =
+        LocalBackend::open(LocalConfig { root: root.to_path_buf(), handle_key: key, unsafe_async: false })
+            .expect("the local backend needs root and a file system with file handles");
+    spec(1, &["/local"], &format!("/local 127.0.0.0/8({options})"), Arc::new(backend))
+}
+
+fn lookup_fh(c: &mut Client, dir: &NfsFh3, name: &str) -> NfsFh3 {
+    match c.lookup(dir, name) {
+        Lookup3Res::Ok(ok) => ok.object,
+        Lookup3Res::Fail(s, _) => panic!("LOOKUP {name} failed: {s:?}"),
+    }
+}
+
+#[test]
+fn file_modes_are_enforced_for_the_caller() {
+    let dir = tempdir();
+    let secret = dir.path().join("secret");
+    fs::write(&secret, b"top secret").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(dir.path().join("pub")).unwrap();
+    fs::set_permissions(dir.path().join("pub"), fs::Permissions::from_mode(0o777)).unwrap();
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+
+    let mut user = s.client();
+    user.cred = sys(1000, 1000);
+    let root = user.root("/local");
+    let fh = lookup_fh(&mut user, &root, "secret");
+    assert_eq!(user.read(&fh, 0, 100).status(), Nfsstat3::Acces);
+    assert_eq!(user.write(&fh, 0, b"pwned", StableHow::FileSync).status(), Nfsstat3::Acces);
+    let Access3Res::Ok(acc) = user.access(&fh, ACCESS3_READ | ACCESS3_MODIFY) else { panic!("ACCESS") };
+    assert_eq!(acc.access, 0, "uid 1000 has no rights on a root-owned 0600 file");
+    // Files uid 1000 creates are its own, on disk.
+    let pub_dir = lookup_fh(&mut user, &root, "pub");
+    user.create(&pub_dir, "mine");
+    let md = fs::metadata(dir.path().join("pub/mine")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (1000, 1000));
+
+    // uid 0 with no_root_squash reads it.
+    let mut admin = s.client();
+    let root = admin.root("/local");
+    let fh = lookup_fh(&mut admin, &root, "secret");
+    let Read3Res::Ok(rd) = admin.read(&fh, 0, 100) else { panic!("root READ") };
+    assert_eq!(&rd.data[..], b"top secret");
+    assert_eq!(fs::read(&secret).unwrap(), b"top secret", "the refused WRITE changed nothing");
+}
+
+#[test]
+fn root_squash_on_disk() {
+    let dir = tempdir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,root_squash")]);
+    let mut c = s.client();
+    let root = c.root("/local");
+    c.create(&root, "squashed");
+    let md = fs::metadata(dir.path().join("squashed")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (65534, 65534), "uid 0 was not squashed on disk");
+}
+
+#[test]
+fn file_sync_writes_reach_the_disk_and_handles_survive_a_restart() {
+    let dir = tempdir();
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+    let mut c = s.client();
+    let root = c.root("/local");
+    let f = c.create(&root, "durable");
+    let Write3Res::Ok(w) = c.write(&f, 0, b"on the platter", StableHow::FileSync) else { panic!("WRITE") };
+    assert_eq!(w.committed, StableHow::FileSync);
+    assert_eq!(fs::read(dir.path().join("durable")).unwrap(), b"on the platter");
+    let Write3Res::Ok(u) = c.write(&f, 3, b"THE", StableHow::Unstable) else { panic!("WRITE") };
+    let Commit3Res::Ok(commit) =
+        c.nfs(NFSPROC3_COMMIT, &Commit3Args { file: f.clone(), offset: 0, count: 0 })
+    else {
+        panic!("COMMIT")
+    };
+    assert_eq!(commit.verf, u.verf);
+    assert_eq!(fs::read(dir.path().join("durable")).unwrap(), b"on THE platter");
+    let fileid = c.attr(&f).fileid;
+    assert_eq!(fileid, fs::metadata(dir.path().join("durable")).unwrap().ino());
+    let verf_before = w.verf;
+    drop(c);
+    s.stop();
+
+    // A new server over the same directory and key accepts the old handles.
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+    let mut c = s.client();
+    assert_eq!(c.attr(&f).fileid, fileid, "a handle from before the restart");
+    assert_eq!(c.attr(&root).ftype, Ftype3::Dir);
+    let Read3Res::Ok(rd) = c.read(&f, 0, 100) else { panic!("READ after restart") };
+    assert_eq!(&rd.data[..], b"on THE platter");
+    let Write3Res::Ok(w) = c.write(&f, 0, b"O", StableHow::Unstable) else { panic!("WRITE after restart") };
+    assert_ne!(w.verf, verf_before, "the write verifier must change across server instances");
+    drop(c);
+    s.stop();
+
+    // Another key: the old handles are refused.
+    let s =
+        TestServer::start(vec![local_spec(dir.path(), *b"another-key-0002", "rw,insecure,no_root_squash")]);
+    let mut c = s.client();
+    let st = c.getattr(&f).status();
+    assert!(st == Nfsstat3::Badhandle || st == Nfsstat3::Stale, "a handle under another key answered {st:?}");
+}
