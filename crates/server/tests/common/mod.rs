@@ -333,6 +333,33 @@ impl Client {
         }
     }
 
+    /// The next reply if one arrives within `timeout`; `None` on timeout.
+    /// Panics if the connection closes.
+    pub fn recv_within(&mut self, timeout: Duration) -> Option<Reply> {
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+        let result = loop {
+            if let Some(mut rec) = self.decoder.decode(&mut self.buf).expect("reply framing") {
+                match Message::decode(&mut rec).expect("reply header decodes") {
+                    Message::Reply(header) => break Some(Reply { header, body: rec }),
+                    Message::Call(c) => panic!("server sent a call: {c:?}"),
+                }
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("server closed the connection"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    break None
+                }
+                Err(e) => panic!("receive failed: {e}"),
+            }
+        };
+        self.stream.set_read_timeout(Some(WAIT)).unwrap();
+        result
+    }
+
     /// Whether the server closes the connection (EOF or reset) before sending anything more.
     pub fn closed(&mut self) -> bool {
         self.recv_record().is_none()
