@@ -26,7 +26,6 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Peer {
     pub(crate) addr: SocketAddr,
-    #[allow(dead_code)] // kept for per-port policy (e.g. portmap-only listeners)
     pub(crate) local_port: u16,
 }
 

@@ -109,8 +109,6 @@ pub(crate) struct ServerState {
     pub(crate) config: ServerConfig,
     pub(crate) exports: Vec<ExportSpec>,
     pub(crate) stats: Arc<Stats>,
-    /// The port clients reach us on (answered by portmap GETPORT).
-    pub(crate) port: std::sync::atomic::AtomicU16,
     /// Replies of non-idempotent calls, for retransmissions.
     pub(crate) drc: drc::Drc,
     /// (client address, path) pairs recorded by MNT for DUMP.
@@ -160,13 +158,11 @@ impl Server {
             let l = bind_reuseaddr(*addr).map_err(|source| ServerError::Bind { addr: *addr, source })?;
             listeners.push(l);
         }
-        let port = listeners.first().and_then(|l| l.local_addr().ok()).map(|a| a.port()).unwrap_or(0);
         let state = Arc::new(ServerState {
             drc: drc::Drc::new(config.drc_entries),
             config,
             exports,
             stats: Arc::new(Stats::default()),
-            port: std::sync::atomic::AtomicU16::new(port),
             mounts: Default::default(),
         });
         Ok(Server { state, listeners })

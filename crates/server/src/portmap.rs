@@ -10,7 +10,6 @@ use bytes::{Bytes, BytesMut};
 use eagernfs_proto::portmap::*;
 use eagernfs_proto::{mount, nfs3};
 use eagernfs_xdr::Encode;
-use std::sync::atomic::Ordering;
 
 /// (program, version) pairs this server answers, all over TCP.
 pub(crate) const SERVED: [(u32, u32); 5] = [
@@ -25,7 +24,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     let Ok(args) = PortmapArgs::decode(call.header.proc_, &mut body) else {
         return Outcome::GarbageArgs;
     };
-    let port = call.state.port.load(Ordering::Relaxed) as u32;
+    let port = call.conn.peer.local_port as u32;
     let res = match args {
         PortmapArgs::Null => PortmapRes::Null,
         PortmapArgs::Set(_) => PortmapRes::Set(false),
