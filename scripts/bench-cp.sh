@@ -184,13 +184,17 @@ declare -A write_runs read_runs write_median read_median
 # timed_copy runs in a subshell, so learn here, once, whether dropping caches works.
 caches=""
 drop_caches
+# Start every server first, then interleave them run by run, reversing the order on every
+# other run, so slow drift of the machine (disk warm-up, neighbours) hits both equally.
+declare -A url_bases url_queries
+live=()
 for server in $servers; do
     export=$base/export-$server
     rm -rf "$export"
     mkdir -p "$export"
     case "$server" in
-        eagernfs) start=start_eagernfs; stop=stop_eagernfs ;;
-        ganesha) start=start_ganesha; stop=stop_ganesha ;;
+        eagernfs) start=start_eagernfs ;;
+        ganesha) start=start_ganesha ;;
         *) log "unknown server $server"; exit 2 ;;
     esac
     if ! $start "$export"; then
@@ -199,25 +203,40 @@ for server in $servers; do
         read_median[$server]=n/a
         continue
     fi
+    url_bases[$server]=$url_base
+    url_queries[$server]=$url_query
+    live+=("$server")
     log "$server: $url_base/ $url_query"
-    w=()
-    r=()
-    for i in $(seq 1 "$runs"); do
+done
+
+for i in $(seq 1 "$runs"); do
+    order=("${live[@]}")
+    if [ $((i % 2)) -eq 0 ]; then
+        order=()
+        for ((k = ${#live[@]} - 1; k >= 0; k--)); do order+=("${live[k]}"); done
+    fi
+    for server in "${order[@]}"; do
+        file_url="${url_bases[$server]}/bench-file-$i${url_queries[$server]}"
         # nfs-cp will not overwrite (it creates exclusively), so each run gets a fresh name.
-        w+=("$(timed_copy "$src" "$url_base/bench-file-$i$url_query")")
-        r+=("$(timed_copy "$url_base/bench-file-$i$url_query" "$sink")")
-        if [ "${r[-1]}" != fail ] && ! cmp -s "$src" "$sink"; then
+        w=$(timed_copy "$src" "$file_url")
+        r=$(timed_copy "$file_url" "$sink")
+        if [ "$r" != fail ] && ! cmp -s "$src" "$sink"; then
             log "$server run $i: the file read back differs from the source"
-            r[-1]=fail
+            r=fail
         fi
-        rm -f "$sink" "$export/bench-file-$i"
-        log "$server run $i: write ${w[-1]} MB/s, read ${r[-1]} MB/s"
+        rm -f "$sink" "$base/export-$server/bench-file-$i"
+        log "$server run $i: write $w MB/s, read $r MB/s"
+        write_runs[$server]="${write_runs[$server]:-} $w"
+        read_runs[$server]="${read_runs[$server]:-} $r"
     done
-    $stop
-    write_runs[$server]="${w[*]}"
-    read_runs[$server]="${r[*]}"
-    write_median[$server]=$(median "${w[@]}")
-    read_median[$server]=$(median "${r[@]}")
+done
+stop_eagernfs
+stop_ganesha 2>/dev/null || true
+for server in "${live[@]}"; do
+    # shellcheck disable=SC2086 # the run lists are space-separated numbers
+    write_median[$server]=$(median ${write_runs[$server]})
+    # shellcheck disable=SC2086
+    read_median[$server]=$(median ${read_runs[$server]})
 done
 
 ratio() {
