@@ -287,7 +287,8 @@ mod tests {
             AcceptStat::GarbageArgs,
             AcceptStat::SystemErr,
         ];
-        let mut replies: Vec<ReplyHeader> = stats.iter().map(|s| ReplyHeader::accepted_error(9, *s)).collect();
+        let mut replies: Vec<ReplyHeader> =
+            stats.iter().map(|s| ReplyHeader::accepted_error(9, *s)).collect();
         replies.push(ReplyHeader::denied(9, RejectedReply::RpcMismatch { low: 2, high: 2 }));
         for a in [AuthStat::BadCred, AuthStat::TooWeak, AuthStat::Failed] {
             replies.push(ReplyHeader::denied(9, RejectedReply::AuthError(a)));

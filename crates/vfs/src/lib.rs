@@ -401,8 +401,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Change attributes. If `guard` is set, fail with `NotSync` unless the
     /// object's ctime equals it (RFC 1813 §3.3.2). Only the owner (or root)
     /// may change mode/times-to-client-values; only root may change the owner.
-    fn setattr(&self, cred: &Credentials, fh: &FileHandle, set: &SetAttr, guard: Option<Timestamp>)
-        -> FsResult<Wcc>;
+    fn setattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+    ) -> FsResult<Wcc>;
 
     /// Find `name` in directory `dir` (needs search permission on `dir`).
     fn lookup(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Lookup>;
@@ -418,22 +423,46 @@ pub trait Backend: Send + Sync + 'static {
     fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult>;
 
     /// Write `data` at `offset` with at least the durability `stable` asks for.
-    fn write(&self, cred: &Credentials, fh: &FileHandle, offset: u64, data: &[u8], stable: StableHow)
-        -> FsResult<WriteResult>;
+    fn write(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> FsResult<WriteResult>;
 
     /// Create a regular file.
-    fn create(&self, cred: &Credentials, dir: &FileHandle, name: &[u8], how: &CreateMode) -> FsResult<Created>;
+    fn create(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        how: &CreateMode,
+    ) -> FsResult<Created>;
 
     /// Create a directory.
     fn mkdir(&self, cred: &Credentials, dir: &FileHandle, name: &[u8], set: &SetAttr) -> FsResult<Created>;
 
     /// Create a symbolic link holding `target` (stored as given, never followed by the server).
-    fn symlink(&self, cred: &Credentials, dir: &FileHandle, name: &[u8], target: &[u8], set: &SetAttr)
-        -> FsResult<Created>;
+    fn symlink(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+    ) -> FsResult<Created>;
 
     /// Create a special file.
-    fn mknod(&self, cred: &Credentials, dir: &FileHandle, name: &[u8], kind: NodeKind, set: &SetAttr)
-        -> FsResult<Created>;
+    fn mknod(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        kind: NodeKind,
+        set: &SetAttr,
+    ) -> FsResult<Created>;
 
     /// Remove a non-directory.
     fn remove(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Wcc>;
@@ -442,12 +471,23 @@ pub trait Backend: Send + Sync + 'static {
     fn rmdir(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Wcc>;
 
     /// Rename; returns the wcc of the source and target directories.
-    fn rename(&self, cred: &Credentials, from_dir: &FileHandle, from_name: &[u8], to_dir: &FileHandle,
-        to_name: &[u8]) -> FsResult<(Wcc, Wcc)>;
+    fn rename(
+        &self,
+        cred: &Credentials,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> FsResult<(Wcc, Wcc)>;
 
     /// Make a hard link to `fh` named `name` in `dir`; returns the file's new attributes and the dir wcc.
-    fn link(&self, cred: &Credentials, fh: &FileHandle, dir: &FileHandle, name: &[u8])
-        -> FsResult<(Option<Attr>, Wcc)>;
+    fn link(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> FsResult<(Option<Attr>, Wcc)>;
 
     /// List `dir` starting after `cookie` (0 = from the start), offering
     /// entries to `sink` in order until it returns `false` (full) or the
@@ -456,8 +496,15 @@ pub trait Backend: Send + Sync + 'static {
     /// `..` are included. A non-zero `cookie` with a `cookieverf` that no
     /// longer matches fails with `BadCookie`. With `plus`, entries carry
     /// attributes and handles.
-    fn readdir(&self, cred: &Credentials, dir: &FileHandle, cookie: u64, cookieverf: Verifier, plus: bool,
-        sink: &mut dyn FnMut(&DirEntry) -> bool) -> FsResult<DirInfo>;
+    fn readdir(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: Verifier,
+        plus: bool,
+        sink: &mut dyn FnMut(&DirEntry) -> bool,
+    ) -> FsResult<DirInfo>;
 
     /// Usage of the file system holding `fh`.
     fn fsstat(&self, fh: &FileHandle) -> FsResult<FsStat>;
@@ -467,7 +514,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Make data written UNSTABLE in the range durable (`count == 0`: to end of file).
     /// Returns the file's wcc and the write verifier.
-    fn commit(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<(Wcc, Verifier)>;
+    fn commit(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> FsResult<(Wcc, Verifier)>;
 
     /// The current write verifier: differs for every backend instance and
     /// changes after any failure to write back unstable data.

@@ -426,7 +426,6 @@ macro_rules! xdr_enum {
     };
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,20 +455,14 @@ mod tests {
         assert_eq!(v, [0, 0, 0, 5, b'a', b'b', b'c', b'd', b'e', 0, 0, 0]);
         let mut long = Vec::new();
         encode_opaque(&mut long, &[7u8; 17]);
-        assert_eq!(
-            decode_exact::<Opaque<16>>(Bytes::from(long)),
-            Err(Error::TooLong { len: 17, max: 16 })
-        );
+        assert_eq!(decode_exact::<Opaque<16>>(Bytes::from(long)), Err(Error::TooLong { len: 17, max: 16 }));
     }
 
     #[test]
     fn huge_length_prefix_is_rejected_before_allocating() {
         let buf = Bytes::from_static(&[0xff, 0xff, 0xff, 0xfc, 1, 2, 3, 4]);
         assert!(matches!(decode_exact::<Opaque<1024>>(buf.clone()), Err(Error::TooLong { .. })));
-        assert!(matches!(
-            decode_array::<u32>(&mut buf.clone(), usize::MAX),
-            Err(Error::Truncated { .. })
-        ));
+        assert!(matches!(decode_array::<u32>(&mut buf.clone(), usize::MAX), Err(Error::Truncated { .. })));
         assert!(matches!(decode_array::<u32>(&mut buf.clone(), 16), Err(Error::TooLong { .. })));
     }
 
