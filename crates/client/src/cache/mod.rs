@@ -1,0 +1,1 @@
+//! The caching file layer (being written).
