@@ -218,6 +218,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         let paths: Vec<String> = exports.iter().map(|e| e.mount_paths[0].display().to_string()).collect();
         let server = Server::bind(config, exports, &args.listen).await?;
         let addrs = server.local_addrs();
+        // Register before announcing readiness, so whoever waits for the
+        // "listening" line can rely on the portmapper knowing us too.
+        if let Some(pm) = args.register {
+            let port = addrs[0].port();
+            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port)).await??;
+            tracing::info!("registered with the portmapper at {pm}");
+        }
         let mut stdout = std::io::stdout().lock();
         for a in &addrs {
             // Scripts and tests wait for this exact line (no sleeps needed).
@@ -226,11 +233,6 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         stdout.flush()?;
         drop(stdout);
         tracing::info!("exporting {}", paths.join(", "));
-        if let Some(pm) = args.register {
-            let port = addrs[0].port();
-            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port)).await??;
-            tracing::info!("registered with the portmapper at {pm}");
-        }
         let shutdown = tokio_util::sync::CancellationToken::new();
         let trigger = shutdown.clone();
         tokio::spawn(async move {

@@ -265,6 +265,14 @@ impl Server {
         }
     }
 
+    /// Stops an eagernfs server gracefully (SIGTERM), asserting it exits 0.
+    #[allow(dead_code)] // not every test binary stops servers explicitly
+    pub(crate) fn stop(&mut self) {
+        if let Flavor::Eagernfs { .. } = self.flavor {
+            self.stop_eagernfs();
+        }
+    }
+
     /// Stops the server gracefully and starts it again on the same port with the same state
     /// directory, so file handles issued before stay valid.
     pub(crate) fn restart(&mut self) {
