@@ -15,5 +15,7 @@
 
 pub mod cache;
 pub mod ops;
+pub mod options;
 
 pub use ops::{Cred, NfsError, NfsOps, NfsResult};
+pub use options::{LookupCache, MountOptions, OptionError};

@@ -1,0 +1,600 @@
+//! Mount options: one typed, bounds-checked [`MountOptions`] parsed from
+//! either a URL query (`?nfsport=2049&uid=1000`, as libnfs writes them) or a
+//! `-o a,b=c` string (as mount(8) and the FUSE mount take them).
+//!
+//! Option names and defaults follow nfs(5) where nfs(5) has the option
+//! (`timeo`, `retrans`, `hard`/`soft`, `nconnect`, `rsize`, `wsize`,
+//! `resvport`, `ac`/`noac`, `acregmin`…`actimeo`, `cto`/`nocto`,
+//! `lookupcache`, `ro`/`rw`), libnfs where it has it (`nfsport`,
+//! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
+//! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `pmapport`).
+//!
+//! # Layout
+//! - [`MountOptions`]: the typed result, with nfs(5) defaults.
+//! - [`MountOptions::parse`] / [`MountOptions::apply_list`] /
+//!   [`MountOptions::apply_option`]: the parser; unknown names are an
+//!   [`OptionError::Unknown`] so a caller (the FUSE mount) can claim its
+//!   own options before failing.
+//! - `Display` writes only the options that differ from the defaults, in a
+//!   form [`MountOptions::parse`] reads back.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The largest rsize/wsize we ask for: Linux's limit, and what eagernfs
+/// and ganesha offer by default.
+pub const TRANSFER_SIZE_MAX: u32 = 1024 * 1024;
+/// The smallest rsize/wsize accepted; smaller values only make every
+/// transfer slower and are almost certainly a typo.
+pub const TRANSFER_SIZE_MIN: u32 = 4096;
+/// Linux caps `nconnect` at 16; more connections to one server do not help.
+pub const NCONNECT_MAX: u32 = 16;
+/// nfs(5): "the maximum timeout is 600 seconds" for retransmissions.
+pub const TIMEO_MAX: Duration = Duration::from_secs(600);
+/// Attribute cache timeouts above this are refused: nfs(5) has no limit,
+/// but a day is already far beyond any sensible value and a bound keeps
+/// `Instant` arithmetic from overflowing.
+pub const AC_TIMEOUT_MAX: Duration = Duration::from_secs(24 * 3600);
+
+/// Which lookup results the client may cache (nfs(5) `lookupcache=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum LookupCache {
+    /// Cache both positive and negative (ENOENT) lookups.
+    #[default]
+    All,
+    /// Cache only lookups that found something.
+    Positive,
+    /// Revalidate every lookup with the server.
+    None,
+}
+
+impl LookupCache {
+    fn as_str(self) -> &'static str {
+        match self {
+            LookupCache::All => "all",
+            LookupCache::Positive => "pos",
+            LookupCache::None => "none",
+        }
+    }
+}
+
+/// Typed NFS mount options. `Default` gives the nfs(5) defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOptions {
+    // --- where the server is -------------------------------------------
+    /// TCP port of the NFS service (`nfsport=`, or the URL's `:port`).
+    /// `None`: ask the portmapper, falling back to 2049.
+    pub nfsport: Option<u16>,
+    /// TCP port of the MOUNT service (`mountport=`). `None`: try MOUNT on
+    /// the NFS port (eagernfs serves it there), then ask the portmapper.
+    pub mountport: Option<u16>,
+    /// Port of the portmapper (`pmapport=`, ours; default 111). Setting it
+    /// to the NFS port asks an eagernfs server, which answers GETPORT on
+    /// its own port, without rpcbind running.
+    pub pmapport: u16,
+
+    // --- who we are ----------------------------------------------------
+    /// libnfs `uid=`: the uid tools send when they have no better idea.
+    /// `None`: the calling process's uid.
+    pub uid: Option<u32>,
+    /// libnfs `gid=`: as `uid`.
+    pub gid: Option<u32>,
+    /// `resvport`/`noresvport`: bind a source port below 1024 so servers
+    /// with the default `secure` export option accept us. `None`: on when
+    /// running as root (as Linux does), off otherwise.
+    pub resvport: Option<bool>,
+
+    // --- transport -----------------------------------------------------
+    /// `timeo=` (tenths of a second): the first retransmission timeout;
+    /// each retry waits `timeo` longer than the last (TCP semantics),
+    /// capped at [`TIMEO_MAX`]. Default 60 s.
+    pub timeo: Duration,
+    /// `retrans=`: retransmissions before a "major timeout" (soft: fail
+    /// with ETIMEDOUT/EIO; hard: log "server not responding"). Default 2.
+    pub retrans: u32,
+    /// `hard` (default) retries for ever; `soft` fails after `retrans`.
+    pub hard: bool,
+    /// `nconnect=`: TCP connections to the server (1..=16), calls spread
+    /// round-robin.
+    pub nconnect: u32,
+    /// `rsize=`: largest READ to send; `None` lets the server's FSINFO
+    /// rtmax decide (capped at [`TRANSFER_SIZE_MAX`]).
+    pub rsize: Option<u32>,
+    /// `wsize=`: as `rsize`, for WRITE and wtmax.
+    pub wsize: Option<u32>,
+    /// `ro`: refuse every modifying operation locally.
+    pub ro: bool,
+
+    // --- cache (consumed by the cache layer) ---------------------------
+    /// `ac` (default) / `noac`: whether attributes are cached at all.
+    /// `noac` also makes the cache layer write synchronously, as on Linux.
+    pub ac: bool,
+    /// `acregmin=` seconds: least time a regular file's attributes are
+    /// trusted. Default 3 s.
+    pub acregmin: Duration,
+    /// `acregmax=` seconds. Default 60 s.
+    pub acregmax: Duration,
+    /// `acdirmin=` seconds: as `acregmin` for directories. Default 30 s.
+    pub acdirmin: Duration,
+    /// `acdirmax=` seconds. Default 60 s.
+    pub acdirmax: Duration,
+    /// `cto` (default) / `nocto`: close-to-open consistency (GETATTR on
+    /// open, flush and COMMIT before close returns).
+    pub cto: bool,
+    /// `lookupcache=all|pos|none`.
+    pub lookupcache: LookupCache,
+    /// `cache=DIR` (ours): persistent local-disk cache directory.
+    pub cache_dir: Option<PathBuf>,
+    /// `cachesize=SIZE` (ours; K/M/G suffixes): bound on the disk cache.
+    /// `None`: the cache layer's default.
+    pub cache_size_bytes_max: Option<u64>,
+    /// `dirtymax=SIZE` (ours): bound on dirty (unwritten) data per mount.
+    /// `None`: the cache layer's default.
+    pub dirty_bytes_max: Option<u64>,
+    /// `eager` (ours): eager write-back (one in-order flusher per file that
+    /// starts at once) instead of write-behind on close/fsync/pressure.
+    pub eager: bool,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            nfsport: None,
+            mountport: None,
+            pmapport: 111,
+            uid: None,
+            gid: None,
+            resvport: None,
+            timeo: Duration::from_secs(60),
+            retrans: 2,
+            hard: true,
+            nconnect: 1,
+            rsize: None,
+            wsize: None,
+            ro: false,
+            ac: true,
+            acregmin: Duration::from_secs(3),
+            acregmax: Duration::from_secs(60),
+            acdirmin: Duration::from_secs(30),
+            acdirmax: Duration::from_secs(60),
+            cto: true,
+            lookupcache: LookupCache::All,
+            cache_dir: None,
+            cache_size_bytes_max: None,
+            dirty_bytes_max: None,
+            eager: false,
+        }
+    }
+}
+
+/// A mount option that could not be used. The message names the option.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    /// No such option. The FUSE mount checks for this variant to pick out
+    /// options that are its own (`allow_other`, …).
+    #[error("unknown mount option '{0}'")]
+    Unknown(String),
+    /// The option needs a value (`timeo=600`) and has none.
+    #[error("mount option '{0}' needs a value ({0}=…)")]
+    MissingValue(String),
+    /// The option is a flag and was given a value.
+    #[error("mount option '{0}' takes no value")]
+    UnexpectedValue(String),
+    /// The value does not parse or is out of range.
+    #[error("bad value '{value}' for mount option '{name}': {why}")]
+    BadValue { name: String, value: String, why: String },
+}
+
+impl MountOptions {
+    /// Parse a comma-separated option list (`hard,timeo=100,nconnect=4`)
+    /// over the defaults. Empty items are ignored, so `""` is the default.
+    pub fn parse(s: &str) -> Result<Self, OptionError> {
+        let mut o = MountOptions::default();
+        o.apply_list(s, ',')?;
+        Ok(o)
+    }
+
+    /// Apply every `name[=value]` item of `s`, split at `sep` (`,` for
+    /// `-o`, `&` for a URL query), in order: later items win, as in mount(8).
+    pub fn apply_list(&mut self, s: &str, sep: char) -> Result<(), OptionError> {
+        for item in s.split(sep) {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let (name, value) = match item.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (item, None),
+            };
+            self.apply_option(name, value)?;
+        }
+        Ok(())
+    }
+
+    /// Apply one option. Unknown names give [`OptionError::Unknown`] and
+    /// leave `self` unchanged.
+    pub fn apply_option(&mut self, name: &str, value: Option<&str>) -> Result<(), OptionError> {
+        let flag = |v: Option<&str>| match v {
+            None => Ok(()),
+            Some(_) => Err(OptionError::UnexpectedValue(name.to_string())),
+        };
+        match name {
+            "nfsport" | "port" => self.nfsport = Some(num(name, value, 1, u16::MAX as u64)? as u16),
+            "mountport" => self.mountport = Some(num(name, value, 1, u16::MAX as u64)? as u16),
+            "pmapport" => self.pmapport = num(name, value, 1, u16::MAX as u64)? as u16,
+            "version" | "vers" | "nfsvers" => {
+                let v = need(name, value)?;
+                if v != "3" {
+                    return Err(bad(name, v, "only NFS version 3 is supported"));
+                }
+            }
+            "uid" => self.uid = Some(num(name, value, 0, u32::MAX as u64)? as u32),
+            "gid" => self.gid = Some(num(name, value, 0, u32::MAX as u64)? as u32),
+            "resvport" => {
+                flag(value)?;
+                self.resvport = Some(true)
+            }
+            "noresvport" => {
+                flag(value)?;
+                self.resvport = Some(false)
+            }
+            "timeo" => {
+                // Tenths of a second; nfs(5) caps the timeout at 600 s.
+                let ds = num(name, value, 1, TIMEO_MAX.as_millis() as u64 / 100)?;
+                self.timeo = Duration::from_millis(ds * 100);
+            }
+            "retrans" => self.retrans = num(name, value, 0, 1000)? as u32,
+            "hard" => {
+                flag(value)?;
+                self.hard = true
+            }
+            "soft" => {
+                flag(value)?;
+                self.hard = false
+            }
+            "nconnect" => self.nconnect = num(name, value, 1, NCONNECT_MAX as u64)? as u32,
+            "rsize" => self.rsize = Some(transfer_size(name, value)?),
+            "wsize" => self.wsize = Some(transfer_size(name, value)?),
+            "ro" => {
+                flag(value)?;
+                self.ro = true
+            }
+            "rw" => {
+                flag(value)?;
+                self.ro = false
+            }
+            "ac" => {
+                flag(value)?;
+                self.ac = true
+            }
+            "noac" => {
+                flag(value)?;
+                self.ac = false
+            }
+            "acregmin" => self.acregmin = ac_secs(name, value)?,
+            "acregmax" => self.acregmax = ac_secs(name, value)?,
+            "acdirmin" => self.acdirmin = ac_secs(name, value)?,
+            "acdirmax" => self.acdirmax = ac_secs(name, value)?,
+            "actimeo" => {
+                let t = ac_secs(name, value)?;
+                self.acregmin = t;
+                self.acregmax = t;
+                self.acdirmin = t;
+                self.acdirmax = t;
+            }
+            "cto" => {
+                flag(value)?;
+                self.cto = true
+            }
+            "nocto" => {
+                flag(value)?;
+                self.cto = false
+            }
+            "lookupcache" => {
+                let v = need(name, value)?;
+                self.lookupcache = match v {
+                    "all" => LookupCache::All,
+                    "pos" | "positive" => LookupCache::Positive,
+                    "none" => LookupCache::None,
+                    _ => return Err(bad(name, v, "expected all, pos or none")),
+                };
+            }
+            "cache" => {
+                let v = need(name, value)?;
+                if v.is_empty() {
+                    return Err(bad(name, v, "expected a directory"));
+                }
+                self.cache_dir = Some(PathBuf::from(v));
+            }
+            "cachesize" => self.cache_size_bytes_max = Some(size(name, value)?),
+            "dirtymax" => self.dirty_bytes_max = Some(size(name, value)?),
+            "eager" => {
+                flag(value)?;
+                self.eager = true
+            }
+            "noeager" => {
+                flag(value)?;
+                self.eager = false
+            }
+            _ => return Err(OptionError::Unknown(name.to_string())),
+        }
+        Ok(())
+    }
+
+    /// Whether to bind a privileged source port: the explicit option, or
+    /// "yes when root" as Linux decides.
+    pub fn resvport_effective(&self) -> bool {
+        // SAFETY: geteuid cannot fail and touches no memory.
+        self.resvport.unwrap_or_else(|| unsafe { libc::geteuid() } == 0)
+    }
+
+    /// The options that differ from the defaults as `name[=value]` items.
+    /// Joined with `,` this is the `Display` form; joined with `&` a URL
+    /// query.
+    pub fn to_items(&self) -> Vec<String> {
+        let d = MountOptions::default();
+        let mut v = Vec::new();
+        if let Some(p) = self.nfsport {
+            v.push(format!("nfsport={p}"));
+        }
+        if let Some(p) = self.mountport {
+            v.push(format!("mountport={p}"));
+        }
+        if self.pmapport != d.pmapport {
+            v.push(format!("pmapport={}", self.pmapport));
+        }
+        if let Some(u) = self.uid {
+            v.push(format!("uid={u}"));
+        }
+        if let Some(g) = self.gid {
+            v.push(format!("gid={g}"));
+        }
+        match self.resvport {
+            Some(true) => v.push("resvport".into()),
+            Some(false) => v.push("noresvport".into()),
+            None => {}
+        }
+        if self.timeo != d.timeo {
+            v.push(format!("timeo={}", self.timeo.as_millis() / 100));
+        }
+        if self.retrans != d.retrans {
+            v.push(format!("retrans={}", self.retrans));
+        }
+        if !self.hard {
+            v.push("soft".into());
+        }
+        if self.nconnect != d.nconnect {
+            v.push(format!("nconnect={}", self.nconnect));
+        }
+        if let Some(r) = self.rsize {
+            v.push(format!("rsize={r}"));
+        }
+        if let Some(w) = self.wsize {
+            v.push(format!("wsize={w}"));
+        }
+        if self.ro {
+            v.push("ro".into());
+        }
+        if !self.ac {
+            v.push("noac".into());
+        }
+        for (name, mine, def) in [
+            ("acregmin", self.acregmin, d.acregmin),
+            ("acregmax", self.acregmax, d.acregmax),
+            ("acdirmin", self.acdirmin, d.acdirmin),
+            ("acdirmax", self.acdirmax, d.acdirmax),
+        ] {
+            if mine != def {
+                v.push(format!("{name}={}", mine.as_secs()));
+            }
+        }
+        if !self.cto {
+            v.push("nocto".into());
+        }
+        if self.lookupcache != d.lookupcache {
+            v.push(format!("lookupcache={}", self.lookupcache.as_str()));
+        }
+        if let Some(dir) = &self.cache_dir {
+            v.push(format!("cache={}", dir.display()));
+        }
+        if let Some(s) = self.cache_size_bytes_max {
+            v.push(format!("cachesize={s}"));
+        }
+        if let Some(s) = self.dirty_bytes_max {
+            v.push(format!("dirtymax={s}"));
+        }
+        if self.eager {
+            v.push("eager".into());
+        }
+        v
+    }
+}
+
+impl fmt::Display for MountOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_items().join(","))
+    }
+}
+
+impl std::str::FromStr for MountOptions {
+    type Err = OptionError;
+    fn from_str(s: &str) -> Result<Self, OptionError> {
+        MountOptions::parse(s)
+    }
+}
+
+fn bad(name: &str, value: &str, why: &str) -> OptionError {
+    OptionError::BadValue { name: name.to_string(), value: value.to_string(), why: why.to_string() }
+}
+
+fn need<'a>(name: &str, value: Option<&'a str>) -> Result<&'a str, OptionError> {
+    value.ok_or_else(|| OptionError::MissingValue(name.to_string()))
+}
+
+fn num(name: &str, value: Option<&str>, min: u64, max: u64) -> Result<u64, OptionError> {
+    let v = need(name, value)?;
+    let n: u64 = v.parse().map_err(|_| bad(name, v, "expected a whole number"))?;
+    if n < min || n > max {
+        return Err(bad(name, v, &format!("must be between {min} and {max}")));
+    }
+    Ok(n)
+}
+
+fn transfer_size(name: &str, value: Option<&str>) -> Result<u32, OptionError> {
+    Ok(num(name, value, TRANSFER_SIZE_MIN as u64, TRANSFER_SIZE_MAX as u64)? as u32)
+}
+
+fn ac_secs(name: &str, value: Option<&str>) -> Result<Duration, OptionError> {
+    Ok(Duration::from_secs(num(name, value, 0, AC_TIMEOUT_MAX.as_secs())?))
+}
+
+/// A byte count with an optional K/M/G/T suffix (powers of 1024).
+fn size(name: &str, value: Option<&str>) -> Result<u64, OptionError> {
+    let v = need(name, value)?;
+    let (digits, shift) = match v.as_bytes().last().map(u8::to_ascii_uppercase) {
+        Some(b'K') => (&v[..v.len() - 1], 10),
+        Some(b'M') => (&v[..v.len() - 1], 20),
+        Some(b'G') => (&v[..v.len() - 1], 30),
+        Some(b'T') => (&v[..v.len() - 1], 40),
+        _ => (v, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad(name, v, "expected a size like 512M or 4G"))?;
+    n.checked_mul(1u64 << shift)
+        .filter(|b| *b > 0)
+        .ok_or_else(|| bad(name, v, "size must be positive and below 16 EiB"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn defaults_are_nfs5s() {
+        let o = MountOptions::parse("").unwrap();
+        assert_eq!(o.timeo, Duration::from_secs(60));
+        assert_eq!(o.retrans, 2);
+        assert!(o.hard && o.ac && o.cto);
+        assert_eq!(o.acregmin, Duration::from_secs(3));
+        assert_eq!(o.acdirmin, Duration::from_secs(30));
+        assert_eq!(o.to_string(), "");
+    }
+
+    #[test]
+    fn parses_a_mount_string() {
+        let o = MountOptions::parse(
+            "soft,timeo=15,retrans=3,nconnect=4,rsize=65536,actimeo=7,nocto,lookupcache=pos,cache=/var/cache/x,eager,cachesize=2G",
+        )
+        .unwrap();
+        assert!(!o.hard);
+        assert_eq!(o.timeo, Duration::from_millis(1500));
+        assert_eq!(o.retrans, 3);
+        assert_eq!(o.nconnect, 4);
+        assert_eq!(o.rsize, Some(65536));
+        assert_eq!(o.acdirmax, Duration::from_secs(7));
+        assert_eq!(o.acregmin, Duration::from_secs(7));
+        assert!(!o.cto);
+        assert_eq!(o.lookupcache, LookupCache::Positive);
+        assert_eq!(o.cache_dir, Some(PathBuf::from("/var/cache/x")));
+        assert_eq!(o.cache_size_bytes_max, Some(2 << 30));
+        assert!(o.eager);
+    }
+
+    #[test]
+    fn later_options_win() {
+        let o = MountOptions::parse("soft,hard,actimeo=5,acregmax=9").unwrap();
+        assert!(o.hard);
+        assert_eq!(o.acregmin, Duration::from_secs(5));
+        assert_eq!(o.acregmax, Duration::from_secs(9));
+    }
+
+    #[test]
+    fn errors_name_the_option() {
+        let e = MountOptions::parse("hard,version=4").unwrap_err();
+        assert!(e.to_string().contains("'version'"), "{e}");
+        assert!(e.to_string().contains("version 3"), "{e}");
+        let e = MountOptions::parse("timeo=abc").unwrap_err();
+        assert!(e.to_string().contains("'timeo'") && e.to_string().contains("abc"), "{e}");
+        let e = MountOptions::parse("nconnect=17").unwrap_err();
+        assert!(e.to_string().contains("between 1 and 16"), "{e}");
+        assert_eq!(MountOptions::parse("frob=1").unwrap_err(), OptionError::Unknown("frob".into()));
+        assert_eq!(MountOptions::parse("hard=1").unwrap_err(), OptionError::UnexpectedValue("hard".into()));
+        assert_eq!(MountOptions::parse("uid").unwrap_err(), OptionError::MissingValue("uid".into()));
+        assert!(MountOptions::parse("lookupcache=some").is_err());
+        assert!(MountOptions::parse("rsize=100").is_err());
+        assert!(MountOptions::parse("cachesize=0").is_err());
+    }
+
+    fn arb_options() -> impl Strategy<Value = MountOptions> {
+        let ports = (
+            proptest::option::of(1u16..),
+            proptest::option::of(1u16..),
+            1u16..,
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<bool>()),
+        );
+        let transport = (
+            1u64..=6000,
+            0u32..=1000,
+            any::<bool>(),
+            1u32..=NCONNECT_MAX,
+            proptest::option::of(TRANSFER_SIZE_MIN..=TRANSFER_SIZE_MAX),
+            proptest::option::of(TRANSFER_SIZE_MIN..=TRANSFER_SIZE_MAX),
+            any::<bool>(),
+        );
+        let cache = (
+            any::<bool>(),
+            proptest::array::uniform4(0u64..=AC_TIMEOUT_MAX.as_secs()),
+            any::<bool>(),
+            prop_oneof![Just(LookupCache::All), Just(LookupCache::Positive), Just(LookupCache::None)],
+            proptest::option::of("/[a-z0-9_/.-]{0,20}"),
+            proptest::option::of(1u64..u64::MAX >> 1),
+            proptest::option::of(1u64..u64::MAX >> 1),
+            any::<bool>(),
+        );
+        (ports, transport, cache).prop_map(|(p, t, c)| MountOptions {
+            nfsport: p.0,
+            mountport: p.1,
+            pmapport: p.2,
+            uid: p.3,
+            gid: p.4,
+            resvport: p.5,
+            timeo: Duration::from_millis(t.0 * 100),
+            retrans: t.1,
+            hard: t.2,
+            nconnect: t.3,
+            rsize: t.4,
+            wsize: t.5,
+            ro: t.6,
+            ac: c.0,
+            acregmin: Duration::from_secs(c.1[0]),
+            acregmax: Duration::from_secs(c.1[1]),
+            acdirmin: Duration::from_secs(c.1[2]),
+            acdirmax: Duration::from_secs(c.1[3]),
+            cto: c.2,
+            lookupcache: c.3,
+            cache_dir: c.4.map(PathBuf::from),
+            cache_size_bytes_max: c.5,
+            dirty_bytes_max: c.6,
+            eager: c.7,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn display_parse_round_trip(o in arb_options()) {
+            let s = o.to_string();
+            prop_assert_eq!(MountOptions::parse(&s).unwrap(), o.clone());
+            let mut q = MountOptions::default();
+            q.apply_list(&o.to_items().join("&"), '&').unwrap();
+            prop_assert_eq!(q, o);
+        }
+
+        #[test]
+        fn junk_never_panics(s in "[a-z=,0-9&]{0,40}") {
+            let _ = MountOptions::parse(&s);
+        }
+    }
+}
