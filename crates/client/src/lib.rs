@@ -14,6 +14,7 @@
 //!   UNSTABLE+COMMIT, read-ahead, READDIRPLUS, persistent disk cache.
 
 pub mod cache;
+pub mod core;
 pub mod ops;
 pub mod options;
 
