@@ -15,8 +15,15 @@
 
 pub mod cache;
 pub mod core;
+pub mod driver;
+pub mod mount;
+pub mod nfs;
 pub mod ops;
 pub mod options;
+pub mod url;
 
 pub use ops::{Cred, NfsError, NfsOps, NfsResult};
+pub use driver::{RpcClient, TransportConfig, TransportEvent};
+pub use nfs::NfsClient;
 pub use options::{LookupCache, MountOptions, OptionError};
+pub use url::{NfsUrl, UrlError};

@@ -7,7 +7,7 @@
 //! `resvport`, `ac`/`noac`, `acregmin`…`actimeo`, `cto`/`nocto`,
 //! `lookupcache`, `ro`/`rw`), libnfs where it has it (`nfsport`,
 //! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
-//! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `pmapport`).
+//! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `pmapport`, `srcaddr`).
 //!
 //! # Layout
 //! - [`MountOptions`]: the typed result, with nfs(5) defaults.
@@ -19,6 +19,7 @@
 //!   form [`MountOptions::parse`] reads back.
 
 use std::fmt;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -84,6 +85,10 @@ pub struct MountOptions {
     /// with the default `secure` export option accept us. `None`: on when
     /// running as root (as Linux does), off otherwise.
     pub resvport: Option<bool>,
+    /// `srcaddr=IP` (ours): the local address to connect from. Benchmarks
+    /// play many client hosts as distinct 127.x.y.z addresses; exports
+    /// grant access by client address.
+    pub srcaddr: Option<IpAddr>,
 
     // --- transport -----------------------------------------------------
     /// `timeo=` (tenths of a second): the first retransmission timeout;
@@ -146,6 +151,7 @@ impl Default for MountOptions {
             uid: None,
             gid: None,
             resvport: None,
+            srcaddr: None,
             timeo: Duration::from_secs(60),
             retrans: 2,
             hard: true,
@@ -238,6 +244,11 @@ impl MountOptions {
             "noresvport" => {
                 flag(value)?;
                 self.resvport = Some(false)
+            }
+            "srcaddr" => {
+                let v = need(name, value)?;
+                let v6 = v.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(v);
+                self.srcaddr = Some(v6.parse().map_err(|_| bad(name, v, "expected an IP address"))?);
             }
             "timeo" => {
                 // Tenths of a second; nfs(5) caps the timeout at 600 s.
@@ -354,6 +365,9 @@ impl MountOptions {
             Some(true) => v.push("resvport".into()),
             Some(false) => v.push("noresvport".into()),
             None => {}
+        }
+        if let Some(a) = self.srcaddr {
+            v.push(format!("srcaddr={a}"));
         }
         if self.timeo != d.timeo {
             v.push(format!("timeo={}", self.timeo.as_millis() / 100));
@@ -524,6 +538,8 @@ mod tests {
         assert!(MountOptions::parse("lookupcache=some").is_err());
         assert!(MountOptions::parse("rsize=100").is_err());
         assert!(MountOptions::parse("cachesize=0").is_err());
+        assert!(MountOptions::parse("srcaddr=127.0.0.300").unwrap_err().to_string().contains("'srcaddr'"));
+        assert_eq!(MountOptions::parse("srcaddr=[::1]").unwrap().srcaddr, Some("::1".parse().unwrap()));
     }
 
     fn arb_options() -> impl Strategy<Value = MountOptions> {
@@ -534,6 +550,7 @@ mod tests {
             proptest::option::of(any::<u32>()),
             proptest::option::of(any::<u32>()),
             proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<std::net::IpAddr>()),
         );
         let transport = (
             1u64..=6000,
@@ -561,6 +578,7 @@ mod tests {
             uid: p.3,
             gid: p.4,
             resvport: p.5,
+            srcaddr: p.6,
             timeo: Duration::from_millis(t.0 * 100),
             retrans: t.1,
             hard: t.2,

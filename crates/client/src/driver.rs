@@ -1,0 +1,569 @@
+//! The tokio driver: TCP connections around [`RpcCore`] state machines.
+//!
+//! [`RpcClient`] owns `nconnect` connections to one server. Each is a task
+//! that owns one [`RpcCore`] and a socket: it reads records with
+//! [`RecordDecoder`] and feeds them to the core, sleeps until the core's
+//! next timer, connects when the core asks (binding a source address and,
+//! as Linux does for root, a privileged source port), and hands records to
+//! a writer task that batches them into few `write` calls. Calls are spread
+//! over the connections round-robin. Everything about timeouts, retries and
+//! matching lives in the core; this file only moves bytes and wakes up.
+//!
+//! # Layout
+//! - [`TransportConfig`]: where and how to connect.
+//! - [`RpcClient`]: `call(prog, vers, proc, cred, args)`, cloneable.
+//! - [`TransportEvent`]: connection news (for logs and tests).
+//! - `connection_task` / `writer_task` / `connect`: the I/O.
+
+use crate::core::{Call, CoreConfig, CoreStats, Event, RpcCore, Token};
+use crate::ops::{Cred, NfsError, NfsResult};
+use crate::options::MountOptions;
+use bytes::{Bytes, BytesMut};
+use eagernfs_rpc::auth::{MAX_AUTH_SYS_GROUPS, MAX_MACHINE_NAME};
+use eagernfs_rpc::{AuthSys, OpaqueAuth, RecordDecoder};
+use eagernfs_xdr::{Encode, Opaque};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+/// Largest reply record accepted: a full 1 MiB READ or READDIR plus
+/// headers and attributes, with room to spare.
+pub const REPLY_RECORD_BYTES_MAX: usize = eagernfs_proto::nfs3::MAX_IO_SIZE + 256 * 1024;
+
+/// Where and how to connect.
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// The server's address (NFS, MOUNT or portmap port).
+    pub server: SocketAddr,
+    /// Timeouts, retries, hard/soft, slot table.
+    pub core: CoreConfig,
+    /// Connections to open (`nconnect`), at least 1.
+    pub nconnect: usize,
+    /// Local address to bind before connecting.
+    pub source_addr: Option<IpAddr>,
+    /// Bind a source port below 1024 (servers' `secure` default).
+    pub resvport: bool,
+    /// Largest reply record accepted.
+    pub max_record_bytes: usize,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl TransportConfig {
+    /// The transport `options` describe, to `server`.
+    pub fn new(server: SocketAddr, options: &MountOptions) -> Self {
+        let mut core = CoreConfig::from_options(options);
+        core.first_xid = rand::random();
+        TransportConfig {
+            server,
+            core,
+            nconnect: options.nconnect.max(1) as usize,
+            source_addr: options.srcaddr,
+            resvport: options.resvport_effective(),
+            max_record_bytes: REPLY_RECORD_BYTES_MAX,
+            // A blackholed server must not hang a call longer than its own
+            // timeout would, nor give up before a slow network answers.
+            connect_timeout: options.timeo.clamp(Duration::from_secs(2), Duration::from_secs(30)),
+        }
+    }
+}
+
+/// Connection news, broadcast to [`RpcClient::subscribe`]rs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransportEvent {
+    /// Connection `connection` is up, from `local`.
+    Connected { connection: usize, local: SocketAddr },
+    /// A connection attempt failed.
+    ConnectFailed { connection: usize, error: String },
+    /// An established connection broke.
+    Disconnected { connection: usize },
+    /// A hard mount's call hit a major timeout ("server not responding").
+    NotResponding { connection: usize },
+    /// The server answered again ("server OK").
+    ServerOk { connection: usize },
+}
+
+/// Per-connection counters.
+#[derive(Debug, Default)]
+pub struct ConnectionStats {
+    /// Calls handed to this connection.
+    pub calls: AtomicU64,
+    /// Successful connects.
+    pub connects: AtomicU64,
+    /// Failed connection attempts.
+    pub connect_failures: AtomicU64,
+    /// The core's counters, as of its last change.
+    pub core: Mutex<CoreStats>,
+    /// The local address of the current (or last) connection.
+    pub local_addr: Mutex<Option<SocketAddr>>,
+}
+
+/// One call handed to a connection task.
+struct Request {
+    call: Call,
+    reply: oneshot::Sender<NfsResult<Bytes>>,
+}
+
+/// A client for ONC RPC over TCP to one server; clones share the
+/// connections. Dropping the last clone closes them.
+#[derive(Clone)]
+pub struct RpcClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    server: SocketAddr,
+    /// One sender per connection task.
+    connections: Vec<mpsc::Sender<Request>>,
+    /// Round-robin position.
+    next: AtomicUsize,
+    /// AUTH_SYS machine name: this host's name, truncated to 255 bytes.
+    machine_name: Opaque<MAX_MACHINE_NAME>,
+    stats: Arc<Vec<ConnectionStats>>,
+    events: broadcast::Sender<TransportEvent>,
+}
+
+impl std::fmt::Debug for RpcClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcClient")
+            .field("server", &self.inner.server)
+            .field("connections", &self.inner.connections.len())
+            .finish()
+    }
+}
+
+impl RpcClient {
+    /// Start the connection tasks (on the current tokio runtime). Nothing
+    /// connects until the first call.
+    pub fn new(config: TransportConfig) -> RpcClient {
+        let n = config.nconnect.max(1);
+        let (events, _) = broadcast::channel(256);
+        let stats: Arc<Vec<ConnectionStats>> = Arc::new((0..n).map(|_| ConnectionStats::default()).collect());
+        let mut connections = Vec::with_capacity(n);
+        for i in 0..n {
+            // The channel only hands calls over; the core's queue is the
+            // real bound (the task stops reading at `queue_max`).
+            let (tx, rx) = mpsc::channel(64);
+            connections.push(tx);
+            let mut cfg = config.clone();
+            // Distinct xid ranges per connection keep xids unique per client,
+            // which the server's duplicate cache relies on.
+            cfg.core.first_xid = config.core.first_xid.wrapping_add((i as u32) << 24);
+            tokio::spawn(connection_task(i, cfg, rx, stats.clone(), events.clone()));
+        }
+        RpcClient {
+            inner: Arc::new(Inner {
+                server: config.server,
+                connections,
+                next: AtomicUsize::new(0),
+                machine_name: machine_name(),
+                stats,
+                events,
+            }),
+        }
+    }
+
+    /// The server this client talks to.
+    pub fn server(&self) -> SocketAddr {
+        self.inner.server
+    }
+
+    /// The AUTH_SYS credential for `cred`: uid, gid, the first 16 groups,
+    /// and this host's name.
+    pub fn auth_sys(&self, cred: &Cred) -> OpaqueAuth {
+        OpaqueAuth::sys(&AuthSys {
+            stamp: 0,
+            machine_name: self.inner.machine_name.clone(),
+            uid: cred.uid,
+            gid: cred.gid,
+            gids: cred.groups.iter().copied().take(MAX_AUTH_SYS_GROUPS).collect(),
+        })
+    }
+
+    /// Call `prog`/`vers`/`proc_` with `args` as `cred`; the results are the
+    /// bytes after the reply header. RPC-level refusals are
+    /// [`NfsError::Rpc`] with a sentence naming the problem.
+    pub async fn call<A: Encode + ?Sized>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        cred: &Cred,
+        args: &A,
+    ) -> NfsResult<Bytes> {
+        self.call_sized(prog, vers, proc_, cred, args, 256).await
+    }
+
+    /// [`RpcClient::call`] with the expected size of the encoded arguments
+    /// (a WRITE's payload), so the record is allocated once.
+    pub async fn call_sized<A: Encode + ?Sized>(
+        &self,
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        cred: &Cred,
+        args: &A,
+        args_len_hint: usize,
+    ) -> NfsResult<Bytes> {
+        let call = Call::new(prog, vers, proc_, &self.auth_sys(cred), args, args_len_hint);
+        self.submit(call).await
+    }
+
+    /// Send an already-built call.
+    pub async fn submit(&self, call: Call) -> NfsResult<Bytes> {
+        let n = self.inner.connections.len();
+        let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
+        self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let shut = || NfsError::Connection("the RPC client has shut down".into());
+        self.inner.connections[i].send(Request { call, reply: tx }).await.map_err(|_| shut())?;
+        rx.await.map_err(|_| shut())?
+    }
+
+    /// Connection news from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<TransportEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Per-connection counters (one entry per `nconnect` connection).
+    pub fn connection_stats(&self) -> &[ConnectionStats] {
+        &self.inner.stats
+    }
+
+    /// The local address of the most recent connection of connection 0.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        *self.inner.stats[0].local_addr.lock()
+    }
+}
+
+/// This host's name for AUTH_SYS.
+fn machine_name() -> Opaque<MAX_MACHINE_NAME> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
+    // when the name fits, and we stop at the first NUL or the buffer's end.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let name = if rc == 0 {
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        &buf[..end.min(MAX_MACHINE_NAME)]
+    } else {
+        &b"localhost"[..]
+    };
+    Opaque::new(Bytes::copy_from_slice(name)).unwrap_or_default()
+}
+
+/// A live connection as the task holds it.
+struct Conn {
+    reader: OwnedReadHalf,
+    buf: BytesMut,
+    decoder: RecordDecoder,
+    writer_tx: mpsc::UnboundedSender<Bytes>,
+    /// Fires if the writer task fails.
+    writer_failed: oneshot::Receiver<io::Error>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // A writer blocked on a dead peer must not outlive its connection.
+        self.writer.abort();
+    }
+}
+
+/// What woke the connection task.
+enum Wake {
+    Request(Option<Request>),
+    Input(io::Result<usize>),
+    Connected(io::Result<TcpStream>),
+    Timer,
+}
+
+type ConnectFuture = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<TcpStream>> + Send>>;
+
+async fn connection_task(
+    index: usize,
+    config: TransportConfig,
+    mut requests: mpsc::Receiver<Request>,
+    stats: Arc<Vec<ConnectionStats>>,
+    events: broadcast::Sender<TransportEvent>,
+) {
+    let my_stats = &stats[index];
+    let mut core = RpcCore::new(config.core.clone(), Instant::now());
+    let mut waiters: HashMap<Token, oneshot::Sender<NfsResult<Bytes>>> = HashMap::new();
+    let mut conn: Option<Conn> = None;
+    let mut connecting: Option<ConnectFuture> = None;
+    // The source port of the last connection, tried first on reconnect so
+    // the server's duplicate reply cache recognises our retransmissions.
+    let mut last_port: Option<u16> = None;
+    let mut last_stats = CoreStats::default();
+    loop {
+        let now = Instant::now();
+        if conn.is_none() && connecting.is_none() && core.wants_connect(now) {
+            core.on_connecting();
+            connecting = Some(Box::pin(connect(
+                config.server,
+                config.source_addr,
+                config.resvport,
+                last_port,
+                config.connect_timeout,
+            )));
+        }
+        if let Some(c) = &conn {
+            while let Some(record) = core.poll_transmit(now) {
+                // A send error means the writer died; `writer_failed` reports it.
+                let _ = c.writer_tx.send(record);
+            }
+        }
+        while let Some(event) = core.poll_event() {
+            match event {
+                Event::Completed(token, result) => {
+                    if let Some(tx) = waiters.remove(&token) {
+                        let _ = tx.send(result);
+                    }
+                }
+                Event::NotResponding => {
+                    tracing::warn!("NFS server {} not responding, still trying", config.server);
+                    let _ = events.send(TransportEvent::NotResponding { connection: index });
+                }
+                Event::ServerOk => {
+                    tracing::warn!("NFS server {} OK", config.server);
+                    let _ = events.send(TransportEvent::ServerOk { connection: index });
+                }
+            }
+        }
+        let s = core.stats();
+        if s != last_stats {
+            *my_stats.core.lock() = s;
+            last_stats = s;
+        }
+
+        let timer = core.poll_timeout().map(tokio::time::Instant::from_std);
+        let accept = core.can_submit();
+        let wake = tokio::select! {
+            r = requests.recv(), if accept => Wake::Request(r),
+            r = input(conn.as_mut()) => Wake::Input(r),
+            r = maybe(connecting.as_mut()) => Wake::Connected(r),
+            _ = sleep_until(timer) => Wake::Timer,
+        };
+        let now = Instant::now();
+        match wake {
+            Wake::Request(Some(req)) => {
+                let token = core.submit(now, req.call);
+                waiters.insert(token, req.reply);
+            }
+            // Every RpcClient clone is gone, so no one awaits an answer.
+            Wake::Request(None) => return,
+            Wake::Input(Ok(n)) if n > 0 => {
+                let c = conn.as_mut().expect("input only from a connection");
+                loop {
+                    match c.decoder.decode(&mut c.buf) {
+                        Ok(Some(record)) => core.handle_record(now, record),
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!("NFS server {}: {e}; reconnecting", config.server);
+                            drop_connection(&mut conn, &mut core, now, index, &events);
+                            break;
+                        }
+                    }
+                }
+            }
+            Wake::Input(r) => {
+                if let Err(e) = r {
+                    tracing::debug!("connection {index} to {} failed: {e}", config.server);
+                }
+                drop_connection(&mut conn, &mut core, now, index, &events);
+            }
+            Wake::Connected(r) => {
+                connecting = None;
+                match r.and_then(|s| Ok((s.local_addr()?, s))) {
+                    Ok((local, stream)) => {
+                        last_port = Some(local.port());
+                        *my_stats.local_addr.lock() = Some(local);
+                        my_stats.connects.fetch_add(1, Ordering::Relaxed);
+                        conn = Some(start_connection(stream, config.max_record_bytes));
+                        core.on_connected(now);
+                        let _ = events.send(TransportEvent::Connected { connection: index, local });
+                    }
+                    Err(e) => {
+                        let error = connect_error_message(config.server, &e);
+                        my_stats.connect_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!("{error}");
+                        core.on_connect_failed(now, &error);
+                        let _ = events.send(TransportEvent::ConnectFailed { connection: index, error });
+                    }
+                }
+            }
+            Wake::Timer => core.handle_timeout(now),
+        }
+    }
+}
+
+fn drop_connection(
+    conn: &mut Option<Conn>,
+    core: &mut RpcCore,
+    now: Instant,
+    index: usize,
+    events: &broadcast::Sender<TransportEvent>,
+) {
+    if conn.take().is_some() {
+        core.on_disconnect(now);
+        let _ = events.send(TransportEvent::Disconnected { connection: index });
+    }
+}
+
+/// Read more bytes from the connection, or report the writer's failure.
+/// Pending for ever when there is no connection.
+async fn input(conn: Option<&mut Conn>) -> io::Result<usize> {
+    let Some(c) = conn else { return std::future::pending().await };
+    if c.buf.capacity() - c.buf.len() < 16 * 1024 {
+        c.buf.reserve(64 * 1024);
+    }
+    tokio::select! {
+        r = c.reader.read_buf(&mut c.buf) => r,
+        e = &mut c.writer_failed => Err(e.unwrap_or_else(|_| io::Error::other("writer stopped"))),
+    }
+}
+
+async fn maybe(f: Option<&mut ConnectFuture>) -> io::Result<TcpStream> {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn start_connection(stream: TcpStream, max_record_bytes: usize) -> Conn {
+    let _ = stream.set_nodelay(true);
+    let (reader, writer) = stream.into_split();
+    let (writer_tx, rx) = mpsc::unbounded_channel();
+    let (failed_tx, writer_failed) = oneshot::channel();
+    let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
+    Conn {
+        reader,
+        buf: BytesMut::with_capacity(64 * 1024),
+        decoder: RecordDecoder::new(max_record_bytes),
+        writer_tx,
+        writer_failed,
+        writer,
+    }
+}
+
+/// Write records as they come, many per `write` when they queue up.
+///
+/// The channel is unbounded, but what flows through it is bounded by the
+/// core: at most `slots_max` calls are outstanding, and each is queued
+/// again only after a timeout or a reconnect (which starts a new writer).
+async fn writer_task(
+    writer: OwnedWriteHalf,
+    mut records: mpsc::UnboundedReceiver<Bytes>,
+    failed: oneshot::Sender<io::Error>,
+) {
+    let mut w = BufWriter::with_capacity(256 * 1024, writer);
+    while let Some(first) = records.recv().await {
+        let mut result = w.write_all(&first).await;
+        while result.is_ok() {
+            match records.try_recv() {
+                Ok(r) => result = w.write_all(&r).await,
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = result.and(w.flush().await) {
+            let _ = failed.send(e);
+            return;
+        }
+    }
+}
+
+/// Linux's default range for reserved source ports (`min_resvport`..`max_resvport`).
+const RESVPORT_MIN: u16 = 665;
+const RESVPORT_MAX: u16 = 1023;
+
+/// Connect to `server` from `source` (any address if `None`), from a
+/// privileged port if `resvport`, preferring `last_port`.
+async fn connect(
+    server: SocketAddr,
+    source: Option<IpAddr>,
+    resvport: bool,
+    last_port: Option<u16>,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let ip = source.unwrap_or(match server {
+        SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    });
+    let mut ports: Vec<u16> = Vec::new();
+    if let Some(p) = last_port.filter(|p| !resvport || *p <= RESVPORT_MAX) {
+        ports.push(p);
+    }
+    if resvport {
+        // Start at a random place so many clients on one host do not all
+        // fight over the same ports.
+        let span = RESVPORT_MAX - RESVPORT_MIN + 1;
+        let start = rand::random::<u16>() % span;
+        ports.extend((0..span).map(|i| RESVPORT_MAX - (start + i) % span));
+    } else {
+        ports.push(0);
+    }
+    let attempt = async {
+        let mut last_err = io::Error::new(io::ErrorKind::AddrInUse, "no free privileged source port");
+        for port in ports {
+            let socket = match server {
+                SocketAddr::V4(_) => TcpSocket::new_v4()?,
+                SocketAddr::V6(_) => TcpSocket::new_v6()?,
+            };
+            // Lets us take back the port of a connection that just closed.
+            socket.set_reuseaddr(true)?;
+            match socket.bind(SocketAddr::new(ip, port)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                    last_err = e;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            match socket.connect(server).await {
+                Ok(s) => return Ok(s),
+                // Our (address, port) pair is still tied to the server's
+                // (e.g. TIME_WAIT): take the next port.
+                Err(e) if matches!(e.kind(), io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable) => {
+                    last_err = e;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_err)
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out")),
+    }
+}
+
+/// A failed connect as a sentence: "cannot connect to 10.0.0.1:2049:
+/// connection refused (is an NFS server running there?)".
+pub fn connect_error_message(server: SocketAddr, e: &io::Error) -> String {
+    let why = match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => "connection refused (is an NFS server running there?)".to_string(),
+        Some(libc::EHOSTUNREACH) | Some(libc::ENETUNREACH) => "no route to host".to_string(),
+        Some(libc::EADDRNOTAVAIL) => "the source address is not available on this host".to_string(),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "not allowed to bind the source port (privileged ports need root; try noresvport)".to_string()
+        }
+        _ if e.kind() == io::ErrorKind::TimedOut => "no answer (connection attempt timed out)".to_string(),
+        _ => e.to_string(),
+    };
+    format!("cannot connect to {server}: {why}")
+}

@@ -1,0 +1,480 @@
+//! [`NfsClient`]: the NFSv3 wire client, implementing [`NfsOps`].
+//!
+//! `NfsClient::connect("nfs://server/export/dir?nconnect=4")` mounts the
+//! export (see `mount.rs`), opens the NFS connections, and asks FSINFO for
+//! the server's transfer sizes: [`NfsClient::rsize`] and
+//! [`NfsClient::wsize`] are the smaller of those and the `rsize`/`wsize`
+//! options. Each procedure is one RPC; the client is cheap to clone and
+//! every clone shares the connections, so many tasks can call at once (the
+//! calls are pipelined).
+//!
+//! # Layout
+//! - [`NfsClient`]: constructors, accessors, [`NfsClient::lookup_path`].
+//! - the [`NfsOps`] impl: the 22 procedures.
+//! - `NfsRes`: turns each `XxxRes` into `Ok(resok)` or `Err(status)`.
+
+use crate::driver::{RpcClient, TransportConfig};
+use crate::mount::{self, Mounted};
+use crate::ops::{Cred, NfsError, NfsOps, NfsResult};
+use crate::options::{MountOptions, TRANSFER_SIZE_MAX, TRANSFER_SIZE_MIN};
+use crate::url::NfsUrl;
+use bytes::Bytes;
+use eagernfs_proto::nfs3::*;
+use eagernfs_xdr::{Decode, Encode, Opaque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// An NFSv3 client for one mounted export. Clones share connections.
+#[derive(Clone)]
+pub struct NfsClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    rpc: RpcClient,
+    mounted: Mounted,
+    options: MountOptions,
+    /// FSINFO of the export root, asked once at connect.
+    fsinfo: Fsinfo3ResOk,
+    rsize: u32,
+    wsize: u32,
+}
+
+impl std::fmt::Debug for NfsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NfsClient")
+            .field("server", &self.inner.mounted.nfs_addr)
+            .field("export", &self.inner.mounted.export)
+            .finish()
+    }
+}
+
+/// A result enum of a procedure: `Ok(resok)` or `Fail(status, resfail)`.
+trait NfsRes: Decode {
+    type Ok;
+    fn into_result(self) -> NfsResult<Self::Ok>;
+}
+
+macro_rules! nfs_res {
+    ($($res:ident => $ok:ty),* $(,)?) => {$(
+        impl NfsRes for $res {
+            type Ok = $ok;
+            fn into_result(self) -> NfsResult<$ok> {
+                match self {
+                    $res::Ok(ok) => Ok(ok),
+                    $res::Fail(status, _) => Err(NfsError::Nfs(status)),
+                }
+            }
+        }
+    )*};
+}
+
+nfs_res! {
+    Getattr3Res => Getattr3ResOk,
+    Setattr3Res => Setattr3ResOk,
+    Lookup3Res => Lookup3ResOk,
+    Access3Res => Access3ResOk,
+    Readlink3Res => Readlink3ResOk,
+    Read3Res => Read3ResOk,
+    Write3Res => Write3ResOk,
+    Create3Res => Create3ResOk,
+    Mkdir3Res => Mkdir3ResOk,
+    Symlink3Res => Symlink3ResOk,
+    Mknod3Res => Mknod3ResOk,
+    Remove3Res => Remove3ResOk,
+    Rmdir3Res => Rmdir3ResOk,
+    Rename3Res => Rename3ResOk,
+    Link3Res => Link3ResOk,
+    Readdir3Res => Readdir3ResOk,
+    Readdirplus3Res => Readdirplus3ResOk,
+    Fsstat3Res => Fsstat3ResOk,
+    Fsinfo3Res => Fsinfo3ResOk,
+    Pathconf3Res => Pathconf3ResOk,
+    Commit3Res => Commit3ResOk,
+}
+
+/// A file name as the wire type; longer than any server accepts is
+/// ENAMETOOLONG, as a local file system would say.
+fn filename(name: &[u8]) -> NfsResult<Filename3> {
+    Opaque::new(Bytes::copy_from_slice(name)).map_err(|_| NfsError::Nfs(Nfsstat3::Nametoolong))
+}
+
+fn dirop(dir: &NfsFh3, name: &[u8]) -> NfsResult<Diropargs3> {
+    Ok(Diropargs3 { dir: dir.clone(), name: filename(name)? })
+}
+
+/// The transfer size to use: the server's maximum, capped by the option,
+/// rounded down to whole pages when that leaves anything.
+fn transfer_size(server_max: u32, option: Option<u32>) -> u32 {
+    let want = option.unwrap_or(TRANSFER_SIZE_MAX);
+    let size = if server_max == 0 { want } else { server_max.min(want) };
+    if size >= TRANSFER_SIZE_MIN {
+        size / TRANSFER_SIZE_MIN * TRANSFER_SIZE_MIN
+    } else {
+        size.max(512)
+    }
+}
+
+impl NfsClient {
+    /// Mount the export a URL names and connect (see the module docs).
+    pub async fn connect(url: &str) -> NfsResult<NfsClient> {
+        let url: NfsUrl = url.parse().map_err(|e| NfsError::Mount(format!("{e}")))?;
+        Self::connect_url(&url).await
+    }
+
+    /// Mount `url`'s export (the longest prefix of its path MOUNT accepts,
+    /// or its explicit `export=`) and connect.
+    pub async fn connect_url(url: &NfsUrl) -> NfsResult<NfsClient> {
+        let cred = default_cred(&url.options);
+        let mounted =
+            mount::mount(&url.host, url.nfs_port(), &url.path, url.export.as_deref(), &url.options, &cred)
+                .await?;
+        Self::start(mounted, url.options.clone()).await
+    }
+
+    /// Mount exactly `export` of the server at `addr` (its NFS port; MOUNT
+    /// on that port, at `mountport=`, or through the portmapper) and connect.
+    pub async fn connect_to(addr: SocketAddr, export: &str, options: MountOptions) -> NfsResult<NfsClient> {
+        let cred = default_cred(&options);
+        let host = addr.ip().to_string();
+        let mounted = mount::mount(&host, Some(addr.port()), export, Some(export), &options, &cred).await?;
+        Self::start(mounted, options).await
+    }
+
+    /// Connect to the NFS service at `addr` with a root handle obtained
+    /// elsewhere (no MOUNT call). Fails only if FSINFO on `root` fails.
+    pub async fn with_root(addr: SocketAddr, root: NfsFh3, options: MountOptions) -> NfsResult<NfsClient> {
+        let mounted = Mounted {
+            nfs_addr: addr,
+            mount_addr: addr,
+            export: "/".into(),
+            path_inside: "/".into(),
+            root,
+            auth_flavors: vec![],
+        };
+        Self::start(mounted, options).await
+    }
+
+    async fn start(mounted: Mounted, options: MountOptions) -> NfsResult<NfsClient> {
+        let rpc = RpcClient::new(TransportConfig::new(mounted.nfs_addr, &options));
+        let cred = default_cred(&options);
+        let args = Fsinfo3Args { fsroot: mounted.root.clone() };
+        let body = rpc.call(NFS_PROGRAM, NFS_V3, NFSPROC3_FSINFO, &cred, &args).await?;
+        let fsinfo = decode::<Fsinfo3Res>(NFSPROC3_FSINFO, body)?.into_result()?;
+        let rsize = transfer_size(fsinfo.rtmax, options.rsize);
+        let wsize = transfer_size(fsinfo.wtmax, options.wsize);
+        Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize }) })
+    }
+
+    /// Largest READ to send: min(server rtmax, `rsize` option).
+    pub fn rsize(&self) -> u32 {
+        self.inner.rsize
+    }
+
+    /// Largest WRITE to send: min(server wtmax, `wsize` option).
+    pub fn wsize(&self) -> u32 {
+        self.inner.wsize
+    }
+
+    /// The options the client was made with.
+    pub fn options(&self) -> &MountOptions {
+        &self.inner.options
+    }
+
+    /// The export path MOUNT accepted.
+    pub fn export(&self) -> &str {
+        &self.inner.mounted.export
+    }
+
+    /// The URL's path below the export (`/` for the export itself); look it
+    /// up with [`NfsClient::lookup_path`].
+    pub fn path_inside(&self) -> &str {
+        &self.inner.mounted.path_inside
+    }
+
+    /// The server's NFS address.
+    pub fn server(&self) -> SocketAddr {
+        self.inner.mounted.nfs_addr
+    }
+
+    /// The export root's FSINFO, as answered at connect.
+    pub fn fsinfo(&self) -> &Fsinfo3ResOk {
+        &self.inner.fsinfo
+    }
+
+    /// The RPC transport (connection statistics and events).
+    pub fn rpc(&self) -> &RpcClient {
+        &self.inner.rpc
+    }
+
+    /// The credential the options ask for (`uid=`/`gid=`), else this
+    /// process's.
+    pub fn default_cred(&self) -> Cred {
+        default_cred(&self.inner.options)
+    }
+
+    /// Walk `path` (`/`-separated, relative to the export root) with
+    /// LOOKUP, one component at a time. Symbolic links are not followed.
+    /// Returns the handle and attributes of the last component.
+    pub async fn lookup_path(&self, cred: &Cred, path: &str) -> NfsResult<(NfsFh3, Fattr3)> {
+        let mut fh = self.root();
+        let mut attrs: Option<Fattr3> = None;
+        for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            let res = self.lookup(cred, &fh, comp.as_bytes()).await?;
+            fh = res.object;
+            attrs = res.obj_attributes;
+        }
+        let attrs = match attrs {
+            Some(a) => a,
+            None => self.getattr(cred, &fh).await?,
+        };
+        Ok((fh, attrs))
+    }
+
+    /// Tell the server we are done with the export (MOUNT UMNT; advisory).
+    pub async fn unmount(&self) -> NfsResult<()> {
+        let client = mount::side_client(self.inner.mounted.mount_addr, &self.inner.options);
+        mount::umnt(&client, &self.default_cred(), &self.inner.mounted.export).await
+    }
+
+    /// One NFSv3 call, decoded into its success arm.
+    async fn call<A: Encode, R: NfsRes>(
+        &self,
+        cred: &Cred,
+        proc_: u32,
+        args: &A,
+        args_len_hint: usize,
+    ) -> NfsResult<R::Ok> {
+        let body = self.inner.rpc.call_sized(NFS_PROGRAM, NFS_V3, proc_, cred, args, args_len_hint).await?;
+        decode::<R>(proc_, body)?.into_result()
+    }
+
+    /// A modifying call on a `ro` mount fails here, as a read-only local
+    /// file system would.
+    fn writable(&self) -> NfsResult<()> {
+        if self.inner.options.ro {
+            Err(NfsError::Nfs(Nfsstat3::Rofs))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn decode<R: Decode>(proc_: u32, mut body: Bytes) -> NfsResult<R> {
+    R::decode(&mut body)
+        .map_err(|e| NfsError::BadReply(format!("{} reply: {e}", name_of(proc_).unwrap_or("NFS"))))
+}
+
+/// The credential `uid=`/`gid=` ask for, else this process's.
+fn default_cred(options: &MountOptions) -> Cred {
+    let mut cred = Cred::current_process();
+    if let Some(uid) = options.uid {
+        cred.uid = uid;
+    }
+    if let Some(gid) = options.gid {
+        cred.gid = gid;
+        cred.groups.clear();
+    }
+    cred
+}
+
+impl NfsOps for NfsClient {
+    fn root(&self) -> NfsFh3 {
+        self.inner.mounted.root.clone()
+    }
+
+    async fn null(&self) -> NfsResult<()> {
+        let cred = self.default_cred();
+        self.inner.rpc.call(NFS_PROGRAM, NFS_V3, NFSPROC3_NULL, &cred, &()).await.map(|_| ())
+    }
+
+    async fn getattr(&self, cred: &Cred, fh: &NfsFh3) -> NfsResult<Fattr3> {
+        let args = Getattr3Args { object: fh.clone() };
+        Ok(self.call::<_, Getattr3Res>(cred, NFSPROC3_GETATTR, &args, 0).await?.obj_attributes)
+    }
+
+    async fn setattr(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        attrs: Sattr3,
+        guard: Option<Nfstime3>,
+    ) -> NfsResult<WccData> {
+        self.writable()?;
+        let args = Setattr3Args { object: fh.clone(), new_attributes: attrs, guard };
+        Ok(self.call::<_, Setattr3Res>(cred, NFSPROC3_SETATTR, &args, 0).await?.obj_wcc)
+    }
+
+    async fn lookup(&self, cred: &Cred, dir: &NfsFh3, name: &[u8]) -> NfsResult<Lookup3ResOk> {
+        let args = Lookup3Args { what: dirop(dir, name)? };
+        self.call::<_, Lookup3Res>(cred, NFSPROC3_LOOKUP, &args, 0).await
+    }
+
+    async fn access(&self, cred: &Cred, fh: &NfsFh3, mask: u32) -> NfsResult<Access3ResOk> {
+        let args = Access3Args { object: fh.clone(), access: mask };
+        self.call::<_, Access3Res>(cred, NFSPROC3_ACCESS, &args, 0).await
+    }
+
+    async fn readlink(&self, cred: &Cred, fh: &NfsFh3) -> NfsResult<Readlink3ResOk> {
+        let args = Readlink3Args { symlink: fh.clone() };
+        self.call::<_, Readlink3Res>(cred, NFSPROC3_READLINK, &args, 0).await
+    }
+
+    async fn read(&self, cred: &Cred, fh: &NfsFh3, offset: u64, count: u32) -> NfsResult<Read3ResOk> {
+        let args = Read3Args { file: fh.clone(), offset, count };
+        self.call::<_, Read3Res>(cred, NFSPROC3_READ, &args, 0).await
+    }
+
+    async fn write(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        stable: StableHow,
+    ) -> NfsResult<Write3ResOk> {
+        self.writable()?;
+        let hint = data.len();
+        let args = Write3Args { file: fh.clone(), offset, count: data.len() as u32, stable, data };
+        self.call::<_, Write3Res>(cred, NFSPROC3_WRITE, &args, hint).await
+    }
+
+    async fn create(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        how: Createhow3,
+    ) -> NfsResult<Create3ResOk> {
+        self.writable()?;
+        let args = Create3Args { where_: dirop(dir, name)?, how };
+        self.call::<_, Create3Res>(cred, NFSPROC3_CREATE, &args, 0).await
+    }
+
+    async fn mkdir(&self, cred: &Cred, dir: &NfsFh3, name: &[u8], attrs: Sattr3) -> NfsResult<Mkdir3ResOk> {
+        self.writable()?;
+        let args = Mkdir3Args { where_: dirop(dir, name)?, attributes: attrs };
+        self.call::<_, Mkdir3Res>(cred, NFSPROC3_MKDIR, &args, 0).await
+    }
+
+    async fn symlink(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        target: &[u8],
+        attrs: Sattr3,
+    ) -> NfsResult<Symlink3ResOk> {
+        self.writable()?;
+        let symlink_data =
+            Opaque::new(Bytes::copy_from_slice(target)).map_err(|_| NfsError::Nfs(Nfsstat3::Nametoolong))?;
+        let args = Symlink3Args {
+            where_: dirop(dir, name)?,
+            symlink: Symlinkdata3 { symlink_attributes: attrs, symlink_data },
+        };
+        self.call::<_, Symlink3Res>(cred, NFSPROC3_SYMLINK, &args, 0).await
+    }
+
+    async fn mknod(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        what: Mknoddata3,
+    ) -> NfsResult<Mknod3ResOk> {
+        self.writable()?;
+        let args = Mknod3Args { where_: dirop(dir, name)?, what };
+        self.call::<_, Mknod3Res>(cred, NFSPROC3_MKNOD, &args, 0).await
+    }
+
+    async fn remove(&self, cred: &Cred, dir: &NfsFh3, name: &[u8]) -> NfsResult<WccData> {
+        self.writable()?;
+        let args = Remove3Args { object: dirop(dir, name)? };
+        Ok(self.call::<_, Remove3Res>(cred, NFSPROC3_REMOVE, &args, 0).await?.dir_wcc)
+    }
+
+    async fn rmdir(&self, cred: &Cred, dir: &NfsFh3, name: &[u8]) -> NfsResult<WccData> {
+        self.writable()?;
+        let args = Rmdir3Args { object: dirop(dir, name)? };
+        Ok(self.call::<_, Rmdir3Res>(cred, NFSPROC3_RMDIR, &args, 0).await?.dir_wcc)
+    }
+
+    async fn rename(
+        &self,
+        cred: &Cred,
+        from_dir: &NfsFh3,
+        from_name: &[u8],
+        to_dir: &NfsFh3,
+        to_name: &[u8],
+    ) -> NfsResult<Rename3ResOk> {
+        self.writable()?;
+        let args = Rename3Args { from: dirop(from_dir, from_name)?, to: dirop(to_dir, to_name)? };
+        self.call::<_, Rename3Res>(cred, NFSPROC3_RENAME, &args, 0).await
+    }
+
+    async fn link(&self, cred: &Cred, fh: &NfsFh3, dir: &NfsFh3, name: &[u8]) -> NfsResult<Link3ResOk> {
+        self.writable()?;
+        let args = Link3Args { file: fh.clone(), link: dirop(dir, name)? };
+        self.call::<_, Link3Res>(cred, NFSPROC3_LINK, &args, 0).await
+    }
+
+    async fn readdir(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        cookie: u64,
+        verf: Cookieverf3,
+        count: u32,
+    ) -> NfsResult<Readdir3ResOk> {
+        let args = Readdir3Args { dir: dir.clone(), cookie, cookieverf: verf, count };
+        self.call::<_, Readdir3Res>(cred, NFSPROC3_READDIR, &args, 0).await
+    }
+
+    async fn readdirplus(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        cookie: u64,
+        verf: Cookieverf3,
+        dircount: u32,
+        maxcount: u32,
+    ) -> NfsResult<Readdirplus3ResOk> {
+        let args = Readdirplus3Args { dir: dir.clone(), cookie, cookieverf: verf, dircount, maxcount };
+        self.call::<_, Readdirplus3Res>(cred, NFSPROC3_READDIRPLUS, &args, 0).await
+    }
+
+    async fn fsstat(&self, cred: &Cred, fh: &NfsFh3) -> NfsResult<Fsstat3ResOk> {
+        let args = Fsstat3Args { fsroot: fh.clone() };
+        self.call::<_, Fsstat3Res>(cred, NFSPROC3_FSSTAT, &args, 0).await
+    }
+
+    async fn fsinfo(&self, cred: &Cred, fh: &NfsFh3) -> NfsResult<Fsinfo3ResOk> {
+        let args = Fsinfo3Args { fsroot: fh.clone() };
+        self.call::<_, Fsinfo3Res>(cred, NFSPROC3_FSINFO, &args, 0).await
+    }
+
+    async fn pathconf(&self, cred: &Cred, fh: &NfsFh3) -> NfsResult<Pathconf3ResOk> {
+        let args = Pathconf3Args { object: fh.clone() };
+        self.call::<_, Pathconf3Res>(cred, NFSPROC3_PATHCONF, &args, 0).await
+    }
+
+    async fn commit(&self, cred: &Cred, fh: &NfsFh3, offset: u64, count: u32) -> NfsResult<Commit3ResOk> {
+        let args = Commit3Args { file: fh.clone(), offset, count };
+        self.call::<_, Commit3Res>(cred, NFSPROC3_COMMIT, &args, 0).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_sizes() {
+        assert_eq!(transfer_size(1 << 20, None), 1 << 20);
+        assert_eq!(transfer_size(1 << 20, Some(65536)), 65536);
+        assert_eq!(transfer_size(32768, Some(65536)), 32768);
+        assert_eq!(transfer_size(100_000, None), 98304, "whole pages");
+        assert_eq!(transfer_size(0, Some(8192)), 8192, "server says nothing: the option");
+        assert_eq!(transfer_size(1000, None), 1000);
+    }
+}
