@@ -177,6 +177,8 @@ pub enum Event {
 pub struct CoreStats {
     /// Calls admitted to a slot.
     pub calls: u64,
+    /// Most calls that held slots at once (shows pipelining).
+    pub in_flight_max: u64,
     /// Retransmissions after a minor or major timeout (not resends after a
     /// reconnect).
     pub retransmissions: u64,
@@ -330,6 +332,7 @@ impl RpcCore {
         self.calls.insert(xid, out);
         self.transmit.push_back(xid);
         self.stats.calls += 1;
+        self.stats.in_flight_max = self.stats.in_flight_max.max(self.calls.len() as u64);
     }
 
     /// The next xid not held by an outstanding call.
@@ -766,6 +769,7 @@ mod tests {
         let tokens: Vec<Token> = (0..10).map(|i| c.submit(t0, call(i))).collect();
         let sent = drain(&mut c, t0);
         assert_eq!(sent.len(), 4, "only slots_max calls go on the wire");
+        assert_eq!(c.stats().in_flight_max, 4);
         assert_eq!((c.in_flight(), c.queued()), (4, 6));
         c.handle_record(t0, test_reply(xid_of(&sent[2]), &()));
         let more = drain(&mut c, t0);

@@ -198,7 +198,7 @@ impl NfsClient {
     }
 
     /// The export root's FSINFO, as answered at connect.
-    pub fn fsinfo(&self) -> &Fsinfo3ResOk {
+    pub fn server_fsinfo(&self) -> &Fsinfo3ResOk {
         &self.inner.fsinfo
     }
 

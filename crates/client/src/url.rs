@@ -5,7 +5,7 @@
 //! the export followed by a path inside it; which part is the export is
 //! found at mount time (the longest prefix the server's MOUNT accepts, see
 //! `mount.rs`) unless the query names it with `export=/x` (ours). The query
-//! holds mount options `name[=value]` separated by `&`: libnfs's
+//! holds mount options `name[=value]` separated by `&` (or `,`): libnfs's
 //! (`nfsport`, `mountport`, `version`, `uid`, `gid`) and every option of
 //! [`MountOptions`]. Path and values are percent-decoded.
 //!
@@ -158,7 +158,9 @@ impl FromStr for NfsUrl {
         let path = normalise(&percent_decode(raw_path)?)?;
         let mut options = MountOptions::default();
         let mut export = None;
-        for item in query.split('&').filter(|i| !i.is_empty()) {
+        // libnfs separates options with `&`; mount(8) habit writes `,`.
+        // Both work (a literal comma in a value is written %2C).
+        for item in query.split(['&', ',']).filter(|i| !i.is_empty()) {
             let (name, value) = match item.split_once('=') {
                 Some((n, v)) => (percent_decode(n)?, Some(percent_decode(v)?)),
                 None => (percent_decode(item)?, None),
@@ -273,7 +275,8 @@ mod tests {
         assert_eq!(u.host_port(2049), "[::1]:2049");
         let u: NfsUrl = "nfs://10.0.0.1:99".parse().unwrap();
         assert_eq!((u.port, u.path.as_str()), (Some(99), "/"));
-        let u: NfsUrl = "NFS://h?nconnect=4".parse().unwrap();
+        let u: NfsUrl = "NFS://h?nconnect=4,soft&timeo=7".parse().unwrap();
+        assert!(!u.options.hard && u.options.timeo == Duration::from_millis(700));
         assert_eq!((u.host.as_str(), u.options.nconnect), ("h", 4));
     }
 
