@@ -157,6 +157,13 @@ pub fn bench_plot(command: &PlotCommand) -> Result<Vec<PathBuf>, BenchError> {
         }
         PlotKind::Histogram => {
             let runs: Vec<_> = reports.iter().map(largest).collect();
+            // A target silently missing from a comparison chart would mislead: refuse instead.
+            if let Some(i) = runs.iter().position(Option::is_none) {
+                return Err(BenchError::Report {
+                    path: command.inputs[i].clone(),
+                    message: "no run kept its per-call latencies (run without --no-latencies)".into(),
+                });
+            }
             let series: Vec<_> = runs
                 .iter()
                 .enumerate()
