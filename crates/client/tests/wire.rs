@@ -403,3 +403,17 @@ async fn a_url_below_the_export_resolves() {
     let ro = within(NfsClient::connect(&url(&s, "/export", "ro"))).await.unwrap();
     assert_eq!(ro.remove(&root(), &ro.root(), b"dir").await.unwrap_err(), NfsError::Nfs(Nfsstat3::Rofs));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_urls_connect() {
+    let s = TestServer::start_custom(
+        ServerConfig::default(),
+        vec![spec(1, &["/export"], "/export *(rw,insecure,no_root_squash)", memory())],
+        vec!["[::1]:0".parse().unwrap()],
+        16,
+    );
+    let c = within(NfsClient::connect(&format!("nfs://[::1]:{}/export", s.addr.port()))).await.unwrap();
+    assert_eq!(c.server(), s.addr);
+    assert!(c.rpc().local_addr().unwrap().is_ipv6());
+    assert_eq!(c.getattr(&root(), &c.root()).await.unwrap().ftype, Ftype3::Dir);
+}
