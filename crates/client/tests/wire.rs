@@ -399,6 +399,16 @@ async fn a_url_below_the_export_resolves() {
     assert_eq!(c4.root(), c.root());
     c4.unmount().await.unwrap();
 
+    // No port in the URL: the portmapper (here eagernfs itself, which
+    // answers GETPORT on its own port) names the NFS port.
+    let u = format!("nfs://127.0.0.1/export?pmapport={}", s.addr.port());
+    let c5 = within(NfsClient::connect(&u)).await.unwrap();
+    assert_eq!(c5.server(), s.addr);
+    assert_eq!(c5.root(), c.root());
+    // An explicit MOUNT port.
+    let u = url(&s, "/export", &format!("mountport={}", s.addr.port()));
+    assert_eq!(within(NfsClient::connect(&u)).await.unwrap().root(), c.root());
+
     // A read-only mount refuses changes locally.
     let ro = within(NfsClient::connect(&url(&s, "/export", "ro"))).await.unwrap();
     assert_eq!(ro.remove(&root(), &ro.root(), b"dir").await.unwrap_err(), NfsError::Nfs(Nfsstat3::Rofs));
