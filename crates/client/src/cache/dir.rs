@@ -1,0 +1,189 @@
+//! Directory reading: READDIRPLUS (falling back to READDIR for good when
+//! a server answers NOTSUPP), with offsets FUSE can hand back.
+//!
+//! An entry's `offset` is the NFS cookie of that entry: FUSE passes the
+//! offset of the last entry it used to the next `readdir`, which is the
+//! cookie to continue after. The handle keeps the last page, so the
+//! entries that did not fit in FUSE's buffer are served again without a
+//! call. READDIRPLUS results fill the attribute and lookup caches, so a
+//! following `ls -l` needs no LOOKUPs or GETATTRs.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use eagernfs_proto::nfs3::{Cookieverf3, Fattr3, Ftype3, Nfsstat3};
+
+use super::fs::{CachedFs, Shared};
+use super::inode::{Dentry, Inode, ROOT_INO};
+use super::{FsError, FsResult};
+use crate::ops::{Cred, NfsError, NfsOps};
+use crate::options::LookupCache;
+
+/// A directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Inode number. Exact when the server sent a handle (READDIRPLUS);
+    /// otherwise the fileid, which is the inode number a lookup gives
+    /// unless it had to be remapped.
+    pub ino: u64,
+    /// The entry's name.
+    pub name: Bytes,
+    /// The file type, when known (READDIRPLUS sends it; READDIR does not).
+    pub kind: Option<Ftype3>,
+    /// Pass this to the next `readdir` to continue after this entry.
+    pub offset: u64,
+    /// The entry's attributes (READDIRPLUS only).
+    pub attr: Option<Fattr3>,
+}
+
+/// An open directory.
+pub(crate) struct DirHandle {
+    inode: Arc<Inode>,
+    cred: Cred,
+    /// The server's cookie verifier from the last page.
+    verf: Cookieverf3,
+    /// The last page fetched, and the offset it was fetched after.
+    page: Vec<DirEntry>,
+    page_after: u64,
+    /// The last page reached the end of the directory.
+    eof: bool,
+}
+
+impl<C: NfsOps> CachedFs<C> {
+    /// Open directory `ino` for reading. Returns a directory handle id.
+    pub async fn opendir(&self, ino: u64, cred: &Cred) -> FsResult<u64> {
+        let s = self.shared();
+        let inode = s.inode(ino)?;
+        if !inode.is_dir() {
+            return Err(NfsError::Nfs(Nfsstat3::Notdir).into());
+        }
+        s.revalidate(&inode, cred).await?;
+        let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
+        let h = DirHandle {
+            inode,
+            cred: cred.clone(),
+            verf: [0; 8],
+            page: Vec::new(),
+            page_after: 0,
+            eof: false,
+        };
+        s.dir_handles.lock().insert(id, Arc::new(tokio::sync::Mutex::new(h)));
+        Ok(id)
+    }
+
+    /// Entries after `offset` (0: from the start); an empty result means
+    /// the end. Returns one server page at most: FUSE adds what fits and
+    /// calls again with the offset of the last entry it used.
+    pub async fn readdir(&self, dh: u64, offset: u64) -> FsResult<Vec<DirEntry>> {
+        let s = self.shared();
+        let h = s.dir_handles.lock().get(&dh).cloned().ok_or(FsError::BadHandle(dh))?;
+        let mut h = h.lock().await;
+        if !h.page.is_empty() {
+            if offset == h.page_after {
+                return Ok(h.page.clone());
+            }
+            if let Some(pos) = h.page.iter().position(|e| e.offset == offset) {
+                let rest = h.page[pos + 1..].to_vec();
+                if !rest.is_empty() || h.eof {
+                    return Ok(rest);
+                }
+            }
+        }
+        s.fetch_dir_page(&mut h, offset).await?;
+        Ok(h.page.clone())
+    }
+
+    /// Close a directory handle.
+    pub fn releasedir(&self, dh: u64) -> FsResult<()> {
+        self.shared().dir_handles.lock().remove(&dh).map(|_| ()).ok_or(FsError::BadHandle(dh))
+    }
+}
+
+impl<C: NfsOps> Shared<C> {
+    async fn fetch_dir_page(&self, h: &mut DirHandle, cookie: u64) -> FsResult<()> {
+        let verf = if cookie == 0 { [0; 8] } else { h.verf };
+        let dir = h.inode.clone();
+        let count = self.cfg.readdir_bytes;
+        if self.readdirplus.load(Ordering::Relaxed) {
+            // dircount bounds the names, maxcount the whole reply with
+            // attributes and handles.
+            match self.client.readdirplus(&h.cred, &dir.fh, cookie, verf, count / 4, count).await {
+                Ok(r) => {
+                    if let Some(a) = r.dir_attributes {
+                        self.fresh_attrs(&dir, a, false);
+                    }
+                    h.verf = r.cookieverf;
+                    let mut page = Vec::with_capacity(r.reply.entries.len());
+                    for e in r.reply.entries {
+                        let name = e.name.0.clone();
+                        let dot = is_dot(&name);
+                        let (ino, attr) = match (&e.name_handle, &e.name_attributes) {
+                            (Some(fh), Some(a)) if !dot => {
+                                let child = self.intern(fh, a);
+                                if self.cfg.lookupcache != LookupCache::None {
+                                    self.remember_name(&dir, name.clone(), Dentry::Positive(fh.clone()));
+                                }
+                                let attr = child.state.lock().visible_attr();
+                                (child.ino, Some(attr))
+                            }
+                            _ => (self.ino_for(&dir, &name, e.fileid), e.name_attributes),
+                        };
+                        page.push(DirEntry {
+                            ino,
+                            kind: attr.map(|a| a.ftype),
+                            name,
+                            offset: e.cookie,
+                            attr,
+                        });
+                    }
+                    h.page = page;
+                    h.page_after = cookie;
+                    h.eof = r.reply.eof;
+                    return Ok(());
+                }
+                Err(NfsError::Nfs(Nfsstat3::Notsupp)) => {
+                    self.readdirplus.store(false, Ordering::Relaxed);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let r = self.client.readdir(&h.cred, &dir.fh, cookie, verf, count).await?;
+        if let Some(a) = r.dir_attributes {
+            self.fresh_attrs(&dir, a, false);
+        }
+        h.verf = r.cookieverf;
+        h.page = r
+            .reply
+            .entries
+            .into_iter()
+            .map(|e| DirEntry {
+                ino: self.ino_for(&dir, &e.name.0, e.fileid),
+                name: e.name.0,
+                kind: None,
+                offset: e.cookie,
+                attr: None,
+            })
+            .collect();
+        h.page_after = cookie;
+        h.eof = r.reply.eof;
+        Ok(())
+    }
+
+    /// Best inode number for an entry we have no handle for.
+    fn ino_for(&self, dir: &Inode, name: &[u8], fileid: u64) -> u64 {
+        if name == b"." {
+            return dir.ino;
+        }
+        let root_fileid = self.inodes.get(ROOT_INO).map(|r| r.state.lock().attr.fileid);
+        if root_fileid == Some(fileid) {
+            ROOT_INO
+        } else {
+            fileid
+        }
+    }
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}

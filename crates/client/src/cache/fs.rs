@@ -1,0 +1,822 @@
+//! [`CachedFs`]: the inode-based file API (what FUSE and the tools call),
+//! and its metadata operations. Data I/O is in `io`, directories in `dir`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use eagernfs_proto::nfs3::*;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::budget::ByteBudget;
+use super::config::{CacheConfig, CHUNK_BYTES};
+use super::dir::DirHandle;
+use super::disk::{file_key, DiskCache};
+use super::inode::{Dentry, Inode, InodeState, InodeTable, DIR_ENTRIES_MAX, ROOT_INO};
+use super::{FsError, FsResult};
+use crate::ops::{Cred, NfsError, NfsOps};
+use crate::options::{LookupCache, MountOptions};
+
+/// Attributes of an inode as FUSE needs them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The inode number (1 for the root; otherwise the fileid unless it
+    /// had to be remapped).
+    pub ino: u64,
+    /// The attributes. `size` includes data written here and not yet on
+    /// the server; `fileid` is the server's number, use `ino` instead.
+    pub attr: Fattr3,
+    /// How long the kernel may cache these attributes (and, for a lookup,
+    /// the name): what is left of our own attribute-cache period.
+    pub ttl: Duration,
+}
+
+/// Filesystem statistics (FSSTAT), as `statfs` needs them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    /// Total bytes.
+    pub total_bytes: u64,
+    /// Free bytes.
+    pub free_bytes: u64,
+    /// Free bytes available to the caller.
+    pub avail_bytes: u64,
+    /// Total file slots.
+    pub total_files: u64,
+    /// Free file slots.
+    pub free_files: u64,
+    /// Free file slots available to the caller.
+    pub avail_files: u64,
+    /// Preferred I/O size (our wsize), what `f_bsize` should say.
+    pub block_bytes: u32,
+    /// Longest name.
+    pub name_max: u32,
+}
+
+/// Counters describing what the cache did, for tests and statistics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// write() calls that had to wait for room in the dirty budget.
+    pub writes_waited: u64,
+    /// Of those, how many needed more than one completed WRITE to get in.
+    pub writes_waited_several_releases: u64,
+    /// Of those, how many were let in by a COMMIT completing.
+    pub writes_waited_on_commit: u64,
+    /// Times a flusher held back a WRITE because the mount's unstable
+    /// bound was reached (it waits for a COMMIT to free room).
+    pub flusher_stalls_on_unstable: u64,
+    /// Most dirty + in-flight bytes ever held.
+    pub dirty_bytes_peak: u64,
+    /// Most unstable bytes ever held.
+    pub unstable_bytes_peak: u64,
+    /// Bytes sent again because a COMMIT returned a different verifier.
+    pub resent_bytes: u64,
+    /// Chunks fetched by read-ahead.
+    pub readahead_chunks: u64,
+    /// Chunks served from the disk cache.
+    pub disk_hits: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) writes_waited: AtomicU64,
+    pub(crate) writes_waited_several_releases: AtomicU64,
+    pub(crate) writes_waited_on_commit: AtomicU64,
+    pub(crate) flusher_stalls_on_unstable: AtomicU64,
+    pub(crate) unstable_bytes_peak: AtomicU64,
+    pub(crate) resent_bytes: AtomicU64,
+    pub(crate) readahead_chunks: AtomicU64,
+    pub(crate) disk_hits: AtomicU64,
+}
+
+/// An open file.
+pub(crate) struct OpenFile {
+    pub(crate) inode: Arc<Inode>,
+    /// The opener's identity, used for this handle's I/O.
+    pub(crate) cred: Cred,
+    /// Write-back errors this handle has already reported (errseq).
+    pub(crate) err_seen: AtomicU64,
+}
+
+/// State shared by the API object and the background tasks.
+pub(crate) struct Shared<C> {
+    pub(crate) client: C,
+    pub(crate) cfg: CacheConfig,
+    pub(crate) inodes: InodeTable,
+    pub(crate) handles: Mutex<HashMap<u64, Arc<OpenFile>>>,
+    pub(crate) dir_handles: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirHandle>>>>,
+    pub(crate) next_handle: AtomicU64,
+    /// Dirty + in-flight bytes of the mount: writers wait on it.
+    pub(crate) budget: ByteBudget,
+    /// Bytes in WRITEs not yet answered.
+    pub(crate) inflight_total: AtomicU64,
+    /// Bytes acknowledged UNSTABLE and not yet committed.
+    pub(crate) unstable_total: AtomicU64,
+    /// Files with write-back state, so pressure can reach all of them.
+    pub(crate) dirty_inodes: Mutex<HashMap<u64, Arc<Inode>>>,
+    /// Flushers parked on the unstable bound, woken when room appears.
+    pub(crate) stalled: Mutex<Vec<Arc<Inode>>>,
+    /// Clean bytes cached in memory (kept by the inodes' chunk methods).
+    pub(crate) mem_bytes: Arc<AtomicU64>,
+    /// Chunks in insertion order, for eviction (FIFO: a streaming reader's
+    /// old chunks go first).
+    pub(crate) mem_fifo: Mutex<VecDeque<(u64, u64)>>,
+    pub(crate) disk: Option<Arc<DiskCache>>,
+    /// Cleared when the server answers READDIRPLUS with NOTSUPP.
+    pub(crate) readdirplus: AtomicBool,
+    pub(crate) counters: Counters,
+}
+
+/// The caching file layer over an [`NfsOps`] client: inode numbers, open
+/// file handles and directory handles as FUSE uses them, with attribute,
+/// lookup, data and disk caches and UNSTABLE write-back. Cloning is cheap
+/// and shares everything; all methods take `&self` and may run at once.
+pub struct CachedFs<C: NfsOps> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: NfsOps> Clone for CachedFs<C> {
+    fn clone(&self) -> Self {
+        CachedFs { shared: self.shared.clone() }
+    }
+}
+
+/// `open` flags that matter here.
+fn wants_write(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
+fn check_name(name: &[u8]) -> FsResult<()> {
+    if name.len() > NFS3_NAME_MAX {
+        return Err(NfsError::Nfs(Nfsstat3::Nametoolong).into());
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(FsError::Invalid("bad file name"));
+    }
+    Ok(())
+}
+
+fn sattr_mode(mode: u32) -> Sattr3 {
+    Sattr3 { mode: Some(mode & 0o7777), ..Sattr3::default() }
+}
+
+impl<C: NfsOps> CachedFs<C> {
+    /// Set up the cache for a mounted client: FSINFO decides rsize/wsize,
+    /// the root's attributes are fetched, and the disk cache (if
+    /// `cache=DIR`) is opened.
+    pub async fn new(client: C, opts: &MountOptions) -> FsResult<Self> {
+        let cred = Cred::current_process();
+        let root = client.root();
+        let info = client.fsinfo(&cred, &root).await.ok();
+        let cfg = CacheConfig::from_options(opts, info.as_ref());
+        Self::with_config(client, cfg).await
+    }
+
+    /// Set up the cache with explicit settings.
+    pub async fn with_config(client: C, cfg: CacheConfig) -> FsResult<Self> {
+        let root = client.root();
+        let attr = client.getattr(&Cred::current_process(), &root).await?;
+        let disk = match &cfg.disk_cache_dir {
+            Some(dir) => {
+                let (dir, max) = (dir.clone(), cfg.disk_cache_bytes_max);
+                let opened = tokio::task::spawn_blocking(move || DiskCache::open(&dir, max))
+                    .await
+                    .map_err(|e| FsError::Io(e.to_string()))?;
+                Some(Arc::new(opened.map_err(|e| FsError::Io(format!("cache directory: {e}")))?))
+            }
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            budget: ByteBudget::new(cfg.dirty_bytes_max),
+            client,
+            inodes: InodeTable::new(),
+            handles: Mutex::new(HashMap::new()),
+            dir_handles: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+            inflight_total: AtomicU64::new(0),
+            unstable_total: AtomicU64::new(0),
+            dirty_inodes: Mutex::new(HashMap::new()),
+            stalled: Mutex::new(Vec::new()),
+            mem_bytes: Arc::new(AtomicU64::new(0)),
+            mem_fifo: Mutex::new(VecDeque::new()),
+            disk,
+            readdirplus: AtomicBool::new(true),
+            counters: Counters::default(),
+            cfg,
+        });
+        let (root_inode, _) = shared.intern_inode(&root, &attr, true);
+        root_inode.state.lock().nlookup = 1;
+        Ok(CachedFs { shared })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared<C>> {
+        &self.shared
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &CacheConfig {
+        &self.shared.cfg
+    }
+
+    /// The underlying client.
+    pub fn client(&self) -> &C {
+        &self.shared.client
+    }
+
+    /// What the cache has done so far.
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.shared.counters;
+        CacheStats {
+            writes_waited: c.writes_waited.load(Ordering::Relaxed),
+            writes_waited_several_releases: c.writes_waited_several_releases.load(Ordering::Relaxed),
+            writes_waited_on_commit: c.writes_waited_on_commit.load(Ordering::Relaxed),
+            flusher_stalls_on_unstable: c.flusher_stalls_on_unstable.load(Ordering::Relaxed),
+            dirty_bytes_peak: self.shared.budget.peak(),
+            unstable_bytes_peak: c.unstable_bytes_peak.load(Ordering::Relaxed),
+            resent_bytes: c.resent_bytes.load(Ordering::Relaxed),
+            readahead_chunks: c.readahead_chunks.load(Ordering::Relaxed),
+            disk_hits: c.disk_hits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The NFS file handle behind an inode number.
+    pub fn file_handle(&self, ino: u64) -> FsResult<NfsFh3> {
+        Ok(self.shared.inode(ino)?.fh.clone())
+    }
+
+    /// Look `name` up in directory `parent`. Counts as one kernel
+    /// reference to the result (undo with [`CachedFs::forget`]).
+    pub async fn lookup(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        if !dir.is_dir() {
+            return Err(NfsError::Nfs(Nfsstat3::Notdir).into());
+        }
+        s.revalidate(&dir, cred).await?;
+        let key = Bytes::copy_from_slice(name);
+        if s.cfg.lookupcache != LookupCache::None {
+            let cached = dir.state.lock().names.get(&key).cloned();
+            match cached {
+                Some(Dentry::Positive(fh)) => {
+                    if let Some(child) = s.inodes.by_fh(&fh) {
+                        match s.revalidate(&child, cred).await {
+                            Ok(()) => return Ok(s.reference(&child)),
+                            // The object went away: forget the name, ask again.
+                            Err(FsError::Nfs(NfsError::Nfs(Nfsstat3::Stale))) => {
+                                dir.state.lock().names.remove(&key);
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
+                Some(Dentry::Negative { until })
+                    if s.cfg.lookupcache == LookupCache::All && Instant::now() < until =>
+                {
+                    return Err(NfsError::Nfs(Nfsstat3::Noent).into());
+                }
+                _ => {}
+            }
+        }
+        match s.client.lookup(cred, &dir.fh, name).await {
+            Ok(r) => {
+                if let Some(da) = r.dir_attributes {
+                    s.fresh_attrs(&dir, da, false);
+                }
+                let attr = match r.obj_attributes {
+                    Some(a) => a,
+                    None => s.client.getattr(cred, &r.object).await?,
+                };
+                let child = s.intern(&r.object, &attr);
+                if s.cfg.lookupcache != LookupCache::None {
+                    s.remember_name(&dir, key, Dentry::Positive(r.object.clone()));
+                }
+                Ok(s.reference(&child))
+            }
+            Err(NfsError::Nfs(Nfsstat3::Noent)) => {
+                if s.cfg.lookupcache == LookupCache::All {
+                    let until = {
+                        let st = dir.state.lock();
+                        st.attr_fetched + st.attr_timeout
+                    };
+                    s.remember_name(&dir, key, Dentry::Negative { until });
+                }
+                Err(NfsError::Nfs(Nfsstat3::Noent).into())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The kernel dropped `nlookup` references to `ino`. The inode is
+    /// forgotten once nothing references it and it holds no unwritten data.
+    pub fn forget(&self, ino: u64, nlookup: u64) {
+        let s = &self.shared;
+        if ino == ROOT_INO {
+            return;
+        }
+        let Some(inode) = s.inodes.get(ino) else { return };
+        let unused = {
+            let mut st = inode.state.lock();
+            st.nlookup = st.nlookup.saturating_sub(nlookup);
+            st.nlookup == 0 && st.open_count == 0 && st.file.clean()
+        };
+        if unused {
+            s.inodes.remove(ino);
+        }
+    }
+
+    /// Count one more kernel reference to `ino` (for each entry FUSE
+    /// returns from READDIRPLUS, which the kernel treats as a lookup).
+    pub fn note_lookup(&self, ino: u64) {
+        if let Some(i) = self.shared.inodes.get(ino) {
+            i.state.lock().nlookup += 1;
+        }
+    }
+
+    /// Attributes of `ino`, from the cache while they are trusted.
+    pub async fn getattr(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        s.revalidate(&inode, cred).await?;
+        Ok(s.entry_for(&inode))
+    }
+
+    /// Change attributes. A size change first writes back and commits
+    /// the file's dirty data (so nothing we resend later lands beyond the
+    /// new end), then drops cached data past the new size.
+    pub async fn setattr(&self, ino: u64, attrs: Sattr3, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let inode = s.inode(ino)?;
+        let touches_data = attrs.size.is_some() || attrs.mtime != SetTime::DontChange;
+        if touches_data && inode.ftype == Ftype3::Reg {
+            s.sync_inode(&inode).await?;
+        }
+        inode.state.lock().begin_change();
+        let r = s.client.setattr(cred, &inode.fh, attrs, None).await;
+        let now = Instant::now();
+        let (min, _) = s.cfg.ac_bounds(inode.is_dir());
+        {
+            let mut st = inode.state.lock();
+            st.end_change(r.as_ref().ok(), now, min);
+            if let Some(size) = attrs.size {
+                if r.is_ok() {
+                    // Chunks past the new end are wrong; a shrink or growth
+                    // also changes the last chunk, so drop it too.
+                    let first = size / CHUNK_BYTES;
+                    st.file.remove_chunks(first..=u64::MAX);
+                    st.file.gen += 1;
+                    // Written meanwhile past the new end: gone with it.
+                    let cut = st.file.dirty.truncate(size);
+                    s.budget.release(cut, super::budget::Release::Dropped);
+                    if let Some(b) = &inode.file_budget {
+                        b.release(cut, super::budget::Release::Dropped);
+                    }
+                    st.file.written_end = st.file.written_end.min(size);
+                }
+            }
+        }
+        let wcc = r?;
+        if wcc.after.is_none() {
+            let a = s.client.getattr(cred, &inode.fh).await?;
+            s.fresh_attrs(&inode, a, false);
+        }
+        Ok(s.entry_for(&inode))
+    }
+
+    /// Check permission: `mask` is an access(2) mask (R_OK | W_OK | X_OK,
+    /// or F_OK). Returns EACCES if the server denies any of it.
+    pub async fn access(&self, ino: u64, mask: i32, cred: &Cred) -> FsResult<()> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        if mask == libc::F_OK {
+            return s.revalidate(&inode, cred).await;
+        }
+        let mut want = 0;
+        if mask & libc::R_OK != 0 {
+            want |= ACCESS3_READ;
+        }
+        if mask & libc::W_OK != 0 {
+            if s.cfg.read_only {
+                return Err(FsError::ReadOnly);
+            }
+            want |= ACCESS3_MODIFY | ACCESS3_EXTEND;
+            if inode.is_dir() {
+                want |= ACCESS3_DELETE;
+            }
+        }
+        if mask & libc::X_OK != 0 {
+            want |= if inode.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+        }
+        let r = s.client.access(cred, &inode.fh, want).await?;
+        if let Some(a) = r.obj_attributes {
+            s.fresh_attrs(&inode, a, false);
+        }
+        if r.access & want == want {
+            Ok(())
+        } else {
+            Err(NfsError::Nfs(Nfsstat3::Acces).into())
+        }
+    }
+
+    /// Open a file. With close-to-open (the default) this always asks the
+    /// server for fresh attributes, dropping cached data if the file
+    /// changed. Returns the file handle id for read/write/flush/release.
+    pub async fn open(&self, ino: u64, flags: i32, cred: &Cred) -> FsResult<u64> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        if inode.is_dir() {
+            return Err(NfsError::Nfs(Nfsstat3::Isdir).into());
+        }
+        if wants_write(flags) {
+            s.check_writable()?;
+        }
+        if s.cfg.cto {
+            let a = s.client.getattr(cred, &inode.fh).await?;
+            s.fresh_attrs(&inode, a, true);
+        } else {
+            s.revalidate(&inode, cred).await?;
+        }
+        if flags & libc::O_TRUNC != 0 && wants_write(flags) {
+            self.setattr(ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
+        }
+        Ok(s.open_handle(&inode, cred))
+    }
+
+    /// Create and open a regular file (`O_EXCL` in `flags`: fail if it
+    /// exists). Counts as a kernel reference, like lookup.
+    pub async fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        flags: i32,
+        cred: &Cred,
+    ) -> FsResult<(Entry, u64)> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        let how = if flags & libc::O_EXCL != 0 {
+            Createhow3::Guarded(sattr_mode(mode))
+        } else {
+            Createhow3::Unchecked(sattr_mode(mode))
+        };
+        dir.state.lock().begin_change();
+        let r = s.client.create(cred, &dir.fh, name, how).await;
+        let r =
+            s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await?;
+        let inode = s.inode(r.ino)?;
+        if flags & libc::O_TRUNC != 0 && r.attr.size != 0 {
+            self.setattr(r.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
+        }
+        let fh = s.open_handle(&inode, cred);
+        Ok((s.entry_for(&inode), fh))
+    }
+
+    /// Make a directory.
+    pub async fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        dir.state.lock().begin_change();
+        let r = s.client.mkdir(cred, &dir.fh, name, sattr_mode(mode)).await;
+        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+    }
+
+    /// Make a special file. `mode` carries the file type bits (S_IFIFO,
+    /// S_IFSOCK, S_IFCHR, S_IFBLK; S_IFREG creates a regular file) and
+    /// `rdev` the device number in Linux's encoding.
+    pub async fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u64,
+        cred: &Cred,
+    ) -> FsResult<Entry> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let attrs = sattr_mode(mode);
+        let dev = || Devicedata3 {
+            dev_attributes: attrs,
+            spec: Specdata3 {
+                specdata1: (((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff)) as u32,
+                specdata2: ((rdev & 0xff) | ((rdev >> 12) & !0xff)) as u32,
+            },
+        };
+        let what = match mode & libc::S_IFMT {
+            libc::S_IFREG => {
+                let (e, fh) = self.create(parent, name, mode, libc::O_EXCL, cred).await?;
+                self.release(fh).await?;
+                return Ok(e);
+            }
+            libc::S_IFIFO => Mknoddata3::Fifo(attrs),
+            libc::S_IFSOCK => Mknoddata3::Sock(attrs),
+            libc::S_IFCHR => Mknoddata3::Chr(dev()),
+            libc::S_IFBLK => Mknoddata3::Blk(dev()),
+            _ => return Err(FsError::Invalid("mknod of an unsupported file type")),
+        };
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        dir.state.lock().begin_change();
+        let r = s.client.mknod(cred, &dir.fh, name, what).await;
+        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+    }
+
+    /// Make a symbolic link `name` → `target`.
+    pub async fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        if target.len() > NFS3_PATH_MAX {
+            return Err(NfsError::Nfs(Nfsstat3::Nametoolong).into());
+        }
+        dir.state.lock().begin_change();
+        let r = s.client.symlink(cred, &dir.fh, name, target, Sattr3::default()).await;
+        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+    }
+
+    /// The target of a symbolic link.
+    pub async fn readlink(&self, ino: u64, cred: &Cred) -> FsResult<Bytes> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        let r = s.client.readlink(cred, &inode.fh).await?;
+        if let Some(a) = r.symlink_attributes {
+            s.fresh_attrs(&inode, a, false);
+        }
+        Ok(r.data.0)
+    }
+
+    /// Make a hard link to `ino` as `newname` in `newparent`.
+    pub async fn link(&self, ino: u64, newparent: u64, newname: &[u8], cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let inode = s.inode(ino)?;
+        let dir = s.inode(newparent)?;
+        check_name(newname)?;
+        dir.state.lock().begin_change();
+        inode.state.lock().begin_change();
+        let r = s.client.link(cred, &inode.fh, &dir.fh, newname).await;
+        let now = Instant::now();
+        {
+            // LINK changes the file's ctime and nlink: its post-op
+            // attributes are its new state, with no pre-op to chain.
+            let mut st = inode.state.lock();
+            let w = r.as_ref().ok().map(|r| WccData { before: None, after: r.file_attributes });
+            st.end_change(w.as_ref(), now, s.cfg.ac_bounds(false).0);
+        }
+        let r = r.map(|r| (Some(inode.fh.clone()), r.file_attributes, r.linkdir_wcc));
+        s.finish_dir_change(&dir, r, newname, cred).await
+    }
+
+    /// Remove a file.
+    pub async fn unlink(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<()> {
+        self.remove_name(parent, name, cred, false).await
+    }
+
+    /// Remove an empty directory.
+    pub async fn rmdir(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<()> {
+        self.remove_name(parent, name, cred, true).await
+    }
+
+    async fn remove_name(&self, parent: u64, name: &[u8], cred: &Cred, is_dir: bool) -> FsResult<()> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        dir.state.lock().begin_change();
+        let r = if is_dir {
+            s.client.rmdir(cred, &dir.fh, name).await
+        } else {
+            s.client.remove(cred, &dir.fh, name).await
+        };
+        let key = Bytes::copy_from_slice(name);
+        let now = Instant::now();
+        let mut st = dir.state.lock();
+        let old = st.names.remove(&key);
+        st.end_change(r.as_ref().ok(), now, s.cfg.ac_bounds(true).0);
+        drop(st);
+        // The removed object's link count and ctime changed.
+        if let Some(Dentry::Positive(fh)) = old {
+            if let Some(child) = s.inodes.by_fh(&fh) {
+                let mut cs = child.state.lock();
+                cs.attr_timeout = Duration::ZERO;
+            }
+        }
+        r?;
+        Ok(())
+    }
+
+    /// Rename `name` in `parent` to `newname` in `newparent`.
+    pub async fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        cred: &Cred,
+    ) -> FsResult<()> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let from = s.inode(parent)?;
+        let to = s.inode(newparent)?;
+        check_name(name)?;
+        check_name(newname)?;
+        from.state.lock().begin_change();
+        if newparent != parent {
+            to.state.lock().begin_change();
+        }
+        let r = s.client.rename(cred, &from.fh, name, &to.fh, newname).await;
+        let now = Instant::now();
+        let min = s.cfg.ac_bounds(true).0;
+        let moved = {
+            let mut st = from.state.lock();
+            let moved = st.names.remove(name);
+            st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), now, min);
+            moved
+        };
+        {
+            let mut st = to.state.lock();
+            // Whatever had the new name is gone; the moved object has it.
+            st.names.remove(newname);
+            if newparent != parent {
+                st.end_change(r.as_ref().ok().map(|r| &r.todir_wcc), now, min);
+            }
+            if r.is_ok() && s.cfg.lookupcache != LookupCache::None {
+                if let Some(d @ Dentry::Positive(_)) = moved {
+                    if st.names.len() < DIR_ENTRIES_MAX {
+                        st.names.insert(Bytes::copy_from_slice(newname), d);
+                    }
+                }
+            }
+        }
+        r?;
+        Ok(())
+    }
+
+    /// File system statistics.
+    pub async fn statfs(&self, ino: u64, cred: &Cred) -> FsResult<StatFs> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        let r = s.client.fsstat(cred, &inode.fh).await?;
+        Ok(StatFs {
+            total_bytes: r.tbytes,
+            free_bytes: r.fbytes,
+            avail_bytes: r.abytes,
+            total_files: r.tfiles,
+            free_files: r.ffiles,
+            avail_files: r.afiles,
+            block_bytes: s.cfg.wsize,
+            name_max: NFS3_NAME_MAX as u32,
+        })
+    }
+
+    /// Write back and commit every file (unmount, `sync`). Returns the
+    /// first error any file had.
+    pub async fn sync_all(&self) -> FsResult<()> {
+        let s = &self.shared;
+        let files: Vec<Arc<Inode>> = s.dirty_inodes.lock().values().cloned().collect();
+        let mut first = Ok(());
+        for f in files {
+            if let Err(e) = s.sync_inode(&f).await {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+}
+
+impl<C: NfsOps> Shared<C> {
+    pub(crate) fn inode(&self, ino: u64) -> FsResult<Arc<Inode>> {
+        self.inodes.get(ino).ok_or(FsError::UnknownInode(ino))
+    }
+
+    pub(crate) fn handle(&self, fh: u64) -> FsResult<Arc<OpenFile>> {
+        self.handles.lock().get(&fh).cloned().ok_or(FsError::BadHandle(fh))
+    }
+
+    pub(crate) fn check_writable(&self) -> FsResult<()> {
+        if self.cfg.read_only {
+            Err(FsError::ReadOnly)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn open_handle(&self, inode: &Arc<Inode>, cred: &Cred) -> u64 {
+        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let seen = {
+            let mut st = inode.state.lock();
+            st.open_count += 1;
+            st.file.err_seq
+        };
+        let of = OpenFile { inode: inode.clone(), cred: cred.clone(), err_seen: AtomicU64::new(seen) };
+        self.handles.lock().insert(id, Arc::new(of));
+        id
+    }
+
+    /// Ask the server for attributes if the cached ones have expired.
+    pub(crate) async fn revalidate(&self, inode: &Arc<Inode>, cred: &Cred) -> FsResult<()> {
+        if inode.state.lock().attr_valid(Instant::now()) {
+            return Ok(());
+        }
+        let a = self.client.getattr(cred, &inode.fh).await?;
+        self.fresh_attrs(inode, a, true);
+        Ok(())
+    }
+
+    pub(crate) fn fresh_attrs(&self, inode: &Inode, a: Fattr3, revalidation: bool) {
+        let bounds = self.cfg.ac_bounds(inode.is_dir());
+        inode.state.lock().fresh_attrs(a, Instant::now(), bounds, revalidation);
+    }
+
+    fn make_inode(&self, ino: u64, fh: &NfsFh3, attr: &Fattr3) -> Inode {
+        let (min, _) = self.cfg.ac_bounds(attr.ftype == Ftype3::Dir);
+        let file_budget = (self.cfg.eager && attr.ftype == Ftype3::Reg)
+            .then(|| ByteBudget::new(self.cfg.eager_file_bytes_max));
+        Inode {
+            ino,
+            fh: fh.clone(),
+            ftype: attr.ftype,
+            disk_key: file_key(attr.fileid, fh.data.as_bytes()),
+            state: Mutex::new(InodeState::new(*attr, Instant::now(), min, self.mem_bytes.clone())),
+            kick: Notify::new(),
+            progress: Notify::new(),
+            file_budget,
+        }
+    }
+
+    pub(crate) fn intern_inode(&self, fh: &NfsFh3, attr: &Fattr3, root: bool) -> (Arc<Inode>, bool) {
+        self.inodes.intern(fh, attr, |ino| self.make_inode(ino, fh, attr), root)
+    }
+
+    /// The inode for a handle the server just gave us with its attributes.
+    pub(crate) fn intern(&self, fh: &NfsFh3, attr: &Fattr3) -> Arc<Inode> {
+        let (inode, new) = self.intern_inode(fh, attr, false);
+        if !new {
+            self.fresh_attrs(&inode, *attr, false);
+        }
+        inode
+    }
+
+    /// The inode's attributes for FUSE.
+    pub(crate) fn entry_for(&self, inode: &Inode) -> Entry {
+        let st = inode.state.lock();
+        Entry { ino: inode.ino, attr: st.visible_attr(), ttl: st.attr_ttl(Instant::now()) }
+    }
+
+    /// As `entry_for`, counting one kernel reference.
+    fn reference(&self, inode: &Inode) -> Entry {
+        inode.state.lock().nlookup += 1;
+        self.entry_for(inode)
+    }
+
+    pub(crate) fn remember_name(&self, dir: &Inode, name: Bytes, d: Dentry) {
+        let mut st = dir.state.lock();
+        if st.names.len() >= DIR_ENTRIES_MAX {
+            st.names.clear();
+        }
+        st.names.insert(name, d);
+    }
+
+    /// Finish a CREATE/MKDIR/SYMLINK/MKNOD/LINK in `dir`: apply the
+    /// directory's WCC, intern the new object and cache its name.
+    async fn finish_dir_change(
+        &self,
+        dir: &Arc<Inode>,
+        r: Result<(PostOpFh3, PostOpAttr, WccData), NfsError>,
+        name: &[u8],
+        cred: &Cred,
+    ) -> FsResult<Entry> {
+        let now = Instant::now();
+        let key = Bytes::copy_from_slice(name);
+        {
+            let mut st = dir.state.lock();
+            st.names.remove(&key);
+            st.end_change(r.as_ref().ok().map(|r| &r.2), now, self.cfg.ac_bounds(true).0);
+        }
+        let (fh, attr, _) = r?;
+        // A server may leave out the handle or attributes: find them.
+        let fh = match fh {
+            Some(fh) => fh,
+            None => self.client.lookup(cred, &dir.fh, name).await?.object,
+        };
+        let attr = match attr {
+            Some(a) => a,
+            None => self.client.getattr(cred, &fh).await?,
+        };
+        let inode = self.intern(&fh, &attr);
+        if self.cfg.lookupcache != LookupCache::None {
+            self.remember_name(dir, key, Dentry::Positive(fh));
+        }
+        Ok(self.reference(&inode))
+    }
+}

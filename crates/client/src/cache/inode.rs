@@ -1,0 +1,560 @@
+//! Inodes: the table from FUSE inode numbers to NFS file handles, and each
+//! inode's cached state (attributes, data, write-back, lookup cache) behind
+//! its own lock.
+//!
+//! # Attribute and data validity
+//! An inode's attributes are trusted for an adaptive period: `ac*min`
+//! after they change, doubling at each revalidation that finds them
+//! unchanged, up to `ac*max` (as Linux does). Cached data (file chunks, a
+//! directory's names) belongs to a *validator*, the (mtime, ctime, size)
+//! the server had when the data was known good. Fresh attributes with a
+//! different validator mean someone else changed the object: the clean
+//! cache is dropped. Our own changes come back with weak cache consistency
+//! data (pre-op and post-op attributes): each reply's (pre → post) pair is
+//! chained onto the validator, so a change that was only ours moves the
+//! validator along and keeps the cache. Pipelined WRITE replies arrive out
+//! of order, so pairs that do not chain yet wait; if any is left unchained
+//! once none of our changes is in flight, another client changed the file
+//! between them and the cache is dropped.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, WccAttr, WccData, Writeverf3};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use super::budget::ByteBudget;
+use super::extents::Extents;
+use crate::ops::{Cred, NfsError};
+
+/// The inode number FUSE uses for the mount's root.
+pub const ROOT_INO: u64 = 1;
+/// Inode numbers handed out when a fileid cannot be used as is (it is 1,
+/// or another object already has it): counted up from here.
+const REMAP_BASE: u64 = 1 << 63;
+/// Unchained WCC pairs kept before we give up and drop the cache.
+const WCC_PENDING_MAX: usize = 1024;
+/// Names cached per directory before the lookup cache starts over.
+pub(crate) const DIR_ENTRIES_MAX: usize = 65536;
+
+/// What cached data is valid against: the attributes that change when a
+/// file's content does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Validator {
+    pub(crate) mtime: Nfstime3,
+    pub(crate) ctime: Nfstime3,
+    pub(crate) size: u64,
+}
+
+impl Validator {
+    pub(crate) fn of(a: &Fattr3) -> Self {
+        Validator { mtime: a.mtime, ctime: a.ctime, size: a.size }
+    }
+    fn of_wcc(a: &WccAttr) -> Self {
+        Validator { mtime: a.mtime, ctime: a.ctime, size: a.size }
+    }
+}
+
+fn time_key(t: Nfstime3) -> (u32, u32) {
+    (t.seconds, t.nseconds)
+}
+
+/// A cached chunk of file data.
+#[derive(Clone, Debug)]
+pub(crate) struct Chunk {
+    /// The chunk's bytes: `CHUNK_BYTES` of them, or fewer at end of file.
+    pub(crate) data: Bytes,
+    /// The server said end-of-file within this chunk.
+    pub(crate) eof: bool,
+}
+
+impl Chunk {
+    /// A chunk is usable if it is full or ends at end of file.
+    pub(crate) fn complete(&self, chunk_bytes: u64) -> bool {
+        self.eof || self.data.len() as u64 == chunk_bytes
+    }
+}
+
+/// Data acknowledged by an UNSTABLE WRITE, kept until a COMMIT returns the
+/// same verifier.
+#[derive(Clone, Debug)]
+pub(crate) struct Unstable {
+    pub(crate) offset: u64,
+    pub(crate) data: Bytes,
+    pub(crate) verf: Writeverf3,
+}
+
+/// A regular file's data cache and write-back state.
+pub(crate) struct FileData {
+    /// Clean chunks by index.
+    chunks: BTreeMap<u64, Chunk>,
+    /// The mount's count of clean bytes in memory, kept by the chunk
+    /// methods below so no caller can forget it.
+    mem_bytes: Arc<AtomicU64>,
+    /// Bumped whenever cached data may no longer match the server (an
+    /// invalidation or one of our writes): a READ started under an older
+    /// generation must not be cached.
+    pub(crate) gen: u64,
+    /// Chunks being fetched: wait for the sender to go away.
+    pub(crate) fetching: HashMap<u64, watch::Receiver<()>>,
+
+    /// Read-ahead: where a sequential reader would read next.
+    pub(crate) ra_next: u64,
+    /// Read-ahead: consecutive sequential reads seen.
+    pub(crate) ra_seq: u32,
+    /// Read-ahead: prefetch has been started up to this offset.
+    pub(crate) ra_until: u64,
+
+    /// Written, not yet sent.
+    pub(crate) dirty: Extents,
+    /// Sent, WRITE not answered: offset → data. Ranges never overlap.
+    pub(crate) inflight: BTreeMap<u64, Bytes>,
+    /// Acknowledged UNSTABLE, not yet committed, by arrival order (older
+    /// first; a later entry may cover an earlier one).
+    pub(crate) unstable: BTreeMap<u64, Unstable>,
+    pub(crate) next_unstable_id: u64,
+    pub(crate) unstable_bytes: u64,
+    /// A COMMIT is out, covering unstable ids up to this one.
+    pub(crate) commit_in_flight: Option<u64>,
+    /// Verifier mismatches in a row (a server that restarts for ever
+    /// must not keep us resending for ever).
+    pub(crate) resend_rounds: u32,
+    /// The file's flusher task is running.
+    pub(crate) flusher_running: bool,
+    /// Flush everything, not only full `wsize` pieces (memory pressure).
+    pub(crate) background: bool,
+    /// Callers waiting in flush/fsync: send everything and COMMIT.
+    pub(crate) flush_waiters: u32,
+    /// The flusher is parked on the mount's unstable bound.
+    pub(crate) stalled: bool,
+    /// Credentials for write-back: the last writer's.
+    pub(crate) write_cred: Cred,
+    /// One past the last byte we wrote and the server may not reflect yet.
+    pub(crate) written_end: u64,
+
+    /// Write-back errors so far (Linux's errseq): an open handle reports
+    /// each error once, on its next write, flush or fsync.
+    pub(crate) err_seq: u64,
+    pub(crate) last_err: Option<NfsError>,
+}
+
+impl FileData {
+    fn new(mem_bytes: Arc<AtomicU64>) -> Self {
+        FileData {
+            chunks: BTreeMap::new(),
+            mem_bytes,
+            gen: 0,
+            fetching: HashMap::new(),
+            ra_next: 0,
+            ra_seq: 0,
+            ra_until: 0,
+            dirty: Extents::default(),
+            inflight: BTreeMap::new(),
+            unstable: BTreeMap::new(),
+            next_unstable_id: 0,
+            unstable_bytes: 0,
+            commit_in_flight: None,
+            resend_rounds: 0,
+            flusher_running: false,
+            background: false,
+            flush_waiters: 0,
+            stalled: false,
+            write_cred: Cred::default(),
+            written_end: 0,
+            err_seq: 0,
+            last_err: None,
+        }
+    }
+
+    pub(crate) fn chunk(&self, index: u64) -> Option<&Chunk> {
+        self.chunks.get(&index)
+    }
+
+    pub(crate) fn insert_chunk(&mut self, index: u64, c: Chunk) {
+        self.mem_bytes.fetch_add(c.data.len() as u64, Ordering::Relaxed);
+        if let Some(old) = self.chunks.insert(index, c) {
+            self.mem_bytes.fetch_sub(old.data.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn remove_chunk(&mut self, index: u64) {
+        if let Some(old) = self.chunks.remove(&index) {
+            self.mem_bytes.fetch_sub(old.data.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Drop the chunks with indexes in `range` (a write or truncate
+    /// touched them).
+    pub(crate) fn remove_chunks(&mut self, range: std::ops::RangeInclusive<u64>) {
+        let keys: Vec<u64> = self.chunks.range(range).map(|(k, _)| *k).collect();
+        for k in keys {
+            self.remove_chunk(k);
+        }
+    }
+
+    pub(crate) fn clear_chunks(&mut self) {
+        let freed: u64 = self.chunks.values().map(|c| c.data.len() as u64).sum();
+        self.mem_bytes.fetch_sub(freed, Ordering::Relaxed);
+        self.chunks.clear();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Nothing dirty, in flight or uncommitted.
+    pub(crate) fn clean(&self) -> bool {
+        self.dirty.is_empty()
+            && self.inflight.is_empty()
+            && self.unstable.is_empty()
+            && self.commit_in_flight.is_none()
+    }
+
+    pub(crate) fn record_error(&mut self, e: NfsError) {
+        self.err_seq += 1;
+        self.last_err = Some(e);
+    }
+}
+
+impl Drop for FileData {
+    fn drop(&mut self) {
+        // A forgotten inode's chunks no longer count against the mount.
+        self.clear_chunks();
+    }
+}
+
+/// A cached name in a directory.
+#[derive(Clone, Debug)]
+pub(crate) enum Dentry {
+    /// The name exists: its handle (the inode table maps it to an inode).
+    Positive(NfsFh3),
+    /// The name does not exist, as of the directory's attributes that
+    /// expire at `until`.
+    Negative { until: Instant },
+}
+
+/// The lock-protected state of an inode.
+pub(crate) struct InodeState {
+    pub(crate) attr: Fattr3,
+    /// When the attributes were last confirmed by the server.
+    pub(crate) attr_fetched: Instant,
+    /// How long they are trusted from then.
+    pub(crate) attr_timeout: Duration,
+    /// The validator cached data belongs to.
+    pub(crate) validator: Validator,
+    /// Our changes in flight (their WCC replies still to come).
+    pub(crate) changes_in_flight: u32,
+    /// WCC (pre → post) pairs that do not chain onto `validator` yet.
+    pub(crate) wcc_pending: Vec<(Validator, Validator)>,
+    /// One of our changes came back without pre-op attributes: assume it
+    /// was ours (as Linux does) once the changes drain.
+    pub(crate) wcc_unknown: bool,
+    /// Open file handles on this inode.
+    pub(crate) open_count: u32,
+    /// Kernel lookup count (FUSE `forget` lowers it).
+    pub(crate) nlookup: u64,
+    pub(crate) file: FileData,
+    /// Directories: name → cached lookup result.
+    pub(crate) names: HashMap<Bytes, Dentry>,
+}
+
+impl InodeState {
+    pub(crate) fn new(attr: Fattr3, now: Instant, min: Duration, mem_bytes: Arc<AtomicU64>) -> Self {
+        InodeState {
+            attr,
+            attr_fetched: now,
+            attr_timeout: min,
+            validator: Validator::of(&attr),
+            changes_in_flight: 0,
+            wcc_pending: Vec::new(),
+            wcc_unknown: false,
+            open_count: 0,
+            nlookup: 0,
+            file: FileData::new(mem_bytes),
+            names: HashMap::new(),
+        }
+    }
+
+    /// Whether the attributes may be used without asking the server.
+    pub(crate) fn attr_valid(&self, now: Instant) -> bool {
+        now < self.attr_fetched + self.attr_timeout
+    }
+
+    /// How much longer the attributes are trusted (what FUSE may cache).
+    pub(crate) fn attr_ttl(&self, now: Instant) -> Duration {
+        (self.attr_fetched + self.attr_timeout).saturating_duration_since(now)
+    }
+
+    /// The attributes as a local program should see them: the size
+    /// includes our writes the server has not seen yet.
+    pub(crate) fn visible_attr(&self) -> Fattr3 {
+        let mut a = self.attr;
+        a.size = a.size.max(self.file.written_end);
+        a
+    }
+
+    /// Drop clean cached data (not our unwritten data).
+    pub(crate) fn invalidate_data(&mut self) {
+        self.file.clear_chunks();
+        self.file.gen += 1;
+        self.names.clear();
+    }
+
+    /// Attributes fresh from the server that are not the result of one of
+    /// our changes (GETATTR, LOOKUP, READ, ACCESS replies).
+    /// `revalidation`: this was a check of expired attributes, so an
+    /// unchanged answer lengthens the trust period.
+    pub(crate) fn fresh_attrs(
+        &mut self,
+        a: Fattr3,
+        now: Instant,
+        bounds: (Duration, Duration),
+        revalidation: bool,
+    ) {
+        let (min, max) = bounds;
+        if self.changes_in_flight > 0 {
+            // Our own changes are moving the attributes; the WCC chain
+            // decides about the cache once they drain. Only take newer ones.
+            if time_key(a.ctime) >= time_key(self.attr.ctime) {
+                self.attr = a;
+                self.attr_fetched = now;
+            }
+            return;
+        }
+        let v = Validator::of(&a);
+        if v != self.validator {
+            self.invalidate_data();
+            self.validator = v;
+            self.attr_timeout = min;
+        } else if revalidation {
+            self.attr_timeout = (self.attr_timeout * 2).clamp(min, max);
+        } else {
+            self.attr_timeout = self.attr_timeout.clamp(min, max);
+        }
+        self.attr = a;
+        self.attr_fetched = now;
+    }
+
+    /// One of our changes is about to be sent.
+    pub(crate) fn begin_change(&mut self) {
+        self.changes_in_flight += 1;
+    }
+
+    /// One of our changes came back with `wcc` (`None`: it failed, and
+    /// changed nothing we know of).
+    pub(crate) fn end_change(&mut self, wcc: Option<&WccData>, now: Instant, min: Duration) {
+        self.changes_in_flight = self.changes_in_flight.saturating_sub(1);
+        if let Some(w) = wcc {
+            if let Some(post) = &w.after {
+                if time_key(post.ctime) >= time_key(self.attr.ctime) {
+                    self.attr = *post;
+                }
+                // The object is changing: trust its attributes only briefly.
+                self.attr_fetched = now;
+                self.attr_timeout = min;
+            }
+            match (&w.before, &w.after) {
+                (Some(pre), Some(post)) => {
+                    let (pre, post) = (Validator::of_wcc(pre), Validator::of(post));
+                    if pre != post {
+                        self.wcc_pending.push((pre, post));
+                    }
+                }
+                _ => self.wcc_unknown = true,
+            }
+        }
+        // Chain every pair that continues the validator.
+        while let Some(i) = self.wcc_pending.iter().position(|(pre, _)| *pre == self.validator) {
+            self.validator = self.wcc_pending.swap_remove(i).1;
+        }
+        if self.wcc_pending.len() > WCC_PENDING_MAX
+            || (self.changes_in_flight == 0 && !self.wcc_pending.is_empty())
+        {
+            // Someone else changed the object between our changes.
+            self.invalidate_data();
+            self.wcc_pending.clear();
+            self.validator = Validator::of(&self.attr);
+        } else if self.changes_in_flight == 0 && self.wcc_unknown {
+            self.validator = Validator::of(&self.attr);
+        }
+        if self.changes_in_flight == 0 {
+            self.wcc_unknown = false;
+        }
+    }
+}
+
+/// An inode: a server object the kernel knows by number.
+pub(crate) struct Inode {
+    pub(crate) ino: u64,
+    pub(crate) fh: NfsFh3,
+    pub(crate) ftype: Ftype3,
+    /// Directory name of this file in the disk cache.
+    pub(crate) disk_key: String,
+    pub(crate) state: Mutex<InodeState>,
+    /// Wakes the flusher (new work, or room to send).
+    pub(crate) kick: Notify,
+    /// Wakes flush/fsync waiters (write-back made progress).
+    pub(crate) progress: Notify,
+    /// Eager mode: the per-file dirty bound.
+    pub(crate) file_budget: Option<ByteBudget>,
+}
+
+impl Inode {
+    pub(crate) fn is_dir(&self) -> bool {
+        self.ftype == Ftype3::Dir
+    }
+}
+
+#[derive(Default)]
+struct Tables {
+    by_ino: HashMap<u64, Arc<Inode>>,
+    by_fh: HashMap<NfsFh3, u64>,
+}
+
+/// Inode number → inode, and file handle → inode number. The lock is held
+/// only to look up or insert, never across a call to the server.
+pub(crate) struct InodeTable {
+    tables: RwLock<Tables>,
+    next_remap: AtomicU64,
+}
+
+impl InodeTable {
+    pub(crate) fn new() -> Self {
+        InodeTable { tables: RwLock::new(Tables::default()), next_remap: AtomicU64::new(REMAP_BASE) }
+    }
+
+    pub(crate) fn get(&self, ino: u64) -> Option<Arc<Inode>> {
+        self.tables.read().by_ino.get(&ino).cloned()
+    }
+
+    pub(crate) fn by_fh(&self, fh: &NfsFh3) -> Option<Arc<Inode>> {
+        let t = self.tables.read();
+        t.by_fh.get(fh).and_then(|ino| t.by_ino.get(ino)).cloned()
+    }
+
+    /// The inode for `fh`, creating it with attributes `attr` if new.
+    /// Returns the inode and whether it is new. A new inode's number is
+    /// its fileid unless that is the root's number or taken by another
+    /// handle (two exports' file systems, or a fileid reused while we
+    /// still know the old file), in which case it gets a remapped number.
+    pub(crate) fn intern(
+        &self,
+        fh: &NfsFh3,
+        attr: &Fattr3,
+        make: impl FnOnce(u64) -> Inode,
+        root: bool,
+    ) -> (Arc<Inode>, bool) {
+        if let Some(i) = self.by_fh(fh) {
+            return (i, false);
+        }
+        let mut t = self.tables.write();
+        if let Some(i) = t.by_fh.get(fh).and_then(|ino| t.by_ino.get(ino)) {
+            return (i.clone(), false);
+        }
+        let ino = if root {
+            ROOT_INO
+        } else if attr.fileid != ROOT_INO && attr.fileid < REMAP_BASE && !t.by_ino.contains_key(&attr.fileid)
+        {
+            attr.fileid
+        } else {
+            self.next_remap.fetch_add(1, Ordering::Relaxed)
+        };
+        let inode = Arc::new(make(ino));
+        t.by_ino.insert(ino, inode.clone());
+        t.by_fh.insert(fh.clone(), ino);
+        (inode, true)
+    }
+
+    /// Forget an inode the kernel no longer references.
+    pub(crate) fn remove(&self, ino: u64) {
+        let mut t = self.tables.write();
+        if let Some(i) = t.by_ino.remove(&ino) {
+            t.by_fh.remove(&i.fh);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use eagernfs_proto::nfs3::Specdata3;
+
+    fn attr(size: u64, t: u32) -> Fattr3 {
+        Fattr3 {
+            ftype: Ftype3::Reg,
+            mode: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size,
+            used: size,
+            rdev: Specdata3::default(),
+            fsid: 1,
+            fileid: 5,
+            atime: Nfstime3::default(),
+            mtime: Nfstime3 { seconds: t, nseconds: 0 },
+            ctime: Nfstime3 { seconds: t, nseconds: 0 },
+        }
+    }
+
+    fn wcc(pre: &Fattr3, post: &Fattr3) -> WccData {
+        WccData {
+            before: Some(WccAttr { size: pre.size, mtime: pre.mtime, ctime: pre.ctime }),
+            after: Some(*post),
+        }
+    }
+
+    fn state_with_chunk(a: Fattr3) -> InodeState {
+        let mut s = InodeState::new(a, Instant::now(), Duration::from_secs(3), Arc::default());
+        s.file.insert_chunk(0, Chunk { data: Bytes::from_static(b"x"), eof: true });
+        s
+    }
+
+    #[test]
+    fn out_of_order_own_replies_keep_the_cache() {
+        let (a0, a1, a2) = (attr(0, 1), attr(10, 2), attr(20, 3));
+        let mut s = state_with_chunk(a0);
+        let now = Instant::now();
+        s.begin_change();
+        s.begin_change();
+        s.end_change(Some(&wcc(&a1, &a2)), now, Duration::from_secs(3));
+        s.end_change(Some(&wcc(&a0, &a1)), now, Duration::from_secs(3));
+        assert_eq!(s.file.chunk_count(), 1);
+        assert_eq!(s.validator, Validator::of(&a2));
+        assert_eq!(s.attr, a2);
+    }
+
+    #[test]
+    fn a_foreign_change_between_ours_drops_the_cache() {
+        let (a0, a1, a2, a3) = (attr(0, 1), attr(10, 2), attr(15, 3), attr(20, 4));
+        let mut s = state_with_chunk(a0);
+        let now = Instant::now();
+        s.begin_change();
+        s.begin_change();
+        s.end_change(Some(&wcc(&a0, &a1)), now, Duration::from_secs(3));
+        // Someone else took the file from a1 to a2 before our second write.
+        s.end_change(Some(&wcc(&a2, &a3)), now, Duration::from_secs(3));
+        assert_eq!(s.file.chunk_count(), 0);
+        assert_eq!(s.validator, Validator::of(&a3));
+    }
+
+    #[test]
+    fn timeout_doubles_while_unchanged_and_resets_on_change() {
+        let a = attr(1, 1);
+        let now = Instant::now();
+        let b = (Duration::from_secs(3), Duration::from_secs(10));
+        let mut s = InodeState::new(a, now, b.0, Arc::default());
+        s.fresh_attrs(a, now, b, true);
+        assert_eq!(s.attr_timeout, Duration::from_secs(6));
+        s.fresh_attrs(a, now, b, true);
+        assert_eq!(s.attr_timeout, Duration::from_secs(10));
+        s.fresh_attrs(attr(2, 2), now, b, true);
+        assert_eq!(s.attr_timeout, Duration::from_secs(3));
+    }
+}

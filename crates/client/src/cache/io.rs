@@ -1,0 +1,866 @@
+//! File data: reads through the chunk caches with read-ahead, and
+//! write-back (dirty → in flight → unstable → committed) with one flusher
+//! task per file.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use eagernfs_proto::nfs3::{Commit3ResOk, NfsFh3, Nfsstat3, StableHow, Write3ResOk};
+use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::budget::Release;
+use super::config::CHUNK_BYTES;
+use super::extents::{copy_overlap, subtract};
+use super::fs::{CachedFs, Shared};
+use super::inode::{Chunk, Inode, InodeState, Unstable};
+use super::{FsError, FsResult};
+use crate::ops::{Cred, NfsError, NfsOps};
+
+/// Dirty runs a flusher looks at per decision: bounds the cost of a
+/// decision when random writes leave many small runs.
+const RUNS_SCANNED_MAX: usize = 64;
+/// COMMITs in a row that may come back with a new verifier before we give
+/// up with EIO (a server restarting in a loop).
+const RESEND_ROUNDS_MAX: u32 = 8;
+/// Times a read retries when our own writes race with its READs.
+const READ_RETRIES_MAX: u32 = 3;
+
+impl<C: NfsOps> CachedFs<C> {
+    /// Read up to `size` bytes at `offset` through open file `fh`.
+    /// Returns fewer at end of file.
+    pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
+        let s = self.shared();
+        let of = s.handle(fh)?;
+        s.read_inode(&of.inode, &of.cred, offset, size).await
+    }
+
+    /// Write `data` at `offset` through open file `fh`. Returns once the
+    /// data is in the write-back cache (waiting for room if the mount's
+    /// dirty bound, or in eager mode the file's, is reached). A write-back
+    /// error not yet reported through this handle is returned instead.
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        let s = self.shared();
+        let of = s.handle(fh)?;
+        s.check_writable()?;
+        s.take_error(&of.inode, &of.err_seen)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        offset.checked_add(data.len() as u64).ok_or(FsError::Invalid("write beyond 2^64"))?;
+        s.buffer_write(&of.inode, &of.cred, offset, data).await?;
+        if s.cfg.noac {
+            // nfs(5): noac makes writes synchronous.
+            s.sync_inode(&of.inode).await?;
+            s.take_error(&of.inode, &of.err_seen)?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// Close-to-open: write back and COMMIT everything before returning
+    /// (FUSE calls this on every close of a file descriptor).
+    pub async fn flush(&self, fh: u64) -> FsResult<()> {
+        let s = self.shared();
+        let of = s.handle(fh)?;
+        let r = s.sync_inode(&of.inode).await;
+        s.take_error(&of.inode, &of.err_seen)?;
+        r
+    }
+
+    /// fsync: write back and COMMIT (the same as flush for NFSv3).
+    pub async fn fsync(&self, fh: u64) -> FsResult<()> {
+        self.flush(fh).await
+    }
+
+    /// The last close of a handle: flush, then forget the handle. The
+    /// handle is gone even if the flush reports an error.
+    pub async fn release(&self, fh: u64) -> FsResult<()> {
+        let s = self.shared();
+        let of = s.handle(fh)?;
+        let r = s.sync_inode(&of.inode).await;
+        let err = s.take_error(&of.inode, &of.err_seen);
+        s.handles.lock().remove(&fh);
+        of.inode.state.lock().open_count -= 1;
+        err?;
+        r
+    }
+}
+
+enum Job {
+    Write { offset: u64, data: Bytes, stable: StableHow, cred: Cred },
+    Commit { upto: u64, cred: Cred },
+}
+
+enum Done {
+    Write { offset: u64, len: u64, result: Result<Write3ResOk, NfsError> },
+    Commit { upto: u64, result: Result<Commit3ResOk, NfsError> },
+}
+
+impl<C: NfsOps> Shared<C> {
+    /// Report (once per handle) a write-back error the file had.
+    pub(crate) fn take_error(&self, inode: &Inode, seen: &std::sync::atomic::AtomicU64) -> FsResult<()> {
+        let st = inode.state.lock();
+        let seq = st.file.err_seq;
+        if seq > seen.load(Ordering::Relaxed) {
+            seen.store(seq, Ordering::Relaxed);
+            if let Some(e) = &st.file.last_err {
+                return Err(e.clone().into());
+            }
+        }
+        Ok(())
+    }
+
+    // ----- reads -------------------------------------------------------
+
+    pub(crate) async fn read_inode(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        cred: &Cred,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Bytes> {
+        self.revalidate(inode, cred).await?;
+        for attempt in 0.. {
+            let (file_size, gen, ra) = {
+                let mut st = inode.state.lock();
+                let file_size = st.visible_attr().size;
+                let end = offset.saturating_add(size as u64).min(file_size);
+                let ra = if offset < end {
+                    self.readahead_window(&mut st.file, offset, end, file_size)
+                } else {
+                    None
+                };
+                (file_size, st.file.gen, ra)
+            };
+            if offset >= file_size || size == 0 {
+                return Ok(Bytes::new());
+            }
+            let end = (offset + size as u64).min(file_size);
+            if let Some((from, to)) = ra {
+                let (me, inode, cred) = (self.clone(), inode.clone(), cred.clone());
+                tokio::spawn(async move {
+                    let first = from / CHUNK_BYTES;
+                    let last = (to - 1) / CHUNK_BYTES;
+                    // Read-ahead is a hint: a failure shows up when the
+                    // reader gets there.
+                    if let Ok(n) = me.fetch_chunks(&inode, &cred, first, last, true).await {
+                        me.counters.readahead_chunks.fetch_add(n, Ordering::Relaxed);
+                    }
+                });
+            }
+            let first = offset / CHUNK_BYTES;
+            let last = (end - 1) / CHUNK_BYTES;
+            let chunks = self.chunks_for_read(inode, cred, first, last).await?;
+            let st = inode.state.lock();
+            // A write of ours that started after our READs may have been
+            // committed and dropped before we got here: read again.
+            if st.file.gen != gen && attempt < READ_RETRIES_MAX {
+                continue;
+            }
+            return Ok(assemble(&st.file, offset, end, first, &chunks));
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Update the sequential-read detector; returns a byte range to
+    /// prefetch if the reader is sequential and the prefetched lead is
+    /// down to half the window.
+    fn readahead_window(
+        &self,
+        f: &mut super::inode::FileData,
+        offset: u64,
+        end: u64,
+        file_size: u64,
+    ) -> Option<(u64, u64)> {
+        let window = self.cfg.readahead_bytes;
+        let sequential = offset == f.ra_next
+            || (f.ra_seq > 0 && offset > f.ra_next.saturating_sub(CHUNK_BYTES) && offset <= f.ra_next);
+        if sequential {
+            f.ra_seq = f.ra_seq.saturating_add(1);
+        } else {
+            f.ra_seq = 0;
+            f.ra_until = 0;
+        }
+        f.ra_next = end;
+        if window == 0 || f.ra_seq == 0 {
+            return None;
+        }
+        // Prefetch whole chunks past the one the reader is in.
+        let chunk_end = end.div_ceil(CHUNK_BYTES) * CHUNK_BYTES;
+        let target = (chunk_end + window).min(file_size);
+        if f.ra_until >= chunk_end + window / 2 || target <= chunk_end {
+            return None;
+        }
+        let from = f.ra_until.max(chunk_end);
+        f.ra_until = target;
+        (from < target).then_some((from, target))
+    }
+
+    /// The chunks `first..=last`, from memory, disk or the server.
+    async fn chunks_for_read(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        cred: &Cred,
+        first: u64,
+        last: u64,
+    ) -> FsResult<Vec<Option<Chunk>>> {
+        let mut out = vec![None; (last - first + 1) as usize];
+        for _ in 0..READ_RETRIES_MAX + 1 {
+            let mut missing = false;
+            {
+                let st = inode.state.lock();
+                for (i, slot) in out.iter_mut().enumerate() {
+                    if slot.is_none() {
+                        *slot = st.file.chunk(first + i as u64).filter(|c| c.complete(CHUNK_BYTES)).cloned();
+                        missing |= slot.is_none();
+                    }
+                }
+            }
+            if !missing {
+                return Ok(out);
+            }
+            let fetched = self.fetch_chunks_into(inode, cred, first, last, false).await?;
+            for (i, c) in fetched {
+                out[(i - first) as usize].get_or_insert(c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fetch missing chunks `first..=last` into the cache (read-ahead).
+    /// Returns how many this call fetched.
+    pub(crate) async fn fetch_chunks(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        cred: &Cred,
+        first: u64,
+        last: u64,
+        ahead: bool,
+    ) -> FsResult<u64> {
+        Ok(self.fetch_chunks_into(inode, cred, first, last, ahead).await?.len() as u64)
+    }
+
+    /// Fetch the chunks in `first..=last` that are neither cached nor being
+    /// fetched by someone else (whom we wait for unless `ahead`), from the
+    /// disk cache or with READs of up to rsize. Returns the chunks this
+    /// call obtained.
+    async fn fetch_chunks_into(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        cred: &Cred,
+        first: u64,
+        last: u64,
+        ahead: bool,
+    ) -> FsResult<Vec<(u64, Chunk)>> {
+        let mut mine: Vec<u64> = Vec::new();
+        let mut waits: Vec<watch::Receiver<()>> = Vec::new();
+        let mut senders: Vec<watch::Sender<()>> = Vec::new();
+        let (gen, validator) = {
+            let mut st = inode.state.lock();
+            for i in first..=last {
+                if st.file.chunk(i).is_some_and(|c| c.complete(CHUNK_BYTES)) {
+                    continue;
+                }
+                if let Some(rx) = st.file.fetching.get(&i) {
+                    waits.push(rx.clone());
+                    continue;
+                }
+                let (tx, rx) = watch::channel(());
+                st.file.fetching.insert(i, rx);
+                senders.push(tx);
+                mine.push(i);
+            }
+            (st.file.gen, st.validator)
+        };
+        // Whatever happens below (errors, cancellation), the chunks we
+        // claimed are released for others to fetch.
+        let _claim = FetchClaim { inode: inode.clone(), chunks: mine.clone(), _senders: senders };
+        let mut got: Vec<(u64, Chunk)> = Vec::new();
+        let mut need: Vec<u64> = Vec::new();
+        if let Some(disk) = &self.disk {
+            let (disk, key, ids) = (disk.clone(), inode.disk_key.clone(), mine.clone());
+            let loaded = tokio::task::spawn_blocking(move || {
+                ids.into_iter().map(|i| (i, disk.load(&key, i, &validator))).collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| FsError::Io(e.to_string()))?;
+            for (i, hit) in loaded {
+                match hit {
+                    Some((data, eof)) => {
+                        self.counters.disk_hits.fetch_add(1, Ordering::Relaxed);
+                        got.push((i, Chunk { data, eof }));
+                    }
+                    None => need.push(i),
+                }
+            }
+        } else {
+            need = mine.clone();
+        }
+        // Consecutive chunks go in one READ of up to rsize, all at once.
+        let per_read = (self.cfg.rsize as u64 / CHUNK_BYTES).max(1);
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for i in need {
+            match runs.last_mut() {
+                Some((start, n)) if *start + *n == i && *n < per_read => *n += 1,
+                _ => runs.push((i, 1)),
+            }
+        }
+        let reads =
+            runs.iter().map(|&(start, n)| self.read_range(inode, cred, start * CHUNK_BYTES, n * CHUNK_BYTES));
+        let results = futures::future::join_all(reads).await;
+        let mut to_disk = Vec::new();
+        for ((start, n), r) in runs.into_iter().zip(results) {
+            let (data, eof) = r?;
+            for k in 0..n {
+                let lo = (k * CHUNK_BYTES) as usize;
+                if lo > data.len() || (lo == data.len() && k > 0) {
+                    break;
+                }
+                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
+                let c = Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() };
+                if c.complete(CHUNK_BYTES) {
+                    to_disk.push((start + k, c.clone()));
+                }
+                got.push((start + k, c));
+            }
+        }
+        let mut inserted = Vec::new();
+        {
+            let mut st = inode.state.lock();
+            if st.file.gen == gen {
+                for (i, c) in &got {
+                    if c.complete(CHUNK_BYTES) {
+                        st.file.insert_chunk(*i, c.clone());
+                        inserted.push((inode.ino, *i));
+                    }
+                }
+            }
+        }
+        self.note_inserted(inserted);
+        if let (Some(disk), false) = (&self.disk, to_disk.is_empty()) {
+            let (disk, key) = (disk.clone(), inode.disk_key.clone());
+            // Stored before we return so a restart right after finds it.
+            let _ = tokio::task::spawn_blocking(move || {
+                for (i, c) in to_disk {
+                    disk.store(&key, i, &validator, &c.data, c.eof);
+                }
+            })
+            .await;
+        }
+        if !ahead {
+            for mut rx in waits {
+                // The sender is dropped when that fetch ends, either way.
+                let _ = rx.changed().await;
+            }
+        }
+        Ok(got)
+    }
+
+    /// READ `[offset, offset + len)`, in rsize pieces if needed. Returns
+    /// the bytes (short at end of file) and whether end of file was reached.
+    async fn read_range(&self, inode: &Inode, cred: &Cred, offset: u64, len: u64) -> FsResult<(Bytes, bool)> {
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut pos = offset;
+        let end = offset + len;
+        let mut eof = false;
+        while pos < end {
+            let count = (end - pos).min(self.cfg.rsize as u64) as u32;
+            let r = self.client.read(cred, &inode.fh, pos, count).await?;
+            if let Some(a) = r.file_attributes {
+                self.fresh_attrs(inode, a, false);
+            }
+            let n = r.data.len().min(count as usize);
+            pos += n as u64;
+            parts.push(r.data.slice(..n));
+            if r.eof || n == 0 {
+                eof = true;
+                break;
+            }
+        }
+        let data = if parts.len() == 1 {
+            parts.pop().expect("one part")
+        } else {
+            let mut b = BytesMut::with_capacity((pos - offset) as usize);
+            for p in parts {
+                b.extend_from_slice(&p);
+            }
+            b.freeze()
+        };
+        Ok((data, eof))
+    }
+
+    /// Account freshly cached chunks and evict the oldest beyond the bound.
+    fn note_inserted(&self, inserted: Vec<(u64, u64)>) {
+        if inserted.is_empty() {
+            return;
+        }
+        let max = self.cfg.memory_cache_bytes_max;
+        let victims: Vec<(u64, u64)> = {
+            let mut fifo = self.mem_fifo.lock();
+            fifo.extend(inserted);
+            let mut v = Vec::new();
+            let over = self.mem_bytes.load(Ordering::Relaxed).saturating_sub(max);
+            let mut to_free = over;
+            // Entries for chunks already gone are skipped cheaply; the
+            // queue is also kept within a few times the chunks that fit.
+            let queue_max = (2 * max / CHUNK_BYTES + 1024) as usize;
+            while let Some(front) = fifo.front().copied() {
+                if to_free == 0 && fifo.len() <= queue_max {
+                    break;
+                }
+                fifo.pop_front();
+                v.push(front);
+                to_free = to_free.saturating_sub(CHUNK_BYTES);
+            }
+            v
+        };
+        for (ino, idx) in victims {
+            if let Some(inode) = self.inodes.get(ino) {
+                inode.state.lock().file.remove_chunk(idx);
+            }
+        }
+    }
+
+    // ----- writes ------------------------------------------------------
+
+    /// Put `data` into the file's dirty set once there is room.
+    async fn buffer_write(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        cred: &Cred,
+        offset: u64,
+        data: &[u8],
+    ) -> FsResult<()> {
+        let len = data.len() as u64;
+        // Eager mode: the file's own bound first (Rago: the writer waits
+        // for its file's write-back, not for everybody's).
+        let file_take = match &inode.file_budget {
+            Some(b) => {
+                let n = b.clamp(len);
+                if !b.try_acquire(n) {
+                    inode.state.lock().file.background = true;
+                    self.ensure_flusher(inode);
+                    b.acquire(n).await;
+                }
+                n
+            }
+            None => 0,
+        };
+        let take = self.budget.clamp(len);
+        if !self.budget.try_acquire(take) {
+            // No room: everybody's dirty data must start moving.
+            self.kick_all_dirty();
+            self.counters.writes_waited.fetch_add(1, Ordering::Relaxed);
+            if let Some(w) = self.budget.acquire(take).await {
+                if w.releases > 1 {
+                    self.counters.writes_waited_several_releases.fetch_add(1, Ordering::Relaxed);
+                }
+                if w.last == Release::Commit {
+                    self.counters.writes_waited_on_commit.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let kick = {
+            let mut st = inode.state.lock();
+            let f = &mut st.file;
+            let grown = f.dirty.insert(offset, data);
+            // Held bytes must equal dirty bytes: give back what overwrote
+            // dirty data, take what a clamped huge write did not.
+            settle(&self.budget, take, grown);
+            if let Some(b) = &inode.file_budget {
+                settle(b, file_take, grown);
+            }
+            f.gen += 1;
+            let end = offset + len;
+            f.remove_chunks(offset / CHUNK_BYTES..=(end - 1) / CHUNK_BYTES);
+            f.written_end = f.written_end.max(end);
+            f.write_cred = cred.clone();
+            if self.budget.used() * 2 >= self.budget.limit() {
+                // Past half the mount's bound: write-behind starts here.
+                f.background = true;
+            }
+            let full = f.dirty.iter().any(|(_, n)| n as u64 >= self.cfg.wsize as u64);
+            f.background || (self.cfg.eager && full)
+        };
+        self.dirty_inodes.lock().insert(inode.ino, inode.clone());
+        if kick {
+            self.ensure_flusher(inode);
+        }
+        Ok(())
+    }
+
+    /// Push every file with dirty data into background write-back.
+    pub(crate) fn kick_all_dirty(self: &Arc<Self>) {
+        let files: Vec<Arc<Inode>> = self.dirty_inodes.lock().values().cloned().collect();
+        for f in files {
+            f.state.lock().file.background = true;
+            self.ensure_flusher(&f);
+        }
+    }
+
+    /// Wake the flushers of other files that hold uncommitted data and
+    /// are not committing it: under pressure their `next_job` commits.
+    fn kick_committers(self: &Arc<Self>, except: &Arc<Inode>) {
+        let files: Vec<Arc<Inode>> = self.dirty_inodes.lock().values().cloned().collect();
+        for f in files {
+            if Arc::ptr_eq(&f, except) {
+                continue;
+            }
+            let holds = {
+                let st = f.state.lock();
+                !st.file.unstable.is_empty() && st.file.commit_in_flight.is_none()
+            };
+            if holds {
+                self.ensure_flusher(&f);
+            }
+        }
+    }
+
+    /// Start the file's flusher, or wake it if it runs.
+    pub(crate) fn ensure_flusher(self: &Arc<Self>, inode: &Arc<Inode>) {
+        let start = {
+            let mut st = inode.state.lock();
+            !std::mem::replace(&mut st.file.flusher_running, true)
+        };
+        if start {
+            tokio::spawn(flusher(self.clone(), inode.clone()));
+        } else {
+            inode.kick.notify_one();
+        }
+    }
+
+    /// Write back and COMMIT everything the file holds; returns when it is
+    /// clean. Errors are recorded on the file (see `take_error`).
+    pub(crate) async fn sync_inode(self: &Arc<Self>, inode: &Arc<Inode>) -> FsResult<()> {
+        if inode.state.lock().file.clean() {
+            return Ok(());
+        }
+        inode.state.lock().file.flush_waiters += 1;
+        let _guard = FlushWaiter(inode.clone());
+        loop {
+            let notified = inode.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if inode.state.lock().file.clean() {
+                break;
+            }
+            self.ensure_flusher(inode);
+            notified.await;
+        }
+        if inode.state.lock().file.clean() {
+            self.dirty_inodes.lock().remove(&inode.ino);
+        }
+        Ok(())
+    }
+
+    /// Pick the next WRITE or COMMIT for a file, if one may go now.
+    fn next_job(&self, st: &mut InodeState, stalled: &mut bool) -> Option<Job> {
+        let cfg = &self.cfg;
+        let f = &mut st.file;
+        // COMMIT when a flush is waiting and everything is written, or
+        // early when unstable data piles up (memory pressure).
+        if f.commit_in_flight.is_none() && !f.unstable.is_empty() {
+            let flushing = f.flush_waiters > 0 && f.dirty.is_empty() && f.inflight.is_empty();
+            let pressure = f.unstable_bytes >= cfg.commit_bytes
+                || self.unstable_total.load(Ordering::Relaxed) * 2 >= cfg.unstable_bytes_max;
+            if flushing || pressure {
+                let upto = f.next_unstable_id - 1;
+                f.commit_in_flight = Some(upto);
+                let cred = f.write_cred.clone();
+                st.begin_change();
+                return Some(Job::Commit { upto, cred });
+            }
+        }
+        if f.inflight.len() >= cfg.writes_in_flight_max || f.dirty.is_empty() {
+            return None;
+        }
+        let wsize = cfg.wsize as u64;
+        let urgent = f.flush_waiters > 0 || f.background || cfg.noac;
+        if !urgent && !cfg.eager {
+            return None;
+        }
+        // In offset order: the first run whose next piece may go.
+        let mut pick = None;
+        for (start, len) in f.dirty.iter().take(RUNS_SCANNED_MAX) {
+            let n = (len as u64).min(wsize);
+            if n < wsize && !urgent {
+                continue;
+            }
+            let overlaps =
+                f.inflight.range(..start + n).next_back().is_some_and(|(o, d)| o + d.len() as u64 > start);
+            if !overlaps {
+                pick = Some((start, n));
+                break;
+            }
+        }
+        let (start, n) = pick?;
+        let held = self.unstable_total.load(Ordering::Relaxed) + self.inflight_total.load(Ordering::Relaxed);
+        if held + n > cfg.unstable_bytes_max {
+            *stalled = true;
+            if !f.stalled {
+                f.stalled = true;
+                self.counters.flusher_stalls_on_unstable.fetch_add(1, Ordering::Relaxed);
+            }
+            return None;
+        }
+        f.stalled = false;
+        let data = f.dirty.take_front(start, n as usize);
+        f.inflight.insert(start, data.clone());
+        self.inflight_total.fetch_add(n, Ordering::Relaxed);
+        let cred = f.write_cred.clone();
+        st.begin_change();
+        let stable = if cfg.noac { StableHow::FileSync } else { StableHow::Unstable };
+        Some(Job::Write { offset: start, data, stable, cred })
+    }
+
+    /// Apply a finished WRITE or COMMIT to the file's state.
+    fn complete(self: &Arc<Self>, inode: &Arc<Inode>, done: Done) {
+        let now = Instant::now();
+        let min = self.cfg.ac_bounds(false).0;
+        let mut st = inode.state.lock();
+        match done {
+            Done::Write { offset, len, result } => {
+                let data = st.file.inflight.remove(&offset).expect("in-flight write is recorded");
+                self.inflight_total.fetch_sub(len, Ordering::Relaxed);
+                self.budget.release(len, Release::WriteDone);
+                if let Some(b) = &inode.file_budget {
+                    b.release(len, Release::WriteDone);
+                }
+                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), now, min);
+                match result {
+                    Ok(r) => {
+                        let count = (r.count as usize).min(data.len());
+                        if count < data.len() {
+                            // A short write: the rest goes back to be sent again.
+                            let rest = data.slice(count..);
+                            let added = st.file.dirty.insert_under(offset + count as u64, &rest);
+                            self.budget.force_acquire(added);
+                        }
+                        if r.committed == StableHow::Unstable && count > 0 {
+                            let f = &mut st.file;
+                            let id = f.next_unstable_id;
+                            f.next_unstable_id += 1;
+                            f.unstable
+                                .insert(id, Unstable { offset, data: data.slice(..count), verf: r.verf });
+                            f.unstable_bytes += count as u64;
+                            let total =
+                                self.unstable_total.fetch_add(count as u64, Ordering::Relaxed) + count as u64;
+                            self.counters.unstable_bytes_peak.fetch_max(total, Ordering::Relaxed);
+                        }
+                    }
+                    Err(e) => {
+                        // The server did not take it: what it holds for this
+                        // range is unknown, so cached chunks go too.
+                        st.invalidate_data();
+                        st.file.record_error(e);
+                    }
+                }
+            }
+            Done::Commit { upto, result } => {
+                st.file.commit_in_flight = None;
+                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), now, min);
+                let ids: Vec<u64> = st.file.unstable.range(..=upto).map(|(k, _)| *k).collect();
+                // Newest first, so older data put back never covers newer.
+                let mut newer: Vec<std::ops::Range<u64>> = st
+                    .file
+                    .unstable
+                    .range(upto + 1..)
+                    .map(|(_, u)| u.offset..u.offset + u.data.len() as u64)
+                    .chain(st.file.inflight.iter().map(|(o, d)| *o..o + d.len() as u64))
+                    .collect();
+                let mut resent = 0u64;
+                let mut dropped = 0u64;
+                for id in ids.into_iter().rev() {
+                    let u = st.file.unstable.remove(&id).expect("id was just listed");
+                    let range = u.offset..u.offset + u.data.len() as u64;
+                    dropped += u.data.len() as u64;
+                    match &result {
+                        Ok(c) if c.verf == u.verf => {}
+                        Ok(_) => {
+                            // The server restarted since this WRITE: resend.
+                            for gap in subtract(range.clone(), &newer) {
+                                let lo = (gap.start - u.offset) as usize;
+                                let hi = (gap.end - u.offset) as usize;
+                                let added = st.file.dirty.insert_under(gap.start, &u.data.slice(lo..hi));
+                                self.budget.force_acquire(added);
+                                resent += added;
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                    newer.push(range);
+                }
+                st.file.unstable_bytes -= dropped;
+                self.unstable_total.fetch_sub(dropped, Ordering::Relaxed);
+                match result {
+                    Ok(_) if resent > 0 => {
+                        self.counters.resent_bytes.fetch_add(resent, Ordering::Relaxed);
+                        st.file.resend_rounds += 1;
+                        // Data we put back must be written before the flush returns.
+                        st.file.background = true;
+                        if st.file.resend_rounds > RESEND_ROUNDS_MAX {
+                            let lost = st.file.dirty.clear();
+                            self.budget.release(lost, Release::Dropped);
+                            st.file.record_error(NfsError::Nfs(Nfsstat3::Io));
+                        }
+                    }
+                    Ok(_) => st.file.resend_rounds = 0,
+                    Err(e) => st.file.record_error(e),
+                }
+            }
+        }
+        if st.file.dirty.is_empty() {
+            st.file.background = false;
+        }
+        if st.file.clean() {
+            st.file.written_end = 0;
+        }
+        drop(st);
+        // Every completion frees in-flight or unstable room.
+        {
+            let parked: Vec<Arc<Inode>> = std::mem::take(&mut *self.stalled.lock());
+            for p in parked {
+                if !Arc::ptr_eq(&p, inode) {
+                    self.ensure_flusher(&p);
+                }
+            }
+        }
+    }
+}
+
+/// Give back bytes taken for a write beyond what it added to the dirty
+/// set, or take what it added beyond them.
+fn settle(b: &super::budget::ByteBudget, taken: u64, grown: u64) {
+    if taken > grown {
+        b.release(taken - grown, Release::Dropped);
+    } else if grown > taken {
+        b.force_acquire(grown - taken);
+    }
+}
+
+/// The read result: cached chunk bytes (zeros past the server's end of
+/// file), with our unwritten data laid over them, oldest first.
+fn assemble(
+    f: &super::inode::FileData,
+    offset: u64,
+    end: u64,
+    first: u64,
+    chunks: &[Option<Chunk>],
+) -> Bytes {
+    let len = (end - offset) as usize;
+    // One chunk, nothing of ours over it: hand out a slice, no copy.
+    if first == (end - 1) / CHUNK_BYTES && !overlap_any(f, offset, end) {
+        if let Some(Some(c)) = chunks.first() {
+            let lo = (offset - first * CHUNK_BYTES) as usize;
+            let hi = (end - first * CHUNK_BYTES) as usize;
+            if hi <= c.data.len() {
+                return c.data.slice(lo..hi);
+            }
+        }
+    }
+    let mut out = BytesMut::zeroed(len);
+    for (i, c) in chunks.iter().enumerate() {
+        if let Some(c) = c {
+            copy_overlap((first + i as u64) * CHUNK_BYTES, &c.data, offset, &mut out);
+        }
+    }
+    for u in f.unstable.values() {
+        copy_overlap(u.offset, &u.data, offset, &mut out);
+    }
+    for (o, d) in f.inflight.range(..end) {
+        copy_overlap(*o, d, offset, &mut out);
+    }
+    f.dirty.overlay(offset, &mut out);
+    out.freeze()
+}
+
+/// Whether any of our unwritten data overlaps `[lo, hi)`.
+fn overlap_any(f: &super::inode::FileData, lo: u64, hi: u64) -> bool {
+    let hit = |o: u64, n: usize| o < hi && o + n as u64 > lo;
+    f.dirty.overlaps(lo, hi)
+        || f.inflight.range(..hi).next_back().is_some_and(|(o, d)| hit(*o, d.len()))
+        || f.unstable.values().any(|u| hit(u.offset, u.data.len()))
+}
+
+/// Chunks this task is fetching; released when dropped.
+struct FetchClaim {
+    inode: Arc<Inode>,
+    chunks: Vec<u64>,
+    _senders: Vec<watch::Sender<()>>,
+}
+
+impl Drop for FetchClaim {
+    fn drop(&mut self) {
+        let mut st = self.inode.state.lock();
+        for i in &self.chunks {
+            st.file.fetching.remove(i);
+        }
+        // The senders drop after this, waking the waiters.
+    }
+}
+
+/// Counts a caller waiting in flush/fsync; undone when it returns or is
+/// cancelled.
+struct FlushWaiter(Arc<Inode>);
+
+impl Drop for FlushWaiter {
+    fn drop(&mut self) {
+        self.0.state.lock().file.flush_waiters -= 1;
+    }
+}
+
+async fn run_job<C: NfsOps>(shared: Arc<Shared<C>>, fh: NfsFh3, job: Job) -> Done {
+    match job {
+        Job::Write { offset, data, stable, cred } => {
+            let len = data.len() as u64;
+            let result = shared.client.write(&cred, &fh, offset, data, stable).await;
+            Done::Write { offset, len, result }
+        }
+        Job::Commit { upto, cred } => {
+            // offset 0, count 0: the whole file.
+            let result = shared.client.commit(&cred, &fh, 0, 0).await;
+            Done::Commit { upto, result }
+        }
+    }
+}
+
+/// One per file with write-back work: sends WRITEs (several in flight,
+/// in offset order) and COMMITs, applies their results, and exits when
+/// nothing may be sent and nothing is outstanding.
+async fn flusher<C: NfsOps>(shared: Arc<Shared<C>>, inode: Arc<Inode>) {
+    let mut running = FuturesUnordered::new();
+    loop {
+        let mut stalled = false;
+        let exit = {
+            // Deciding to exit under the same lock `ensure_flusher` takes
+            // means a write arriving now either sees us running (and its
+            // kick brings us back here) or starts a new flusher.
+            let mut st = inode.state.lock();
+            while let Some(job) = shared.next_job(&mut st, &mut stalled) {
+                running.push(run_job(shared.clone(), inode.fh.clone(), job));
+            }
+            if running.is_empty() {
+                st.file.flusher_running = false;
+            }
+            running.is_empty()
+        };
+        if stalled {
+            shared.stalled.lock().push(inode.clone());
+            // Whoever holds the unstable bytes must COMMIT them.
+            shared.kick_committers(&inode);
+        }
+        if exit {
+            inode.progress.notify_waiters();
+            return;
+        }
+        tokio::select! {
+            Some(done) = running.next() => {
+                shared.complete(&inode, done);
+                inode.progress.notify_waiters();
+            }
+            _ = inode.kick.notified() => {}
+        }
+    }
+}
