@@ -59,6 +59,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 128)]
     max_requests_per_connection: usize,
 
+    /// At shutdown, write per-procedure call counts here (`NAME count` lines;
+    /// `WRITE/UNSTABLE n` etc. split WRITEs by stability).
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
+
     /// Worker threads for file-system calls.
     #[arg(long, default_value_t = 64)]
     io_threads: usize,
@@ -254,7 +259,11 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
                 tracing::warn!("{e}");
             }
         }
-        tracing::info!("calls served:\n{}", stats.summary());
+        let summary = stats.summary();
+        tracing::info!("calls served:\n{summary}");
+        if let Some(path) = &args.stats_file {
+            std::fs::write(path, &summary).with_context(|| format!("writing {}", path.display()))?;
+        }
         anyhow::Ok(())
     })
 }

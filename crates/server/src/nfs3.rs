@@ -200,6 +200,7 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
         return Write3Res::Fail(Nfsstat3::Inval, Write3ResFail { file_wcc: r.wcc_after() });
     }
     let data = &a.data[..a.count as usize];
+    call.state.stats.count_write(a.stable);
     match r.export.backend.write(&r.cred, &r.fh, a.offset, data, stable(a.stable)) {
         Ok(w) => Write3Res::Ok(Write3ResOk {
             file_wcc: wcc(&w.wcc),

@@ -18,6 +18,9 @@ pub struct Stats {
     rejected: AtomicU64,
     /// Retransmissions answered from the duplicate reply cache.
     replayed: AtomicU64,
+    /// WRITE calls by the durability asked for (UNSTABLE, DATA_SYNC, FILE_SYNC):
+    /// tells a benchmark or test whether a client writes safely-asynchronously.
+    writes_by_stable: [AtomicU64; 3],
 }
 
 /// The RPC programs we count.
@@ -44,6 +47,15 @@ impl Stats {
         self.rejected.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn count_write(&self, stable: eagernfs_proto::nfs3::StableHow) {
+        self.writes_by_stable[stable as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// WRITE calls that asked for `stable`.
+    pub fn writes(&self, stable: eagernfs_proto::nfs3::StableHow) -> u64 {
+        self.writes_by_stable[stable as usize].load(Ordering::Relaxed)
+    }
+
     pub(crate) fn count_replayed(&self) {
         self.replayed.fetch_add(1, Ordering::Relaxed);
     }
@@ -68,14 +80,30 @@ impl Stats {
         self.rejected.load(Ordering::Relaxed)
     }
 
-    /// `NAME count` lines for every NFSv3 procedure that ran at least once.
+    /// `NAME count` lines for every NFSv3 procedure that ran at least once,
+    /// then WRITE split by stability (`WRITE/UNSTABLE n`, …) and replays.
+    /// Tests and scripts parse this (it is logged at shutdown): keep the format.
     pub fn summary(&self) -> String {
+        use eagernfs_proto::nfs3::StableHow;
         let mut s = String::new();
         for p in NFS3_PROCEDURES.iter() {
             let n = self.nfs3(p.number);
             if n > 0 {
                 s.push_str(&format!("{} {}\n", p.name, n));
             }
+        }
+        for (how, name) in [
+            (StableHow::Unstable, "UNSTABLE"),
+            (StableHow::DataSync, "DATA_SYNC"),
+            (StableHow::FileSync, "FILE_SYNC"),
+        ] {
+            let n = self.writes(how);
+            if n > 0 {
+                s.push_str(&format!("WRITE/{name} {n}\n"));
+            }
+        }
+        if self.replayed() > 0 {
+            s.push_str(&format!("DRC-REPLAYED {}\n", self.replayed()));
         }
         s
     }
