@@ -153,7 +153,7 @@ pub struct TableArgs {
     /// Second report.
     pub b: PathBuf,
     /// Column names, comma-separated.
-    #[arg(long, value_delimiter = ',', num_args = 2, default_values = ["eagernfs", "ganesha"])]
+    #[arg(long, value_delimiter = ',', default_values = ["eagernfs", "ganesha"])]
     pub names: Vec<String>,
 }
 
@@ -236,12 +236,11 @@ pub fn run(args: BenchArgs, out: &mut dyn std::io::Write) -> Result<(), BenchErr
             }
         }
         BenchCommand::Table(args) => {
-            let command = TableCommand {
-                a: args.a,
-                b: args.b,
-                a_name: args.names.first().cloned().unwrap_or_else(|| "a".into()),
-                b_name: args.names.get(1).cloned().unwrap_or_else(|| "b".into()),
-            };
+            let [a_name, b_name]: [String; 2] = args
+                .names
+                .try_into()
+                .map_err(|_| BenchError::Config("--names takes two names, e.g. eagernfs,ganesha".into()))?;
+            let command = TableCommand { a: args.a, b: args.b, a_name, b_name };
             print(out, &bench_table(&command)?)?;
         }
     }
