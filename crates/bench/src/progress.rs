@@ -41,9 +41,9 @@ impl Progress {
             return Self { shared, thread: None };
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template(
-            "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {elapsed_precise} (eta {eta})",
-        ) {
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg} [{bar:25}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        {
             bar.set_style(style.progress_chars("=> "));
         }
         let drawer = Arc::clone(&shared);
