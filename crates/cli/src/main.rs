@@ -22,6 +22,8 @@ struct Cli {
 enum Command {
     /// Serve directories over NFSv3 (MOUNT and portmap on the same port).
     Serve(serve::ServeArgs),
+    /// Run the papers' benchmarks (write; load, mountstorm, stream to come).
+    Bench(eagernfs_bench::cli_args::BenchArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +37,9 @@ fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Bench(args) => {
+            eagernfs_bench::cli_args::run(args, &mut std::io::stdout()).map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
