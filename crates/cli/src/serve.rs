@@ -64,6 +64,11 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     stats_file: Option<PathBuf>,
 
+    /// At shutdown, write every READ/WRITE as `R|W fileid offset count`, in the
+    /// order the backend ran them (for `eagernfs bench stream`). Keeps at most 10M entries.
+    #[arg(long)]
+    trace_io: Option<PathBuf>,
+
     /// Worker threads for file-system calls.
     #[arg(long, default_value_t = 64)]
     io_threads: usize,
@@ -212,6 +217,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
     let config = ServerConfig {
         max_connections: args.max_connections,
         max_requests_per_connection: args.max_requests_per_connection,
+        io_trace_max_events: args.trace_io.as_ref().map(|_| 10_000_000),
         ..ServerConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -251,6 +257,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             trigger.cancel();
         });
         let stats = server.stats();
+        let trace = server.io_trace();
         server.run(shutdown).await?;
         if let Some(pm) = args.register {
             if let Err(e) =
@@ -261,6 +268,14 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         }
         let summary = stats.summary();
         tracing::info!("calls served:\n{summary}");
+        if let Some(path) = &args.trace_io {
+            let mut text = String::new();
+            for e in trace.events() {
+                text.push_str(&e.to_line());
+                text.push('\n');
+            }
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
         if let Some(path) = &args.stats_file {
             std::fs::write(path, &summary).with_context(|| format!("writing {}", path.display()))?;
         }

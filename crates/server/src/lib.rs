@@ -29,7 +29,10 @@ mod nfs3;
 mod portmap;
 pub mod rpcbind;
 pub mod stats;
+mod trace;
 mod transport;
+
+pub use trace::{IoEvent, IoKind};
 
 use eagernfs_vfs::Backend;
 use std::net::SocketAddr;
@@ -59,6 +62,9 @@ pub struct ServerConfig {
     /// (RENAME, REMOVE, CREATE, …). TCP clients retransmit after about a
     /// minute, so this should cover a minute of such calls.
     pub drc_entries: usize,
+    /// Record the offsets of READ/WRITE in backend order, keeping at most
+    /// this many (`None`: off). See [`Server::io_trace`].
+    pub io_trace_max_events: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +76,7 @@ impl Default for ServerConfig {
             read_max_bytes: 1 << 20,
             write_max_bytes: 1 << 20,
             drc_entries: 128 * 1024,
+            io_trace_max_events: None,
         }
     }
 }
@@ -111,6 +118,8 @@ pub(crate) struct ServerState {
     pub(crate) stats: Arc<Stats>,
     /// Replies of non-idempotent calls, for retransmissions.
     pub(crate) drc: drc::Drc,
+    /// READ/WRITE order as the backend saw it, when asked for.
+    pub(crate) io_trace: Option<trace::IoTrace>,
     /// (client address, path) pairs recorded by MNT for DUMP.
     pub(crate) mounts: parking_lot::Mutex<std::collections::BTreeSet<(bytes::Bytes, bytes::Bytes)>>,
 }
@@ -160,6 +169,7 @@ impl Server {
         }
         let state = Arc::new(ServerState {
             drc: drc::Drc::new(config.drc_entries),
+            io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
             config,
             exports,
             stats: Arc::new(Stats::default()),
@@ -176,6 +186,12 @@ impl Server {
     /// Per-procedure call counters.
     pub fn stats(&self) -> Arc<Stats> {
         self.state.stats.clone()
+    }
+
+    /// A handle to read the I/O trace after [`Server::run`] returns (empty
+    /// unless `io_trace_max_events` was set).
+    pub fn io_trace(&self) -> IoTraceReader {
+        IoTraceReader(self.state.clone())
     }
 
     /// Serve until `shutdown` is cancelled, then drain connections and flush
@@ -197,6 +213,16 @@ impl Server {
         .await
         .map_err(std::io::Error::other)?;
         Ok(())
+    }
+}
+
+/// Reads the I/O trace of a server (see [`ServerConfig::io_trace_max_events`]).
+pub struct IoTraceReader(Arc<ServerState>);
+
+impl IoTraceReader {
+    /// Every recorded READ/WRITE, in the order the backend ran them.
+    pub fn events(&self) -> Vec<IoEvent> {
+        self.0.io_trace.as_ref().map(|t| t.events()).unwrap_or_default()
     }
 }
 

@@ -10,6 +10,7 @@
 use crate::convert::{self, createhow, fattr, post_op, sattr, stable, stable_wire, status, timestamp, wcc};
 use crate::dispatch::{Call, Outcome, Resolved};
 use crate::handle;
+use crate::trace::{IoEvent, IoKind};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::*;
 use eagernfs_vfs::{access, NodeKind};
@@ -179,7 +180,13 @@ fn read(call: &Call, a: Read3Args) -> Read3Res {
         Err(s) => return Read3Res::Fail(s, Default::default()),
     };
     let count = a.count.min(call.state.config.read_max_bytes);
-    match r.export.backend.read(&r.cred, &r.fh, a.offset, count) {
+    let seq = call.state.io_trace.as_ref().map(|t| t.start());
+    let result = r.export.backend.read(&r.cred, &r.fh, a.offset, count);
+    if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
+        let fileid = result.as_ref().ok().and_then(|res| res.attr.as_ref()).map_or(0, |a| a.fileid);
+        t.record(IoEvent { seq, kind: IoKind::Read, fileid, offset: a.offset, count });
+    }
+    match result {
         Ok(res) => Read3Res::Ok(Read3ResOk {
             file_attributes: post_op(res.attr.as_ref()),
             count: res.data.len() as u32,
@@ -201,7 +208,13 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
     }
     let data = &a.data[..a.count as usize];
     call.state.stats.count_write(a.stable);
-    match r.export.backend.write(&r.cred, &r.fh, a.offset, data, stable(a.stable)) {
+    let seq = call.state.io_trace.as_ref().map(|t| t.start());
+    let result = r.export.backend.write(&r.cred, &r.fh, a.offset, data, stable(a.stable));
+    if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
+        let fileid = result.as_ref().ok().and_then(|w| w.wcc.after.as_ref()).map_or(0, |a| a.fileid);
+        t.record(IoEvent { seq, kind: IoKind::Write, fileid, offset: a.offset, count: a.count });
+    }
+    match result {
         Ok(w) => Write3Res::Ok(Write3ResOk {
             file_wcc: wcc(&w.wcc),
             count: w.count,
