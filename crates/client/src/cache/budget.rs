@@ -72,7 +72,6 @@ impl ByteBudget {
         self.state.lock().peak
     }
 
-    #[cfg(test)]
     pub(crate) fn has_waiters(&self) -> bool {
         !self.state.lock().waiters.is_empty()
     }

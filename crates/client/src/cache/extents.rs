@@ -290,13 +290,13 @@ mod tests {
                 let data = vec![val; len];
                 if under {
                     e.insert_under(off, &Bytes::from(data));
-                    for i in off as usize..off as usize + len {
-                        model[i].get_or_insert(val);
+                    for m in &mut model[off as usize..off as usize + len] {
+                        m.get_or_insert(val);
                     }
                 } else {
                     e.insert(off, &data);
-                    for i in off as usize..off as usize + len {
-                        model[i] = Some(val);
+                    for m in &mut model[off as usize..off as usize + len] {
+                        *m = Some(val);
                     }
                 }
             }

@@ -11,7 +11,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::budget::Release;
+use super::budget::{ByteBudget, Release};
 use super::config::CHUNK_BYTES;
 use super::extents::{copy_overlap, subtract};
 use super::fs::{CachedFs, Shared};
@@ -556,7 +556,12 @@ impl<C: NfsOps> Shared<C> {
     }
 
     /// Pick the next WRITE or COMMIT for a file, if one may go now.
-    fn next_job(&self, st: &mut InodeState, stalled: &mut bool) -> Option<Job> {
+    fn next_job(
+        &self,
+        st: &mut InodeState,
+        file_budget: Option<&ByteBudget>,
+        stalled: &mut bool,
+    ) -> Option<Job> {
         let cfg = &self.cfg;
         let f = &mut st.file;
         // COMMIT when a flush is waiting and everything is written, or
@@ -577,23 +582,27 @@ impl<C: NfsOps> Shared<C> {
             return None;
         }
         let wsize = cfg.wsize as u64;
-        let urgent = f.flush_waiters > 0 || f.background || cfg.noac;
-        if !urgent && !cfg.eager {
+        // Full pieces go when write-back is wanted at all; a short piece
+        // only when someone is waiting for it (flush, a blocked writer):
+        // otherwise the run may still grow into a full WRITE.
+        let waiting = f.flush_waiters > 0
+            || cfg.noac
+            || self.budget.has_waiters()
+            || file_budget.is_some_and(|b| b.has_waiters());
+        if !(waiting || f.background || cfg.eager) {
             return None;
         }
-        // In offset order: the first run whose next piece may go.
-        let mut pick = None;
-        for (start, len) in f.dirty.iter().take(RUNS_SCANNED_MAX) {
-            let n = (len as u64).min(wsize);
-            if n < wsize && !urgent {
-                continue;
-            }
-            let overlaps =
-                f.inflight.range(..start + n).next_back().is_some_and(|(o, d)| o + d.len() as u64 > start);
-            if !overlaps {
-                pick = Some((start, n));
-                break;
-            }
+        let free = |start: u64, n: u64| match f.inflight.range(..start + n).next_back() {
+            Some((o, d)) => o + d.len() as u64 <= start,
+            None => true,
+        };
+        // In offset order: the first run whose next full piece may go,
+        // else (if someone waits) the first whose short piece may.
+        let runs = || f.dirty.iter().take(RUNS_SCANNED_MAX);
+        let mut pick =
+            runs().find(|&(s, len)| len as u64 >= wsize && free(s, wsize)).map(|(s, _)| (s, wsize));
+        if pick.is_none() && waiting {
+            pick = runs().map(|(s, len)| (s, (len as u64).min(wsize))).find(|&(s, n)| free(s, n));
         }
         let (start, n) = pick?;
         let held = self.unstable_total.load(Ordering::Relaxed) + self.inflight_total.load(Ordering::Relaxed);
@@ -838,7 +847,7 @@ async fn flusher<C: NfsOps>(shared: Arc<Shared<C>>, inode: Arc<Inode>) {
             // means a write arriving now either sees us running (and its
             // kick brings us back here) or starts a new flusher.
             let mut st = inode.state.lock();
-            while let Some(job) = shared.next_job(&mut st, &mut stalled) {
+            while let Some(job) = shared.next_job(&mut st, inode.file_budget.as_ref(), &mut stalled) {
                 running.push(run_job(shared.clone(), inode.fh.clone(), job));
             }
             if running.is_empty() {

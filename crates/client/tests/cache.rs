@@ -1,0 +1,633 @@
+//! The caching file layer against an in-memory server model (`cache_fake.rs`).
+//! Each test names the behaviour it pins down; each would fail without it.
+
+#[path = "cache_fake.rs"]
+mod fake;
+
+use std::time::Duration;
+
+use eagernfs_client::cache::{CacheConfig, CachedFs, FsError, ROOT_INO};
+use eagernfs_client::ops::Cred;
+use eagernfs_client::options::{LookupCache, MountOptions};
+use eagernfs_proto::nfs3::*;
+use fake::Fake;
+
+const KIB: u64 = 1024;
+
+fn config() -> CacheConfig {
+    let mut c = CacheConfig::from_options(&MountOptions::default(), None);
+    c.rsize = 64 * 1024;
+    c.wsize = 64 * 1024;
+    c.readahead_bytes = 0;
+    c
+}
+
+async fn mount(fake: &Fake, cfg: CacheConfig) -> CachedFs<Fake> {
+    CachedFs::with_config(fake.clone(), cfg).await.expect("mount")
+}
+
+fn cred() -> Cred {
+    Cred { uid: 1000, gid: 1000, groups: vec![] }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+async fn open_file(fs: &CachedFs<Fake>, name: &str, flags: i32) -> (u64, u64) {
+    let e = fs.lookup(ROOT_INO, name.as_bytes(), &cred()).await.expect("lookup");
+    let fh = fs.open(e.ino, flags, &cred()).await.expect("open");
+    (e.ino, fh)
+}
+
+async fn read_all(fs: &CachedFs<Fake>, fh: u64, len: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    while (out.len() as u64) < len {
+        let b = fs.read(fh, out.len() as u64, 32 * 1024).await.expect("read");
+        if b.is_empty() {
+            break;
+        }
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+// ----- inode numbers ---------------------------------------------------
+
+#[tokio::test]
+async fn inode_numbers_are_fileids_and_1_is_the_root() {
+    let fake = Fake::new();
+    let a = fake.add_file("a", b"x");
+    fake.set_next_fileid(1);
+    let one = fake.add_file("one", b"y");
+    assert_eq!(one, 1);
+    let fs = mount(&fake, config()).await;
+    let e = fs.lookup(ROOT_INO, b"a", &cred()).await.unwrap();
+    assert_eq!(e.ino, a, "a fileid is its inode number");
+    let e1 = fs.lookup(ROOT_INO, b"one", &cred()).await.unwrap();
+    assert_ne!(e1.ino, ROOT_INO, "fileid 1 must not alias the root");
+    let root = fs.getattr(ROOT_INO, &cred()).await.unwrap();
+    assert_eq!(root.attr.ftype, Ftype3::Dir);
+    assert_eq!(fs.getattr(e1.ino, &cred()).await.unwrap().attr.fileid, 1);
+}
+
+// ----- attribute cache -------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn attributes_are_cached_for_acregmin_and_the_period_grows_while_unchanged() {
+    let fake = Fake::new();
+    fake.add_file("f", b"hello");
+    let mut cfg = config();
+    cfg.acregmin = Duration::from_secs(3);
+    cfg.acregmax = Duration::from_secs(60);
+    let fs = mount(&fake, cfg).await;
+    let e = fs.lookup(ROOT_INO, b"f", &cred()).await.unwrap();
+    let g0 = fake.calls(NFSPROC3_GETATTR);
+    fs.getattr(e.ino, &cred()).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_GETATTR), g0, "fresh attributes come from the cache");
+    tokio::time::advance(Duration::from_secs(4)).await;
+    fs.getattr(e.ino, &cred()).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_GETATTR), g0 + 1, "expired after acregmin");
+    // Unchanged: now trusted for 6 s.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    fs.getattr(e.ino, &cred()).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_GETATTR), g0 + 1, "period doubled while unchanged");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    fs.getattr(e.ino, &cred()).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_GETATTR), g0 + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn noac_asks_every_time() {
+    let fake = Fake::new();
+    fake.add_file("f", b"hello");
+    let opts = MountOptions { ac: false, ..MountOptions::default() };
+    let mut cfg = CacheConfig::from_options(&opts, None);
+    cfg.readahead_bytes = 0;
+    assert!(cfg.noac);
+    let fs = mount(&fake, cfg).await;
+    let e = fs.lookup(ROOT_INO, b"f", &cred()).await.unwrap();
+    let g0 = fake.calls(NFSPROC3_GETATTR);
+    for _ in 0..3 {
+        fs.getattr(e.ino, &cred()).await.unwrap();
+    }
+    assert_eq!(fake.calls(NFSPROC3_GETATTR), g0 + 3);
+    assert_eq!(fs.getattr(e.ino, &cred()).await.unwrap().ttl, Duration::ZERO);
+}
+
+// ----- WCC: our own changes keep the cache, others' drop it ------------
+
+#[tokio::test]
+async fn own_writes_keep_cached_data_a_foreign_change_drops_it() {
+    let fake = Fake::new();
+    let data = pattern(256 * KIB as usize, 1);
+    let id = fake.add_file("f", &data);
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDWR).await;
+    assert_eq!(read_all(&fs, fh, data.len() as u64).await, data);
+    let reads = fake.reads().len();
+    // Our write to chunk 3; chunks 0..3 stay valid (WCC pre-op matched).
+    fs.write(fh, 3 * 64 * KIB + 10, b"mine").await.unwrap();
+    fs.flush(fh).await.unwrap();
+    assert_eq!(fs.read(fh, 0, 4096).await.unwrap(), &data[..4096]);
+    assert_eq!(fake.reads().len(), reads, "own change: chunk 0 still cached");
+    // Someone else writes behind our back, then we write: WCC pre-op
+    // does not match our cache, so cached chunks are dropped.
+    fake.poke(id, 0, b"THEIRS");
+    fs.write(fh, 3 * 64 * KIB + 20, b"again").await.unwrap();
+    fs.flush(fh).await.unwrap();
+    assert_eq!(&fs.read(fh, 0, 6).await.unwrap()[..], b"THEIRS");
+    assert!(fake.reads().len() > reads, "foreign change: chunk 0 read again");
+}
+
+// ----- close-to-open ---------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn close_to_open_between_two_clients() {
+    let fake = Fake::new();
+    fake.add_file("f", b"old old old");
+    let a = mount(&fake, config()).await;
+    let b = mount(&fake, config()).await;
+    let mut nocto_cfg = config();
+    nocto_cfg.cto = false;
+    let c = mount(&fake, nocto_cfg).await;
+    // B and C read (and cache) the old contents.
+    let (_, bfh) = open_file(&b, "f", libc::O_RDONLY).await;
+    assert_eq!(&b.read(bfh, 0, 100).await.unwrap()[..], b"old old old");
+    b.release(bfh).await.unwrap();
+    let (_, cfh) = open_file(&c, "f", libc::O_RDONLY).await;
+    assert_eq!(&c.read(cfh, 0, 100).await.unwrap()[..], b"old old old");
+    c.release(cfh).await.unwrap();
+    // A writes and closes: the data is on the server, committed, when
+    // close returns.
+    let (_, afh) = open_file(&a, "f", libc::O_RDWR).await;
+    a.write(afh, 0, b"NEW").await.unwrap();
+    a.flush(afh).await.unwrap();
+    assert_eq!(&fake.stable(fake.lookup_id("f").unwrap())[..3], b"NEW");
+    a.release(afh).await.unwrap();
+    // B opens (GETATTR on open) and sees the new data at once.
+    let (_, bfh) = open_file(&b, "f", libc::O_RDONLY).await;
+    assert_eq!(&b.read(bfh, 0, 100).await.unwrap()[..], b"NEW old old");
+    // C (nocto) trusts its attribute cache and still sees the old data:
+    // the difference is the open-time GETATTR.
+    let (_, cfh) = open_file(&c, "f", libc::O_RDONLY).await;
+    assert_eq!(&c.read(cfh, 0, 100).await.unwrap()[..], b"old old old");
+}
+
+// ----- write-back ------------------------------------------------------
+
+#[tokio::test]
+async fn small_writes_become_wsize_unstable_writes_and_one_commit() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    let data = pattern(1024 * KIB as usize, 7);
+    for (i, piece) in data.chunks(4096).enumerate() {
+        fs.write(fh, i as u64 * 4096, piece).await.unwrap();
+    }
+    assert_eq!(fake.calls(NFSPROC3_WRITE), 0, "write-behind: nothing sent before close");
+    fs.flush(fh).await.unwrap();
+    let writes = fake.writes();
+    assert_eq!(writes.len(), 16, "coalesced into 64 KiB WRITEs");
+    assert!(writes.iter().all(|w| w.stable == StableHow::Unstable && w.len == 64 * 1024));
+    assert_eq!(fake.calls(NFSPROC3_COMMIT), 1);
+    assert_eq!(fake.stable(id), data);
+    // Reads see the data, and the file size counts it.
+    assert_eq!(fs.getattr(fake.lookup_id("f").unwrap(), &cred()).await.unwrap().attr.size, data.len() as u64);
+}
+
+#[tokio::test]
+async fn verifier_change_between_write_and_commit_resends_everything() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    let data = pattern(512 * KIB as usize, 3);
+    fs.write(fh, 0, &data).await.unwrap();
+    // The server restarts after taking the WRITEs, before the COMMIT: the
+    // unstable data is gone there.
+    fake.restart_before_commits(1);
+    fs.flush(fh).await.unwrap();
+    assert_eq!(fake.stable(id), data, "nothing lost");
+    assert_eq!(fake.calls(NFSPROC3_COMMIT), 2);
+    assert_eq!(fake.calls(NFSPROC3_WRITE), 16, "8 WRITEs, then all 8 again");
+    assert_eq!(fs.stats().resent_bytes, data.len() as u64);
+}
+
+#[tokio::test]
+async fn resend_never_puts_old_data_over_newer() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let mut cfg = config();
+    cfg.eager = true;
+    let fs = mount(&fake, cfg).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    fs.write(fh, 0, &[1u8; 64 * 1024]).await.unwrap();
+    fs.flush(fh).await.unwrap();
+    // Old data sent (eager: a full wsize goes at once) but not committed,
+    // then overwritten; the server restarts before the COMMIT.
+    fs.write(fh, 0, &[2u8; 64 * 1024]).await.unwrap();
+    fs.write(fh, 0, &[3u8; 64 * 1024]).await.unwrap();
+    fake.restart_before_commits(1);
+    fs.flush(fh).await.unwrap();
+    assert_eq!(fake.stable(id), vec![3u8; 64 * 1024]);
+}
+
+#[tokio::test]
+async fn write_and_commit_errors_are_reported_once_per_handle() {
+    let fake = Fake::new();
+    fake.add_file("f", b"");
+    let fs = mount(&fake, config()).await;
+    let (ino, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    let fh2 = fs.open(ino, libc::O_WRONLY, &cred()).await.unwrap();
+    fake.fail(NFSPROC3_WRITE, Nfsstat3::Nospc, Some(1));
+    fs.write(fh, 0, &[1u8; 1000]).await.expect("buffered: the error comes later");
+    let e = fs.flush(fh).await.unwrap_err();
+    assert_eq!(e.errno(), libc::ENOSPC);
+    fs.flush(fh).await.expect("reported once");
+    // The other handle learns about it too, on its next write.
+    assert_eq!(fs.write(fh2, 0, b"x").await.unwrap_err().errno(), libc::ENOSPC);
+    fake.fail(NFSPROC3_COMMIT, Nfsstat3::Dquot, Some(1));
+    fs.write(fh, 0, b"y").await.unwrap();
+    assert_eq!(fs.fsync(fh).await.unwrap_err().errno(), libc::EDQUOT);
+    fs.release(fh).await.unwrap();
+    assert_eq!(fs.release(fh2).await.unwrap_err().errno(), libc::EDQUOT);
+}
+
+#[tokio::test]
+async fn reads_see_our_unwritten_data_and_cached_data_is_not_read_twice() {
+    let fake = Fake::new();
+    let data = pattern(200 * 1024, 9);
+    fake.add_file("f", &data);
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDWR).await;
+    assert_eq!(read_all(&fs, fh, data.len() as u64).await, data);
+    let n = fake.reads().len();
+    assert_eq!(read_all(&fs, fh, data.len() as u64).await, data);
+    assert_eq!(fake.reads().len(), n, "second pass served from memory");
+    fs.write(fh, 100, b"dirty bytes").await.unwrap();
+    fs.write(fh, data.len() as u64 + 10, b"tail").await.unwrap();
+    let mut want = data.clone();
+    want[100..111].copy_from_slice(b"dirty bytes");
+    want.extend_from_slice(&[0; 10]);
+    want.extend_from_slice(b"tail");
+    assert_eq!(fake.calls(NFSPROC3_WRITE), 0);
+    assert_eq!(read_all(&fs, fh, want.len() as u64).await, want);
+}
+
+// ----- flow control ----------------------------------------------------
+
+#[tokio::test]
+async fn flow_control_has_no_stalls_and_never_waits_for_a_commit() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let mut cfg = config();
+    cfg.dirty_bytes_max = 1024 * KIB;
+    cfg.unstable_bytes_max = 4096 * KIB;
+    cfg.commit_bytes = 256 * KIB;
+    let fs = mount(&fake, cfg.clone()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    let block = pattern(8192, 5);
+    for i in 0..10_000u64 {
+        fs.write(fh, i * 8192, &block).await.unwrap();
+    }
+    fs.flush(fh).await.unwrap();
+    let st = fs.stats();
+    assert!(st.writes_waited > 0, "the bound was reached and writers waited: {st:?}");
+    assert_eq!(st.writes_waited_several_releases, 0, "each wait ended at the first WRITE completion: {st:?}");
+    assert_eq!(st.writes_waited_on_commit, 0, "{st:?}");
+    assert_eq!(st.flusher_stalls_on_unstable, 0, "{st:?}");
+    assert!(st.dirty_bytes_peak <= cfg.dirty_bytes_max, "{st:?}");
+    assert!(st.unstable_bytes_peak <= cfg.unstable_bytes_max, "{st:?}");
+    assert!(fake.calls(NFSPROC3_COMMIT) > 1, "unstable data was committed early");
+    assert!(fake.writes().iter().all(|w| w.stable == StableHow::Unstable));
+    let stable = fake.stable(id);
+    assert_eq!(stable.len(), 10_000 * 8192);
+    assert!(stable.chunks(8192).all(|c| c == &block[..]));
+}
+
+// ----- eager write-back ------------------------------------------------
+
+#[tokio::test]
+async fn eager_writes_in_offset_order_before_close() {
+    for eager in [true, false] {
+        let fake = Fake::new();
+        let id = fake.add_file("f", b"");
+        let mut cfg = config();
+        cfg.eager = eager;
+        cfg.eager_file_bytes_max = 256 * KIB;
+        let fs = mount(&fake, cfg).await;
+        let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+        let data = pattern(2048 * KIB as usize, 1);
+        for (i, piece) in data.chunks(8192).enumerate() {
+            fs.write(fh, i as u64 * 8192, piece).await.unwrap();
+        }
+        let before_close = fake.writes();
+        fs.flush(fh).await.unwrap();
+        assert_eq!(fake.stable(id), data);
+        if eager {
+            assert!(
+                before_close.len() >= 24,
+                "eager: WRITEs went out while writing ({})",
+                before_close.len()
+            );
+            let offsets: Vec<u64> = fake.writes().iter().map(|w| w.offset).collect();
+            assert!(offsets.windows(2).all(|w| w[0] < w[1]), "in offset order: {offsets:?}");
+            assert_eq!(offsets.len(), 32);
+        } else {
+            assert!(before_close.is_empty(), "write-behind below the bound waits for close");
+        }
+    }
+}
+
+// ----- read-ahead ------------------------------------------------------
+
+#[tokio::test]
+async fn sequential_reads_prefetch_random_reads_do_not() {
+    let fake = Fake::new();
+    let data = pattern(2048 * KIB as usize, 2);
+    let id = fake.add_file("f", &data);
+    let mut cfg = config();
+    cfg.readahead_bytes = 256 * KIB;
+    let fs = mount(&fake, cfg).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    let mut ahead = 0;
+    for i in 0..(data.len() as u64 / 16384) {
+        let off = i * 16384;
+        let b = fs.read(fh, off, 16384).await.unwrap();
+        assert_eq!(&b[..], &data[off as usize..off as usize + 16384]);
+        let reader_chunk_end = (off / (64 * KIB) + 1) * 64 * KIB;
+        if fake.reads().iter().any(|(f, o, _)| *f == id && *o >= reader_chunk_end) {
+            ahead += 1;
+        }
+    }
+    assert!(ahead > 0, "READs were issued ahead of the reader");
+    let offsets: Vec<u64> = fake.reads().iter().map(|r| r.1).collect();
+    let mut dedup = offsets.clone();
+    dedup.sort();
+    dedup.dedup();
+    assert_eq!(dedup.len(), offsets.len(), "no chunk read twice");
+    assert!(fs.stats().readahead_chunks > 0);
+
+    // Random reads on a fresh mount: every READ is for a chunk asked for.
+    let fs = mount(&fake, fs.config().clone()).await;
+    fake.reset_counts();
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    let mut asked = Vec::new();
+    for k in [17u64, 3, 29, 11, 0, 23, 7, 19] {
+        let off = k * 64 * KIB + 100;
+        fs.read(fh, off, 1000).await.unwrap();
+        asked.push(k * 64 * KIB);
+    }
+    for (_, o, _) in fake.reads() {
+        assert!(asked.contains(&o), "READ at {o} was not asked for");
+    }
+    assert_eq!(fake.reads().len(), asked.len());
+}
+
+// ----- directories -----------------------------------------------------
+
+#[tokio::test]
+async fn readdirplus_fills_the_lookup_and_attribute_caches() {
+    let fake = Fake::new();
+    for i in 0..10 {
+        fake.add_file(&format!("f{i}"), b"abc");
+    }
+    fake.set_readdir_page_entries(4);
+    let fs = mount(&fake, config()).await;
+    let dh = fs.opendir(ROOT_INO, &cred()).await.unwrap();
+    let mut names = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = fs.readdir(dh, offset).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        // Take two at a time, as a small FUSE buffer would.
+        for e in page.iter().take(2) {
+            names.push(String::from_utf8(e.name.to_vec()).unwrap());
+            offset = e.offset;
+        }
+    }
+    fs.releasedir(dh).unwrap();
+    assert_eq!(names.len(), 12, "{names:?}");
+    assert!(fake.calls(NFSPROC3_READDIRPLUS) >= 3);
+    let (l0, g0) = (fake.calls(NFSPROC3_LOOKUP), fake.calls(NFSPROC3_GETATTR));
+    for i in 0..10 {
+        let e = fs.lookup(ROOT_INO, format!("f{i}").as_bytes(), &cred()).await.unwrap();
+        assert_eq!(e.attr.size, 3);
+    }
+    assert_eq!(fake.calls(NFSPROC3_LOOKUP), l0, "names came from READDIRPLUS");
+    assert_eq!(fake.calls(NFSPROC3_GETATTR), g0, "attributes too");
+}
+
+#[tokio::test]
+async fn readdir_falls_back_when_readdirplus_is_not_supported() {
+    let fake = Fake::new();
+    let id = fake.add_file("only", b"");
+    fake.set_readdirplus_notsupp(true);
+    let fs = mount(&fake, config()).await;
+    for _ in 0..2 {
+        let dh = fs.opendir(ROOT_INO, &cred()).await.unwrap();
+        let page = fs.readdir(dh, 0).await.unwrap();
+        let e = page.iter().find(|e| &e.name[..] == b"only").expect("entry listed");
+        assert_eq!(e.ino, id);
+        assert!(fs.readdir(dh, page.last().unwrap().offset).await.unwrap().is_empty());
+        fs.releasedir(dh).unwrap();
+    }
+    assert_eq!(fake.calls(NFSPROC3_READDIRPLUS), 1, "NOTSUPP is remembered");
+    assert_eq!(fake.calls(NFSPROC3_READDIR), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn lookupcache_modes() {
+    for mode in [LookupCache::All, LookupCache::Positive, LookupCache::None] {
+        let fake = Fake::new();
+        fake.add_file("here", b"");
+        let mut cfg = config();
+        cfg.lookupcache = mode;
+        cfg.acdirmin = Duration::from_secs(30);
+        cfg.acdirmax = Duration::from_secs(60);
+        let fs = mount(&fake, cfg).await;
+        for _ in 0..2 {
+            fs.lookup(ROOT_INO, b"here", &cred()).await.unwrap();
+            let e = fs.lookup(ROOT_INO, b"gone", &cred()).await.unwrap_err();
+            assert_eq!(e.errno(), libc::ENOENT);
+        }
+        let calls = fake.calls(NFSPROC3_LOOKUP);
+        match mode {
+            LookupCache::All => assert_eq!(calls, 2, "both answers cached"),
+            LookupCache::Positive => assert_eq!(calls, 3, "only the positive answer cached"),
+            LookupCache::None => assert_eq!(calls, 4, "nothing cached"),
+        }
+        if mode == LookupCache::All {
+            // The negative entry expires with the directory's attributes.
+            tokio::time::advance(Duration::from_secs(31)).await;
+            assert!(fs.lookup(ROOT_INO, b"gone", &cred()).await.is_err());
+            assert_eq!(fake.calls(NFSPROC3_LOOKUP), 3);
+        }
+    }
+}
+
+#[tokio::test]
+async fn directory_operations_keep_the_lookup_cache_right() {
+    let fake = Fake::new();
+    let fs = mount(&fake, config()).await;
+    let c = cred();
+    let (e, fh) = fs.create(ROOT_INO, b"new", 0o600, libc::O_EXCL, &c).await.unwrap();
+    fs.write(fh, 0, b"content").await.unwrap();
+    fs.release(fh).await.unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"new", &c).await.unwrap().ino, e.ino);
+    let d = fs.mkdir(ROOT_INO, b"sub", 0o755, &c).await.unwrap();
+    fs.rename(ROOT_INO, b"new", d.ino, b"moved", &c).await.unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"new", &c).await.unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(fs.lookup(d.ino, b"moved", &c).await.unwrap().ino, e.ino);
+    let l = fs.symlink(d.ino, b"link", b"moved", &c).await.unwrap();
+    assert_eq!(&fs.readlink(l.ino, &c).await.unwrap()[..], b"moved");
+    fs.link(e.ino, ROOT_INO, b"hard", &c).await.unwrap();
+    fs.unlink(d.ino, b"moved", &c).await.unwrap();
+    assert_eq!(fs.lookup(d.ino, b"moved", &c).await.unwrap_err().errno(), libc::ENOENT);
+    let fh = fs.open(fs.lookup(ROOT_INO, b"hard", &c).await.unwrap().ino, libc::O_RDONLY, &c).await.unwrap();
+    assert_eq!(&fs.read(fh, 0, 100).await.unwrap()[..], b"content");
+    assert_eq!(
+        fs.create(ROOT_INO, b"hard", 0o600, libc::O_EXCL, &c).await.unwrap_err().errno(),
+        libc::EEXIST
+    );
+    let st = fs.statfs(ROOT_INO, &c).await.unwrap();
+    assert_eq!(st.total_bytes, 1 << 30);
+}
+
+// ----- disk cache ------------------------------------------------------
+
+#[tokio::test]
+async fn disk_cache_serves_a_reread_after_restart_without_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::new();
+    let data = pattern(300 * KIB as usize, 4);
+    let id = fake.add_file("f", &data);
+    let mut cfg = config();
+    cfg.disk_cache_dir = Some(dir.path().to_path_buf());
+    {
+        let fs = mount(&fake, cfg.clone()).await;
+        let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+        assert_eq!(read_all(&fs, fh, data.len() as u64).await, data);
+        fs.release(fh).await.unwrap();
+    }
+    // A new client (process restart) with the same cache directory.
+    fake.reset_counts();
+    let fs = mount(&fake, cfg.clone()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    assert_eq!(read_all(&fs, fh, data.len() as u64).await, data);
+    assert_eq!(fake.calls(NFSPROC3_READ), 0, "served from disk");
+    assert_eq!(fs.stats().disk_hits, 5);
+    fs.release(fh).await.unwrap();
+    drop(fs);
+
+    // The file changes on the server: the disk copy is not used.
+    fake.poke(id, 0, b"changed");
+    let fs = mount(&fake, cfg.clone()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    assert_eq!(&fs.read(fh, 0, 7).await.unwrap()[..], b"changed");
+    assert!(fake.calls(NFSPROC3_READ) > 0);
+}
+
+#[tokio::test]
+async fn disk_cache_survives_damage_and_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::new();
+    let data = pattern(640 * KIB as usize, 6);
+    fake.add_file("f", &data);
+    let mut cfg = config();
+    cfg.disk_cache_dir = Some(dir.path().to_path_buf());
+    cfg.disk_cache_bytes_max = 4 * (64 * KIB + 64);
+    {
+        let fs = mount(&fake, cfg.clone()).await;
+        let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+        assert_eq!(read_all(&fs, fh, data.len() as u64).await, data);
+    }
+    let files: Vec<_> = walk(dir.path());
+    let total: u64 = files.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    assert!(total <= cfg.disk_cache_bytes_max, "culled to the bound: {total}");
+    assert!(!files.is_empty() && files.len() <= 4);
+    // Damage every chunk file: a truncated one and garbage.
+    for (i, p) in files.iter().enumerate() {
+        if i % 2 == 0 {
+            let len = std::fs::metadata(p).unwrap().len();
+            std::fs::OpenOptions::new().write(true).open(p).unwrap().set_len(len / 2).unwrap();
+        } else {
+            std::fs::write(p, b"garbage").unwrap();
+        }
+    }
+    fake.reset_counts();
+    let fs = mount(&fake, cfg).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    assert_eq!(read_all(&fs, fh, data.len() as u64).await, data, "damage is a miss, not an error");
+    assert_eq!(fs.stats().disk_hits, 0);
+}
+
+fn walk(p: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+// ----- errors ----------------------------------------------------------
+
+#[tokio::test]
+async fn server_errors_reach_callers_as_their_errno() {
+    let fake = Fake::new();
+    fake.add_file("f", b"data");
+    let fs = mount(&fake, config()).await;
+    let c = cred();
+    let e = fs.lookup(ROOT_INO, b"f", &c).await.unwrap();
+
+    fake.fail(NFSPROC3_GETATTR, Nfsstat3::Stale, Some(1));
+    assert_eq!(fs.open(e.ino, libc::O_RDONLY, &c).await.unwrap_err().errno(), libc::ESTALE);
+    fake.fail(NFSPROC3_ACCESS, Nfsstat3::Acces, Some(1));
+    assert_eq!(fs.access(e.ino, libc::R_OK, &c).await.unwrap_err().errno(), libc::EACCES);
+    fake.fail(NFSPROC3_CREATE, Nfsstat3::Rofs, Some(1));
+    assert_eq!(fs.create(ROOT_INO, b"n", 0o644, 0, &c).await.unwrap_err().errno(), libc::EROFS);
+    fake.fail(NFSPROC3_MKDIR, Nfsstat3::Dquot, Some(1));
+    assert_eq!(fs.mkdir(ROOT_INO, b"d", 0o755, &c).await.unwrap_err().errno(), libc::EDQUOT);
+    fake.fail(NFSPROC3_SETATTR, Nfsstat3::Nospc, Some(1));
+    let grow = Sattr3 { size: Some(1 << 20), ..Sattr3::default() };
+    assert_eq!(fs.setattr(e.ino, grow, &c).await.unwrap_err().errno(), libc::ENOSPC);
+    assert_eq!(fs.getattr(999_999, &c).await.unwrap_err(), FsError::UnknownInode(999_999));
+    assert_eq!(fs.read(424242, 0, 1).await.unwrap_err().errno(), libc::EBADF);
+
+    // A read-only mount refuses locally.
+    let mut cfg = config();
+    cfg.read_only = true;
+    let ro = mount(&fake, cfg).await;
+    assert_eq!(ro.create(ROOT_INO, b"x", 0o644, 0, &c).await.unwrap_err().errno(), libc::EROFS);
+    let e = ro.lookup(ROOT_INO, b"f", &c).await.unwrap();
+    assert_eq!(ro.open(e.ino, libc::O_WRONLY, &c).await.unwrap_err().errno(), libc::EROFS);
+}
+
+#[tokio::test]
+async fn truncate_writes_back_first_and_drops_data_past_the_end() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", &pattern(100 * 1024, 8));
+    let fs = mount(&fake, config()).await;
+    let (ino, fh) = open_file(&fs, "f", libc::O_RDWR).await;
+    read_all(&fs, fh, 100 * 1024).await;
+    fs.write(fh, 90 * 1024, b"late").await.unwrap();
+    let e = fs.setattr(ino, Sattr3 { size: Some(10), ..Sattr3::default() }, &cred()).await.unwrap();
+    assert_eq!(e.attr.size, 10);
+    assert_eq!(fake.contents(id).len(), 10);
+    assert_eq!(read_all(&fs, fh, 100).await.len(), 10);
+    fs.write(fh, 20, b"z").await.unwrap();
+    fs.release(fh).await.unwrap();
+    let mut want = pattern(100 * 1024, 8)[..10].to_vec();
+    want.extend_from_slice(&[0; 10]);
+    want.push(b'z');
+    assert_eq!(fake.stable(id), want);
+}
