@@ -82,7 +82,15 @@ impl<C: NfsOps> CachedFs<C> {
         let r = s.sync_inode(&of.inode).await;
         let err = s.take_error(&of.inode, &of.err_seen);
         s.handles.lock().remove(&fh);
-        of.inode.state.lock().open_count -= 1;
+        let unused = {
+            let mut st = of.inode.state.lock();
+            st.open_count -= 1;
+            st.nlookup == 0 && st.open_count == 0 && st.file.clean()
+        };
+        if unused && of.inode.ino != super::inode::ROOT_INO {
+            // The kernel forgot it while it was open.
+            s.inodes.remove(of.inode.ino);
+        }
         err?;
         r
     }
@@ -226,6 +234,10 @@ impl<C: NfsOps> Shared<C> {
                 out[(i - first) as usize].get_or_insert(c);
             }
         }
+        if out.iter().any(Option::is_none) {
+            // Evicted or invalidated as fast as we could fetch it.
+            return Err(FsError::Io("file data kept changing while being read".into()));
+        }
         Ok(out)
     }
 
@@ -310,30 +322,32 @@ impl<C: NfsOps> Shared<C> {
         let reads =
             runs.iter().map(|&(start, n)| self.read_range(inode, cred, start * CHUNK_BYTES, n * CHUNK_BYTES));
         let results = futures::future::join_all(reads).await;
-        let mut to_disk = Vec::new();
         for ((start, n), r) in runs.into_iter().zip(results) {
             let (data, eof) = r?;
             for k in 0..n {
-                let lo = (k * CHUNK_BYTES) as usize;
-                if lo > data.len() || (lo == data.len() && k > 0) {
+                let lo = ((k * CHUNK_BYTES) as usize).min(data.len());
+                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
+                if lo == hi && !eof {
                     break;
                 }
-                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
-                let c = Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() };
-                if c.complete(CHUNK_BYTES) {
-                    to_disk.push((start + k, c.clone()));
-                }
-                got.push((start + k, c));
+                // Past end of file a chunk is empty and final: the reader
+                // sees zeros there unless we wrote something.
+                got.push((start + k, Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() }));
             }
         }
         let mut inserted = Vec::new();
+        let mut to_disk = Vec::new();
         {
             let mut st = inode.state.lock();
+            // Only data read under the current validator may be kept.
             if st.file.gen == gen {
                 for (i, c) in &got {
                     if c.complete(CHUNK_BYTES) {
                         st.file.insert_chunk(*i, c.clone());
                         inserted.push((inode.ino, *i));
+                        if !c.data.is_empty() {
+                            to_disk.push((*i, c.clone()));
+                        }
                     }
                 }
             }
@@ -549,10 +563,18 @@ impl<C: NfsOps> Shared<C> {
             self.ensure_flusher(inode);
             notified.await;
         }
-        if inode.state.lock().file.clean() {
-            self.dirty_inodes.lock().remove(&inode.ino);
-        }
+        self.unregister_if_clean(inode);
         Ok(())
+    }
+
+    /// Drop a file from the write-back registry once it is clean. The
+    /// registry lock is taken first, so a writer registering the file
+    /// again cannot be lost between the check and the removal.
+    fn unregister_if_clean(&self, inode: &Inode) {
+        let mut reg = self.dirty_inodes.lock();
+        if inode.state.lock().file.clean() {
+            reg.remove(&inode.ino);
+        }
     }
 
     /// Pick the next WRITE or COMMIT for a file, if one may go now.
@@ -726,7 +748,11 @@ impl<C: NfsOps> Shared<C> {
         if st.file.clean() {
             st.file.written_end = 0;
         }
+        let clean = st.file.clean();
         drop(st);
+        if clean {
+            self.unregister_if_clean(inode);
+        }
         // Every completion frees in-flight or unstable room.
         {
             let parked: Vec<Arc<Inode>> = std::mem::take(&mut *self.stalled.lock());
