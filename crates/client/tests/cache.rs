@@ -631,3 +631,97 @@ async fn truncate_writes_back_first_and_drops_data_past_the_end() {
     want.push(b'z');
     assert_eq!(fake.stable(id), want);
 }
+
+// ----- random operations against a reference copy (fsx style) ----------
+
+#[tokio::test]
+async fn random_operations_match_a_reference_copy() {
+    for seed in 1..=12u64 {
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let fake = Fake::new();
+        let id = fake.add_file("f", b"");
+        let mut cfg = config();
+        cfg.wsize = 16 * 1024;
+        cfg.rsize = 16 * 1024;
+        cfg.eager = seed % 2 == 0;
+        cfg.eager_file_bytes_max = 64 * KIB;
+        cfg.dirty_bytes_max = 128 * KIB;
+        cfg.unstable_bytes_max = 128 * KIB;
+        cfg.commit_bytes = 32 * KIB;
+        cfg.readahead_bytes = 64 * KIB;
+        let fs = mount(&fake, cfg).await;
+        let (ino, fh) = open_file(&fs, "f", libc::O_RDWR).await;
+        let mut model: Vec<u8> = Vec::new();
+        for step in 0..300 {
+            match next(10) {
+                0..=4 => {
+                    let off = next(400 * 1024);
+                    let len = 1 + next(40 * 1024) as usize;
+                    let data = pattern(len, (seed as u8).wrapping_add(step as u8));
+                    fs.write(fh, off, &data).await.unwrap();
+                    if std::env::var("FSX_TRACE").is_ok() {
+                        eprintln!("{step} write {off}+{len}");
+                    }
+                    let end = off as usize + len;
+                    if model.len() < end {
+                        model.resize(end, 0);
+                    }
+                    model[off as usize..end].copy_from_slice(&data);
+                }
+                5..=7 => {
+                    let off = next(450 * 1024);
+                    let len = 1 + next(64 * 1024) as u32;
+                    let got = fs.read(fh, off, len).await.unwrap();
+                    if std::env::var("FSX_TRACE").is_ok() {
+                        eprintln!("{step} read {off}+{len}");
+                    }
+                    let lo = (off as usize).min(model.len());
+                    let hi = (off as usize + len as usize).min(model.len());
+                    same(&got, &model[lo..hi], &format!("seed {seed} step {step}: read {off}+{len}"));
+                }
+                8 => {
+                    if next(3) == 0 {
+                        fake.restart_before_commits(1);
+                        if std::env::var("FSX_TRACE").is_ok() {
+                            eprintln!("{step} restart");
+                        }
+                    }
+                    if std::env::var("FSX_TRACE").is_ok() {
+                        eprintln!("{step} flush");
+                    }
+                    fs.flush(fh).await.unwrap();
+                    same(&fake.stable(id), &model, &format!("seed {seed} step {step}: after flush"));
+                }
+                _ => {
+                    let size = next(300 * 1024);
+                    if std::env::var("FSX_TRACE").is_ok() {
+                        eprintln!("{step} truncate {size}");
+                    }
+                    fs.setattr(ino, Sattr3 { size: Some(size), ..Sattr3::default() }, &cred()).await.unwrap();
+                    model.resize(size as usize, 0);
+                }
+            }
+            assert_eq!(
+                fs.getattr(ino, &cred()).await.unwrap().attr.size,
+                model.len() as u64,
+                "seed {seed} step {step}: size"
+            );
+        }
+        fs.release(fh).await.unwrap();
+        same(&fake.stable(id), &model, &format!("seed {seed}: at close"));
+    }
+}
+
+/// Compare byte strings, reporting the first difference instead of both.
+fn same(got: &[u8], want: &[u8], what: &str) {
+    if let Some(i) = got.iter().zip(want).position(|(a, b)| a != b) {
+        panic!("{what}: first difference at byte {i}: got {} want {}", got[i], want[i]);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: length");
+}

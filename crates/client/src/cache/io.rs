@@ -654,6 +654,10 @@ impl<C: NfsOps> Shared<C> {
         match done {
             Done::Write { offset, len, result } => {
                 let data = st.file.inflight.remove(&offset).expect("in-flight write is recorded");
+                // Chunks read before the server had this data are stale now,
+                // and so is any READ still out that may have passed it.
+                st.file.remove_chunks(offset / CHUNK_BYTES..=(offset + len - 1) / CHUNK_BYTES);
+                st.file.gen += 1;
                 self.inflight_total.fetch_sub(len, Ordering::Relaxed);
                 self.budget.release(len, Release::WriteDone);
                 if let Some(b) = &inode.file_budget {
