@@ -1,0 +1,475 @@
+//! [`NfsFuse`]: the kernel's FUSE requests turned into [`CachedFs`] calls.
+//!
+//! Each request becomes a task on the tokio runtime, which replies when
+//! its call finishes (fuser's reply objects are `Send`). The reader thread
+//! goes straight back to the kernel for the next request, so a slow READ
+//! never holds up a LOOKUP, and nothing here takes a lock around a
+//! request: the cache layer's own per-inode locks are all there is. The
+//! kernel bounds how many requests are outstanding (`max_background` for
+//! read-ahead and write-back, one per blocked thread otherwise), which
+//! bounds the tasks.
+//!
+//! Every call carries the requesting process's credentials (uid, gid and
+//! supplementary groups), so the server decides what each user may do.
+//! TTLs given to the kernel are what remains of the cache's own attribute
+//! period: the kernel never trusts attributes longer than we would
+//! (with `noac`, not at all).
+
+use std::ffi::OsStr;
+use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eagernfs_client::cache::{CachedFs, Entry, FsError};
+use eagernfs_client::{Cred, LookupCache, NfsClient, NfsOps};
+use fuser::{
+    AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use tokio::runtime::Handle;
+
+use crate::attr::{file_attr, file_type, sattr};
+use crate::creds::CredCache;
+
+/// Largest WRITE the kernel may send us: Linux's FUSE limit (256 pages).
+/// Bigger writes mean fewer requests; the cache coalesces to `wsize`.
+pub const MAX_WRITE_BYTES: u32 = 1 << 20;
+/// Read-ahead and write-back requests the kernel may have outstanding at
+/// once (its default is 12, too few to keep a network pipe busy).
+pub const MAX_BACKGROUND: u16 = 64;
+/// `statfs` block unit: `df` multiplies block counts by it.
+const STATFS_FRAGMENT_BYTES: u32 = 4096;
+
+/// A FUSE file system over a [`CachedFs`].
+pub struct NfsFuse<C: NfsOps> {
+    /// The caching layer; clones share everything.
+    fs: CachedFs<C>,
+    /// Where request tasks run.
+    rt: Handle,
+    /// Supplementary groups of callers, briefly cached.
+    creds: Arc<CredCache>,
+    /// `lookupcache=none`: the kernel may not cache names either.
+    names_uncached: bool,
+    /// Told MOUNT UMNT at unmount (advisory, as the Linux client does).
+    umnt: Option<NfsClient>,
+}
+
+fn errno(e: &FsError) -> Errno {
+    let code = e.errno();
+    // A server or transport failure is worth a line in the log; ENOENT
+    // and friends are ordinary answers.
+    if code == libc::EIO || matches!(e, FsError::Io(_)) {
+        tracing::warn!("returning EIO: {e}");
+    } else {
+        tracing::debug!("returning errno {code}: {e}");
+    }
+    Errno::from_i32(code)
+}
+
+fn name_bytes(name: &OsStr) -> Vec<u8> {
+    name.as_bytes().to_vec()
+}
+
+impl<C: NfsOps> NfsFuse<C> {
+    /// Serve `fs`, running request tasks on `rt`.
+    pub fn new(fs: CachedFs<C>, rt: Handle) -> Self {
+        let names_uncached = fs.config().lookupcache == LookupCache::None;
+        NfsFuse { fs, rt, creds: Arc::new(CredCache::new()), names_uncached, umnt: None }
+    }
+
+    /// Send MOUNT UMNT through `client` when the file system is unmounted.
+    pub fn umnt_on_destroy(mut self, client: NfsClient) -> Self {
+        self.umnt = Some(client);
+        self
+    }
+
+    fn cred(&self, req: &Request) -> Cred {
+        self.creds.get(req.pid(), req.uid(), req.gid())
+    }
+
+    /// Run `work` as a task with a clone of the cache and the caller's
+    /// credentials.
+    fn spawn<F, Fut>(&self, req: &Request, work: F)
+    where
+        F: FnOnce(CachedFs<C>, Cred) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let fut = work(self.fs.clone(), self.cred(req));
+        self.rt.spawn(fut);
+    }
+
+    fn reply_entry(names_uncached: bool, reply: ReplyEntry, r: Result<Entry, FsError>) {
+        match r {
+            Ok(e) => {
+                let entry_ttl = if names_uncached { Duration::ZERO } else { e.ttl };
+                reply.entry_with_ttls(&e.ttl, &entry_ttl, &file_attr(e.ino, &e.attr), Generation(0))
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn reply_empty(reply: ReplyEmpty, r: Result<(), FsError>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+impl<C: NfsOps> Filesystem for NfsFuse<C> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Each of these is an optimisation the kernel may refuse; the
+        // mount works without any of them.
+        let _ = config.set_max_write(MAX_WRITE_BYTES);
+        let _ = config.set_max_background(MAX_BACKGROUND);
+        let _ = config.set_congestion_threshold(MAX_BACKGROUND * 3 / 4);
+        // Lookups and readdirs in one directory may run at once, and the
+        // kernel drops its cached pages when it sees mtime or size change
+        // (another client wrote), as NFS's attribute revalidation does.
+        for cap in
+            [InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_AUTO_INVAL_DATA, InitFlags::FUSE_MAX_PAGES]
+        {
+            let _ = config.add_capabilities(cap);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        // Unmounted: nothing may stay unwritten. Files are normally all
+        // flushed by their last close; this catches a lazy unmount.
+        let fs = self.fs.clone();
+        let umnt = self.umnt.take();
+        let done = self.rt.block_on(async move {
+            let r = fs.sync_all().await;
+            if let Some(c) = umnt {
+                let _ = c.unmount().await;
+            }
+            r
+        });
+        if let Err(e) = done {
+            tracing::error!("writing back cached data at unmount failed: {e}");
+        }
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = name_bytes(name);
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_entry(uncached, reply, fs.lookup(parent.0, &name, &cred).await)
+        });
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        // Bookkeeping only, no I/O: done in place.
+        self.fs.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(req, move |fs, cred| async move {
+            match fs.getattr(ino.0, &cred).await {
+                Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let attrs = sattr(mode, uid, gid, size, atime, mtime);
+        self.spawn(req, move |fs, cred| async move {
+            match fs.setattr(ino.0, attrs, &cred).await {
+                Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.spawn(req, move |fs, cred| async move {
+            match fs.readlink(ino.0, &cred).await {
+                Ok(target) => reply.data(&target),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = name_bytes(name);
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_entry(uncached, reply, fs.mknod(parent.0, &name, mode, u64::from(rdev), &cred).await)
+        });
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        let name = name_bytes(name);
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_entry(uncached, reply, fs.mkdir(parent.0, &name, mode, &cred).await)
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_bytes(name);
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_empty(reply, fs.unlink(parent.0, &name, &cred).await)
+        });
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = name_bytes(name);
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_empty(reply, fs.rmdir(parent.0, &name, &cred).await)
+        });
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let name = name_bytes(link_name);
+        let target = target.as_os_str().as_bytes().to_vec();
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_entry(uncached, reply, fs.symlink(parent.0, &name, &target, &cred).await)
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        // NFSv3 RENAME always replaces; it cannot exchange or refuse to
+        // replace atomically, so say so rather than pretend.
+        if !flags.is_empty() {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let (name, newname) = (name_bytes(name), name_bytes(newname));
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_empty(reply, fs.rename(parent.0, &name, newparent.0, &newname, &cred).await)
+        });
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let newname = name_bytes(newname);
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_entry(uncached, reply, fs.link(ino.0, newparent.0, &newname, &cred).await)
+        });
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.spawn(req, move |fs, cred| async move {
+            match fs.open(ino.0, flags.0, &cred).await {
+                // No FOPEN_KEEP_CACHE: the kernel drops its pages of the
+                // file at every open, and reads come to our cache, which
+                // open has just revalidated (close-to-open).
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.spawn(req, move |fs, _cred| async move {
+            match fs.read(fh.0, offset, size).await {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        // The request buffer is reused for the next request: copy.
+        let data = data.to_vec();
+        self.spawn(req, move |fs, _cred| async move {
+            match fs.write(fh.0, offset, &data).await {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Every close(2): write back and COMMIT before it returns.
+        self.spawn(req, move |fs, _cred| async move { Self::reply_empty(reply, fs.flush(fh.0).await) });
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(req, move |fs, _cred| async move { Self::reply_empty(reply, fs.release(fh.0).await) });
+    }
+
+    fn fsync(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.spawn(req, move |fs, _cred| async move { Self::reply_empty(reply, fs.fsync(fh.0).await) });
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.spawn(req, move |fs, cred| async move {
+            match fs.opendir(ino.0, &cred).await {
+                Ok(dh) => reply.opened(FileHandle(dh), FopenFlags::empty()),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn readdir(&self, req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.spawn(req, move |fs, _cred| async move {
+            // Fill the kernel's buffer from as many server pages as fit;
+            // the kernel comes back with the offset of the last entry used.
+            let mut after = offset;
+            loop {
+                let entries = match fs.readdir(fh.0, after).await {
+                    Ok(e) => e,
+                    Err(e) => return reply.error(errno(&e)),
+                };
+                if entries.is_empty() {
+                    return reply.ok();
+                }
+                for e in entries {
+                    // READDIR (not PLUS) gives no type; the kernel only
+                    // uses it as a hint and stats when it matters.
+                    let kind = e.kind.map(file_type).unwrap_or(FileType::RegularFile);
+                    if reply.add(INodeNo(e.ino), e.offset, kind, OsStr::from_bytes(&e.name)) {
+                        return reply.ok();
+                    }
+                    after = e.offset;
+                }
+            }
+        });
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        Self::reply_empty(reply, self.fs.releasedir(fh.0));
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // NFSv3 directory operations are synchronous at the server.
+        reply.ok();
+    }
+
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        self.spawn(req, move |fs, cred| async move {
+            match fs.statfs(ino.0, &cred).await {
+                Ok(s) => {
+                    let frag = u64::from(STATFS_FRAGMENT_BYTES);
+                    reply.statfs(
+                        s.total_bytes / frag,
+                        s.free_bytes / frag,
+                        s.avail_bytes / frag,
+                        s.total_files,
+                        s.avail_files,
+                        s.block_bytes,
+                        s.name_max,
+                        STATFS_FRAGMENT_BYTES,
+                    )
+                }
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        self.spawn(req, move |fs, cred| async move {
+            Self::reply_empty(reply, fs.access(ino.0, mask.bits(), &cred).await)
+        });
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let name = name_bytes(name);
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            match fs.create(parent.0, &name, mode, flags, &cred).await {
+                Ok((e, fh)) => {
+                    // One TTL covers both the name and the attributes here.
+                    let ttl = if uncached { Duration::ZERO } else { e.ttl };
+                    reply.created(
+                        &ttl,
+                        &file_attr(e.ino, &e.attr),
+                        Generation(0),
+                        FileHandle(fh),
+                        FopenFlags::empty(),
+                    )
+                }
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
+    }
+}

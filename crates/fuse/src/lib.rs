@@ -1,0 +1,28 @@
+//! FUSE mount of an NFSv3 export over eagernfs's caching client.
+//!
+//! `eagernfs mount nfs://host/export MOUNTPOINT -o opts` lands here: the
+//! options are split between NFS ([`eagernfs_client::MountOptions`], nfs(5)
+//! names) and FUSE ([`FuseOptions`]), the export is MOUNTed, a
+//! [`CachedFs`](eagernfs_client::cache::CachedFs) is set up over the wire
+//! client, and [`NfsFuse`] answers the kernel's requests by calling it.
+//!
+//! Requests run concurrently: each is a task on a tokio runtime that
+//! replies when done, with no lock around requests; see [`fs`].
+//!
+//! # Layout
+//! - [`options`]: `-o` parsing, NFS first, FUSE's own names second.
+//! - [`mount`]: [`MountSpec`] → [`Mount`] (ready when returned) → served
+//!   until unmounted; [`unmount()`](mount::unmount) via fusermount3.
+//! - [`fs`]: [`NfsFuse`], the `fuser::Filesystem` implementation.
+//! - [`attr`]: NFS ↔ FUSE attribute conversions.
+//! - [`creds`]: callers' supplementary groups from /proc, briefly cached.
+
+pub mod attr;
+pub mod creds;
+pub mod fs;
+pub mod mount;
+pub mod options;
+
+pub use fs::NfsFuse;
+pub use mount::{unmount, Mount, MountError, MountSpec, UnmountError};
+pub use options::{apply_mount_options, FuseOptions};

@@ -1,0 +1,269 @@
+//! From a URL and a mount point to a served FUSE mount, and back.
+//!
+//! [`Mount::start`] does everything that can fail — checks the mount
+//! point, MOUNTs the export, sets up the cache, mounts FUSE and completes
+//! the kernel's INIT handshake — and returns only when the mount is
+//! usable, so a caller (the `eagernfs mount` command) can report success
+//! or the reason for failure before it detaches. [`Mount::run`] then
+//! serves requests until the file system is unmounted, and writes back
+//! whatever is still cached before returning.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use eagernfs_client::cache::{CachedFs, FsError};
+use eagernfs_client::{NfsClient, NfsError, NfsUrl, OptionError, UrlError};
+use eagernfs_proto::nfs3::{Ftype3, Nfsstat3};
+use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+use tokio::runtime::Runtime;
+
+use crate::fs::NfsFuse;
+use crate::options::{apply_mount_options, FuseOptions};
+
+/// What to mount where.
+#[derive(Clone, Debug)]
+pub struct MountSpec {
+    /// The export (and path inside it), with every NFS option in
+    /// `url.options`: the URL's query first, then `-o`.
+    pub url: NfsUrl,
+    /// Where to mount.
+    pub mountpoint: PathBuf,
+    /// The FUSE layer's options.
+    pub fuse: FuseOptions,
+}
+
+/// Why a mount did not happen. Each message says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// The URL does not parse.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// An `-o` option is unknown or has a bad value.
+    #[error("{0}")]
+    Option(#[from] OptionError),
+    /// The mount point is missing or not a directory.
+    #[error("mount point {path}: {why}")]
+    MountPoint { path: PathBuf, why: String },
+    /// The server could not be reached, or refused the export.
+    #[error("cannot mount {url}: {source}")]
+    Server { url: String, source: NfsError },
+    /// The URL's path inside the export does not exist.
+    #[error("cannot mount {url}: no {path} inside export {export}")]
+    NoSuchPath { url: String, export: String, path: String },
+    /// The URL's path inside the export does not name a directory.
+    #[error("cannot mount {url}: {path} inside export {export} is not a directory")]
+    NotADirectory { url: String, export: String, path: String },
+    /// The cache layer could not start (root attributes, `cache=DIR`).
+    #[error("cannot mount {url}: {source}")]
+    Cache { url: String, source: FsError },
+    /// FUSE refused: no /dev/fuse, no fusermount3, not allowed.
+    #[error("cannot mount FUSE at {}: {source}{hint}", path.display())]
+    Fuse { path: PathBuf, source: io::Error, hint: &'static str },
+    /// The async runtime could not start (out of threads or memory).
+    #[error("cannot start the runtime: {0}")]
+    Runtime(io::Error),
+}
+
+impl MountSpec {
+    /// Parse the command's arguments: `url`, `mountpoint` and an optional
+    /// `-o` list (NFS options and FUSE options, in any order).
+    pub fn parse(url: &str, mountpoint: &Path, options: Option<&str>) -> Result<MountSpec, MountError> {
+        let mut url: NfsUrl = url.parse()?;
+        let mut fuse = FuseOptions::new();
+        if let Some(list) = options {
+            apply_mount_options(list, &mut url.options, &mut fuse)?;
+        }
+        Ok(MountSpec { url, mountpoint: mountpoint.to_path_buf(), fuse })
+    }
+
+    /// The URL without its query, for messages and /proc/mounts.
+    pub fn source(&self) -> String {
+        let host =
+            if self.url.host.contains(':') { format!("[{}]", self.url.host) } else { self.url.host.clone() };
+        match self.url.port {
+            Some(p) => format!("nfs://{host}:{p}{}", self.url.path),
+            None => format!("nfs://{host}{}", self.url.path),
+        }
+    }
+
+    fn fuse_config(&self) -> Config {
+        let f = &self.fuse;
+        // fsname goes into a comma-separated option string.
+        let fsname = f.fsname.clone().unwrap_or_else(|| self.source()).replace(',', "%2C");
+        let mut opts = vec![
+            MountOption::FSName(fsname),
+            MountOption::Subtype(f.subtype.clone().unwrap_or_else(|| "eagernfs".into())),
+            if f.suid { MountOption::Suid } else { MountOption::NoSuid },
+            if f.dev { MountOption::Dev } else { MountOption::NoDev },
+            if self.url.options.ro { MountOption::RO } else { MountOption::RW },
+        ];
+        if f.noexec {
+            opts.push(MountOption::NoExec);
+        }
+        if f.noatime {
+            opts.push(MountOption::NoAtime);
+        }
+        if f.default_permissions {
+            opts.push(MountOption::DefaultPermissions);
+        }
+        if f.auto_unmount {
+            opts.push(MountOption::AutoUnmount);
+        }
+        let mut config = Config::default();
+        config.mount_options = opts;
+        config.acl = if f.allow_other {
+            SessionACL::All
+        } else if f.allow_root {
+            SessionACL::RootAndOwner
+        } else {
+            SessionACL::Owner
+        };
+        config.n_threads = Some(f.reader_threads);
+        // Each reader thread gets its own /dev/fuse descriptor, so they
+        // do not contend on one queue.
+        config.clone_fd = f.reader_threads > 1;
+        config
+    }
+}
+
+/// The mount point as an absolute path (a daemon leaves the caller's
+/// working directory, and /proc/mounts shows absolute paths).
+fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
+    let why = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => {
+            return path
+                .canonicalize()
+                .map_err(|e| MountError::MountPoint { path: path.into(), why: e.to_string() })
+        }
+        Ok(_) => "not a directory".to_string(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => "does not exist (create it with mkdir)".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Err(MountError::MountPoint { path: path.to_path_buf(), why })
+}
+
+/// Connect to the export the spec names and set up the cache over it.
+/// Returns the cache and the client that MOUNTed (for UMNT later).
+pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient), MountError> {
+    let url = spec.source();
+    let server_err = |source| MountError::Server { url: url.clone(), source };
+    let client = NfsClient::connect_url(&spec.url).await.map_err(server_err)?;
+    let inside = client.path_inside().to_string();
+    // A URL below the export: the mount's root is that directory, served
+    // by a client whose root handle is it.
+    let root_client = if inside == "/" {
+        client.clone()
+    } else {
+        let (fh, attr) = match client.lookup_path(&client.default_cred(), &inside).await {
+            Ok(found) => found,
+            Err(NfsError::Nfs(Nfsstat3::Noent)) => {
+                return Err(MountError::NoSuchPath { url, export: client.export().into(), path: inside })
+            }
+            Err(e) => return Err(server_err(e)),
+        };
+        if attr.ftype != Ftype3::Dir {
+            return Err(MountError::NotADirectory { url, export: client.export().into(), path: inside });
+        }
+        NfsClient::with_root(client.server(), fh, spec.url.options.clone()).await.map_err(server_err)?
+    };
+    let fs = CachedFs::new(root_client, &spec.url.options)
+        .await
+        .map_err(|source| MountError::Cache { url, source })?;
+    Ok((fs, client))
+}
+
+/// A mounted, ready file system, not yet serving.
+pub struct Mount {
+    session: Session<NfsFuse<NfsClient>>,
+    /// Runs the request tasks; kept here so it outlives the session.
+    runtime: Runtime,
+    mountpoint: PathBuf,
+}
+
+impl Mount {
+    /// Connect, mount, and complete the kernel handshake. The mount is
+    /// usable when this returns; requests wait until [`Mount::run`].
+    pub fn start(spec: &MountSpec) -> Result<Mount, MountError> {
+        let mountpoint = check_mountpoint(&spec.mountpoint)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("eagernfs-fuse")
+            .build()
+            .map_err(MountError::Runtime)?;
+        let (fs, client) = runtime.block_on(connect(spec))?;
+        let fsfs = NfsFuse::new(fs, runtime.handle().clone()).umnt_on_destroy(client);
+        let session = Session::new(fsfs, &mountpoint, &spec.fuse_config()).map_err(|source| {
+            let hint = fuse_hint(&source);
+            MountError::Fuse { path: mountpoint.clone(), source, hint }
+        })?;
+        Ok(Mount { session, runtime, mountpoint })
+    }
+
+    /// Something that unmounts this file system from another thread (a
+    /// signal handler), which makes [`Mount::run`] return.
+    pub fn unmounter(&mut self) -> SessionUnmounter {
+        self.session.unmount_callable()
+    }
+
+    /// The runtime the requests run on (for signal handling).
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Where it is mounted (absolute).
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Serve requests until unmounted, then write back cached data.
+    pub fn run(self) -> io::Result<()> {
+        let Mount { session, runtime, .. } = self;
+        let r = session.run();
+        // Tasks still running answer requests nobody waits for any more.
+        runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+        r
+    }
+}
+
+fn fuse_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => " (is fuse3 installed? fusermount3 and /dev/fuse are needed)",
+        Some(libc::EPERM) | Some(libc::EACCES) => {
+            " (allow_other needs 'user_allow_other' in /etc/fuse.conf, or run as root)"
+        }
+        Some(libc::ENODEV) => " (the fuse kernel module is not loaded: modprobe fuse)",
+        _ => "",
+    }
+}
+
+/// Why an unmount failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UnmountError {
+    /// Neither fusermount3 nor fusermount could be run.
+    #[error("cannot run fusermount3: {0} (is fuse3 installed?)")]
+    NoFusermount(io::Error),
+    /// fusermount refused; its own message says why (busy, not mounted).
+    #[error("unmounting {} failed: {message}", path.display())]
+    Refused { path: PathBuf, message: String },
+}
+
+/// Unmount a FUSE mount (`fusermount3 -u`, `-z` when `lazy`). The daemon
+/// serving it writes back what it still holds and exits.
+pub fn unmount(mountpoint: &Path, lazy: bool) -> Result<(), UnmountError> {
+    let mut last = None;
+    for tool in ["fusermount3", "fusermount"] {
+        let mut cmd = Command::new(tool);
+        cmd.arg(if lazy { "-uz" } else { "-u" }).arg(mountpoint);
+        match cmd.output() {
+            Ok(out) if out.status.success() => return Ok(()),
+            Ok(out) => {
+                let message = String::from_utf8_lossy(&out.stderr).trim().to_string();
+                return Err(UnmountError::Refused { path: mountpoint.to_path_buf(), message });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => last = Some(e),
+            Err(e) => return Err(UnmountError::NoFusermount(e)),
+        }
+    }
+    Err(UnmountError::NoFusermount(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::NotFound))))
+}
