@@ -27,7 +27,9 @@
 pub mod cli_args;
 pub mod commands;
 pub mod error;
+pub mod load;
 pub mod machine;
+pub mod mountstorm;
 pub mod plot;
 mod progress;
 pub mod report;

@@ -1,0 +1,160 @@
+//! The wire-level tools against an in-process eagernfs server (memory backend, port 0): the
+//! arithmetic of each report on a tiny run. No timing thresholds: only counts and the
+//! relations between the numbers a report prints.
+
+// The server's black-box test harness (TestServer, export specs).
+#[path = "../../server/tests/common/mod.rs"]
+mod common;
+
+use common::{memory, spec, TestServer};
+use eagernfs_bench::load::clients::SourceAddrs;
+use eagernfs_bench::load::fileset::FileSetShape;
+use eagernfs_bench::load::mix::OpMix;
+use eagernfs_bench::load::{run_load, Arrivals, LoadConfig, Schedule, StepEnd};
+use eagernfs_bench::mountstorm::{run_mountstorm, MountstormConfig};
+use eagernfs_proto::nfs3::NFSPROC3_GETATTR;
+use std::time::Duration;
+
+fn mem_server() -> TestServer {
+    TestServer::start(vec![spec(
+        1,
+        &["/export"],
+        "/export 127.0.0.0/8(rw,insecure,no_root_squash)",
+        memory(),
+    )])
+}
+
+fn tiny_load(s: &TestServer) -> LoadConfig {
+    LoadConfig {
+        url: format!("nfs://127.0.0.1:{}/export", s.addr.port()),
+        client_counts: vec![3],
+        source_addrs: SourceAddrs::Distinct,
+        mix: OpMix::sfs3(),
+        arrivals: Arrivals::Poisson,
+        schedule: Schedule::Rates(vec![2000.0]),
+        fileset: FileSetShape { dir_name: "set".into(), dirs: 2, files_per_dir: 3, file_size_bytes: 16384 },
+        io_size_bytes: 4096,
+        // Long enough that the call bound, not the clock, ends the step on any machine.
+        step_duration: Duration::from_secs(60),
+        step_ops_max: 300,
+        max_duration: Duration::from_secs(120),
+        progress: false,
+        ..LoadConfig::default()
+    }
+}
+
+#[test]
+fn load_counts_every_requested_call_and_rates_are_calls_over_time() {
+    let s = mem_server();
+    let getattrs_before = s.stats.nfs3(NFSPROC3_GETATTR);
+    let report = run_load(&tiny_load(&s)).expect("load run");
+    assert_eq!(report.steps.len(), 1);
+    let step = &report.steps[0];
+    assert_eq!(step.ended_by, StepEnd::Ops);
+    assert_eq!(step.issued_ops, 300);
+    assert_eq!(step.rate.completed_ops, 300, "every issued call is answered and counted");
+    let per_op: u64 = step.rate.ops.iter().map(|o| o.calls).sum();
+    assert_eq!(per_op, 300, "per-operation calls add up to the total");
+    let latency = step.latency.as_ref().expect("latencies recorded");
+    assert_eq!(latency.count, 300);
+    let per_op_latencies: u64 =
+        step.rate.ops.iter().filter_map(|o| o.latency.as_ref()).map(|l| l.count).sum();
+    assert_eq!(per_op_latencies, 300);
+    assert_eq!(step.errors, 0, "{:?}", step.rate.ops);
+    assert!(step.rate.elapsed_ns > 0);
+    let expected = 300.0 / (step.rate.elapsed_ns as f64 / 1e9);
+    assert_eq!(step.rate.achieved_ops_per_s, Some(expected));
+    assert_eq!(step.rate.offered_ops_per_s, Some(2000.0));
+    assert_eq!(step.rate.clients, 3);
+    // The server saw at least the GETATTRs the report counts (it also saw the preparation's).
+    let ours = step.rate.ops.iter().find(|o| o.op == "GETATTR").map_or(0, |o| o.calls);
+    assert!(s.stats.nfs3(NFSPROC3_GETATTR) - getattrs_before >= ours);
+    // The file set was created (6 files), and a second run reuses it.
+    assert_eq!(report.fileset_files_written, 6);
+    let again = run_load(&tiny_load(&s)).expect("second run");
+    assert_eq!(again.fileset_files_written, 0, "the file set is reused");
+    let json = serde_json::to_string(&report).unwrap();
+    let back: eagernfs_bench::load::LoadReport = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, report, "the JSON report round-trips");
+}
+
+#[test]
+fn closed_loop_steps_per_client_count_each_count_their_calls() {
+    let s = mem_server();
+    let config = LoadConfig {
+        client_counts: vec![1, 2],
+        schedule: Schedule::ClosedLoop { outstanding: 2 },
+        step_ops_max: 120,
+        max_ops: 1000,
+        ..tiny_load(&s)
+    };
+    let report = run_load(&config).expect("load run");
+    assert_eq!(report.steps.len(), 2);
+    for (step, clients) in report.steps.iter().zip([1, 2]) {
+        assert_eq!(step.rate.clients, clients);
+        assert_eq!(step.rate.completed_ops, 120);
+        assert_eq!(step.rate.offered_ops_per_s, None);
+        assert_eq!(step.closed_loop_outstanding, Some(2));
+        assert_eq!(step.late_starts, 0, "a closed loop starts every call when it means to");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let files = eagernfs_bench::load::plot_load(&report, &dir.path().join("l")).unwrap();
+    let names: Vec<String> =
+        files.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["l-callrate.svg", "l-callrate.png", "l-clients.svg", "l-clients.png"]);
+}
+
+#[test]
+fn the_run_bound_on_calls_ends_the_schedule() {
+    let s = mem_server();
+    let config =
+        LoadConfig { schedule: Schedule::Rates(vec![1000.0, 2000.0, 3000.0]), max_ops: 250, ..tiny_load(&s) };
+    let report = run_load(&config).expect("load run");
+    let total: u64 = report.steps.iter().map(|s| s.rate.completed_ops).sum();
+    assert_eq!(total, 250);
+    assert_eq!(report.steps.len(), 1, "the first step used the whole budget");
+    assert_eq!(report.stopped_early, Some(eagernfs_bench::report::StopReason::MaxCalls));
+}
+
+fn storm(port: u16, clients: u32) -> MountstormConfig {
+    MountstormConfig {
+        server: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        export: "/export".into(),
+        clients,
+        progress: false,
+        max_duration: Duration::from_secs(60),
+        ..MountstormConfig::default()
+    }
+}
+
+#[test]
+fn a_storm_of_50_clients_all_succeed() {
+    let s = mem_server();
+    let report = run_mountstorm(&storm(s.addr.port(), 50)).expect("storm");
+    assert_eq!(report.succeeded, 50, "failures: {:?}", report.failures);
+    assert_eq!(report.failed, 0);
+    assert!(report.failures.is_empty());
+    assert_eq!(report.success_times_ns.len(), 50);
+    assert!(report.success_times_ns.windows(2).all(|w| w[0] <= w[1]), "sorted completion times");
+    assert_eq!(report.all_succeeded_ns, report.success_times_ns.last().copied());
+    assert_eq!(report.latency.as_ref().map(|l| l.count), Some(50));
+    assert!(report.all_succeeded_ns.unwrap() <= report.elapsed_ns);
+    // Every client mounted and made its first GETATTR.
+    assert!(s.stats.nfs3(NFSPROC3_GETATTR) >= 50);
+}
+
+#[test]
+fn a_storm_against_a_closed_port_reports_every_failure_with_its_cause() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = MountstormConfig { concurrency: Some(10), ..storm(port, 50) };
+    let report = run_mountstorm(&config).expect("storm");
+    assert_eq!(report.succeeded, 0);
+    assert_eq!(report.failed, 50);
+    assert_eq!(report.failures.values().sum::<u64>(), 50);
+    assert_eq!(report.failures.len(), 1, "one cause, counted once per client: {:?}", report.failures);
+    let cause = report.failures.keys().next().unwrap();
+    assert!(cause.contains("connection refused"), "{cause}");
+    assert_eq!(report.all_succeeded_ns, None);
+    assert_eq!(report.latency, None);
+}
