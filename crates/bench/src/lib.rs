@@ -35,6 +35,7 @@ mod progress;
 pub mod report;
 pub mod spikes;
 pub mod stats;
+pub mod stream;
 pub mod summary;
 pub mod table;
 pub mod units;

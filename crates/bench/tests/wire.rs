@@ -158,3 +158,82 @@ fn a_storm_against_a_closed_port_reports_every_failure_with_its_cause() {
     assert_eq!(report.all_succeeded_ns, None);
     assert_eq!(report.latency, None);
 }
+
+fn tiny_stream(
+    s: &TestServer,
+    direction: eagernfs_bench::stream::Direction,
+) -> eagernfs_bench::stream::StreamConfig {
+    eagernfs_bench::stream::StreamConfig {
+        url: format!("nfs://127.0.0.1:{}/export", s.addr.port()),
+        direction,
+        size_bytes: 1 << 20,
+        rpc_size_bytes: 32 << 10,
+        in_flight: 8,
+        progress: false,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_stream_counts_its_bytes_and_each_order_holds_every_offset_once() {
+    use eagernfs_bench::stream::{run_stream, Direction};
+    let s = mem_server();
+    for direction in [Direction::Write, Direction::Read] {
+        let r = run_stream(&tiny_stream(&s, direction)).expect("stream");
+        assert_eq!(r.bytes, 1 << 20);
+        assert_eq!(r.rpcs, 32);
+        assert_eq!(r.stopped_early, None);
+        assert_eq!(r.latency.as_ref().map(|l| l.count), Some(32));
+        let expected: Vec<u64> = (0..32).map(|i| i * 32768).collect();
+        assert_eq!(r.sent.offsets, expected, "one issuer sends in order");
+        assert_eq!(r.sent.out_of_order, 0);
+        let mut completed = r.completed.offsets.clone();
+        completed.sort_unstable();
+        assert_eq!(completed, expected, "every offset completes exactly once");
+        assert_eq!(r.mb_per_s, eagernfs_bench::units::mb_per_s(r.bytes, r.transfer_ns));
+        assert_eq!(r.commit_ns.is_some(), direction == Direction::Write);
+        assert_eq!(r.backend, None);
+    }
+}
+
+#[test]
+fn a_stream_bounded_by_rpcs_stops_early_and_says_so() {
+    use eagernfs_bench::stream::{run_stream, Direction};
+    let s = mem_server();
+    let config = eagernfs_bench::stream::StreamConfig { max_rpcs: 5, ..tiny_stream(&s, Direction::Write) };
+    let r = run_stream(&config).expect("stream");
+    assert_eq!(r.rpcs, 5);
+    assert_eq!(r.bytes, 5 * 32768);
+    assert_eq!(r.stopped_early, Some(eagernfs_bench::report::StopReason::MaxCalls));
+}
+
+#[test]
+fn a_stream_reads_the_backend_order_from_a_server_trace() {
+    use eagernfs_bench::stream::{run_stream, Direction};
+    let s = mem_server();
+    // First learn the file's fileid, then write a trace naming it in a known order (the
+    // in-process harness does not expose the server's own trace).
+    let first = run_stream(&tiny_stream(&s, Direction::Write)).expect("stream");
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("io.trace");
+    let mut text = String::new();
+    for i in [0u64, 2, 1, 3].into_iter().chain(4..32) {
+        text.push_str(&format!("W {} {} 32768\n", first.fileid, i * 32768));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let config = eagernfs_bench::stream::StreamConfig {
+        server_trace: Some(trace),
+        trace_wait: Duration::from_secs(5),
+        ..tiny_stream(&s, Direction::Write)
+    };
+    let r = run_stream(&config).expect("stream");
+    assert_eq!(r.fileid, first.fileid, "the same file, truncated and rewritten");
+    let backend = r.backend.as_ref().expect("backend order");
+    assert_eq!(backend.offsets.len(), 32);
+    assert_eq!(backend.out_of_order, 1);
+    assert_eq!(backend.out_of_order_fraction, 1.0 / 32.0);
+    assert_eq!(r.backend_note, None);
+    let out = dir.path().join("s");
+    let files = eagernfs_bench::stream::plot_stream(&r, &out).unwrap();
+    assert!(files.iter().all(|f| std::fs::metadata(f).unwrap().len() > 0));
+}
