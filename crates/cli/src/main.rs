@@ -3,6 +3,7 @@
 //! This is the only place that reads flags, files and the environment:
 //! it turns them into typed configuration and hands that to the libraries.
 
+mod mount;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +25,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the papers' benchmarks (write; load, mountstorm, stream to come).
     Bench(eagernfs_bench::cli_args::BenchArgs),
+    /// Mount an NFS export with FUSE: eagernfs mount nfs://host/export DIR [-o opts] [-f].
+    Mount(mount::MountArgs),
+    /// Unmount a FUSE mount made by `eagernfs mount`.
+    Umount(mount::UmountArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -37,6 +42,8 @@ fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Mount(args) => mount::run_mount(args),
+        Command::Umount(args) => mount::run_umount(args),
         Command::Bench(args) => {
             eagernfs_bench::cli_args::run(args, &mut std::io::stdout()).map_err(anyhow::Error::from)
         }

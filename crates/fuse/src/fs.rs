@@ -20,17 +20,19 @@ use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eagernfs_client::cache::{CachedFs, Entry, FsError};
 use eagernfs_client::{Cred, LookupCache, NfsClient, NfsOps};
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
 use tokio::runtime::Handle;
 
+use crate::access::AccessCache;
 use crate::attr::{file_attr, file_type, sattr};
 use crate::creds::CredCache;
 
@@ -51,6 +53,8 @@ pub struct NfsFuse<C: NfsOps> {
     rt: Handle,
     /// Supplementary groups of callers, briefly cached.
     creds: Arc<CredCache>,
+    /// What the server let each caller do at open, while attributes hold.
+    grants: Arc<AccessCache>,
     /// `lookupcache=none`: the kernel may not cache names either.
     names_uncached: bool,
     /// Told MOUNT UMNT at unmount (advisory, as the Linux client does).
@@ -77,7 +81,14 @@ impl<C: NfsOps> NfsFuse<C> {
     /// Serve `fs`, running request tasks on `rt`.
     pub fn new(fs: CachedFs<C>, rt: Handle) -> Self {
         let names_uncached = fs.config().lookupcache == LookupCache::None;
-        NfsFuse { fs, rt, creds: Arc::new(CredCache::new()), names_uncached, umnt: None }
+        NfsFuse {
+            fs,
+            rt,
+            creds: Arc::new(CredCache::new()),
+            grants: Arc::new(AccessCache::new()),
+            names_uncached,
+            umnt: None,
+        }
     }
 
     /// Send MOUNT UMNT through `client` when the file system is unmounted.
@@ -165,6 +176,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         // Bookkeeping only, no I/O: done in place.
         self.fs.forget(ino.0, nlookup);
+        self.grants.forget_inode(ino.0);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -195,6 +207,10 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         reply: ReplyAttr,
     ) {
         let attrs = sattr(mode, uid, gid, size, atime, mtime);
+        if mode.is_some() || uid.is_some() || gid.is_some() {
+            // Who may do what changes with these.
+            self.grants.forget_inode(ino.0);
+        }
         self.spawn(req, move |fs, cred| async move {
             match fs.setattr(ino.0, attrs, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
@@ -291,7 +307,29 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        // The server decides who may open what (we mount without
+        // default_permissions): ask it with ACCESS, as Linux's NFS client
+        // does at open, so a refused open fails at open(2) and not at the
+        // first read(2). The cache's open itself only checks freshness.
+        let mut mask = match flags.acc_mode() {
+            OpenAccMode::O_RDONLY => libc::R_OK,
+            OpenAccMode::O_WRONLY => libc::W_OK,
+            OpenAccMode::O_RDWR => libc::R_OK | libc::W_OK,
+        };
+        if flags.0 & libc::O_TRUNC != 0 {
+            mask |= libc::W_OK;
+        }
+        let grants = self.grants.clone();
         self.spawn(req, move |fs, cred| async move {
+            if !grants.allows(ino.0, &cred, mask, Instant::now()) {
+                if let Err(e) = fs.access(ino.0, mask, &cred).await {
+                    return reply.error(errno(&e));
+                }
+                // The reply refreshed the attributes: this TTL is theirs.
+                if let Ok(e) = fs.getattr(ino.0, &cred).await {
+                    grants.grant(ino.0, &cred, mask, Instant::now(), e.ttl);
+                }
+            }
             match fs.open(ino.0, flags.0, &cred).await {
                 // No FOPEN_KEEP_CACHE: the kernel drops its pages of the
                 // file at every open, and reads come to our cache, which

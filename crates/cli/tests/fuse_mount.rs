@@ -1,0 +1,724 @@
+//! `eagernfs mount` end to end: a real FUSE mount of a real server, used
+//! through ordinary system calls, checked against a model and against the
+//! server's directory on disk.
+//!
+//! Needs root and /dev/fuse (CI has both); otherwise each test prints why
+//! it skips. Layout:
+//! - [`FuseMount`]: `eagernfs mount` (daemon mode: it returns when ready)
+//!   and `eagernfs umount` on drop.
+//! - the fsx-style model test ([`fsx`]) against eagernfs and ganesha;
+//! - close-to-open between two mounts (and, to show the test can fail,
+//!   stale data with `nocto`);
+//! - namespace operations checked on disk;
+//! - permissions decided by the server for a non-root caller, including
+//!   supplementary groups;
+//! - mount failures reported with a reason and exit status; foreground
+//!   mode unmounting on SIGTERM.
+
+mod common;
+
+use common::*;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long `eagernfs mount` may take to report (debug build, busy CI).
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_eagernfs")
+}
+
+/// Why FUSE tests cannot run here, if they cannot.
+fn fuse_unavailable() -> Option<&'static str> {
+    if !is_root() {
+        return Some("needs root (FUSE mounts, setuid children)");
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing");
+    }
+    None
+}
+
+macro_rules! require_fuse {
+    ($name:expr) => {
+        if let Some(why) = fuse_unavailable() {
+            skip($name, why);
+            return;
+        }
+    };
+}
+
+/// Whether `path` is a mount point now, per /proc/self/mounts.
+fn is_mounted(path: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    let want = path.to_str().unwrap();
+    mounts.lines().any(|l| l.split_whitespace().nth(1) == Some(want))
+}
+
+/// A mount made with `eagernfs mount` (daemon mode), unmounted on drop.
+struct FuseMount {
+    /// Holds the mount point directory; its parent is 0755 so that
+    /// non-root test users can reach it.
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl FuseMount {
+    fn new(url: &str, options: &str) -> FuseMount {
+        let dir = tempfile::Builder::new().prefix("eagernfs-mnt-").tempdir().unwrap();
+        chmod(dir.path(), 0o755);
+        let path = dir.path().join("mnt");
+        fs::create_dir(&path).unwrap();
+        let mut cmd = Command::new(bin());
+        cmd.arg("mount").arg(url).arg(&path);
+        if !options.is_empty() {
+            cmd.args(["-o", options]);
+        }
+        let out = run_command(cmd, MOUNT_TIMEOUT);
+        assert!(out.status.success(), "eagernfs mount {url} -o {options} failed: {}", out.stderr);
+        assert!(is_mounted(&path), "mount returned success but {} is not mounted", path.display());
+        FuseMount { _dir: dir, path }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        if rel.is_empty() {
+            self.path.clone()
+        } else {
+            self.path.join(rel)
+        }
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        let mut cmd = Command::new(bin());
+        cmd.arg("umount").arg(&self.path);
+        let out = run_command(cmd, MOUNT_TIMEOUT);
+        if !out.status.success() {
+            // Leave nothing mounted behind a failed test.
+            let mut lazy = Command::new(bin());
+            lazy.args(["umount", "-z"]).arg(&self.path);
+            run_command(lazy, MOUNT_TIMEOUT);
+            if !std::thread::panicking() {
+                panic!("eagernfs umount {} failed: {}", self.path.display(), out.stderr);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------
+// fsx: random operations against an in-memory reference copy.
+
+/// SplitMix64: small, seedable, good enough to pick operations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(len);
+        v
+    }
+}
+
+/// Files the model test works on at once.
+const FSX_FILES: usize = 3;
+/// Largest file: several 64 KiB cache chunks and several small wsizes.
+const FSX_FILE_BYTES_MAX: u64 = 320 * 1024;
+/// Largest single write/read/mmap range.
+const FSX_OP_BYTES_MAX: u64 = 70 * 1024;
+/// Operations kept for the failure report.
+const FSX_LOG_LEN: usize = 30;
+
+struct ModelFile {
+    path: PathBuf,
+    /// What the file must contain.
+    data: Vec<u8>,
+    /// An open read-write descriptor, reopened now and then (each close
+    /// is a flush + COMMIT, each open a close-to-open revalidation).
+    handle: Option<File>,
+}
+
+impl ModelFile {
+    fn handle(&mut self) -> &File {
+        if self.handle.is_none() {
+            let f = OpenOptions::new().read(true).write(true).open(&self.path).unwrap();
+            self.handle = Some(f);
+        }
+        self.handle.as_ref().unwrap()
+    }
+}
+
+fn read_exact_at_eof(f: &File, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        let n = f.read_at(&mut buf[got..], off + got as u64)?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    buf.truncate(got);
+    Ok(buf)
+}
+
+fn first_difference(a: &[u8], b: &[u8]) -> String {
+    let at = a.iter().zip(b).position(|(x, y)| x != y);
+    match at {
+        Some(i) => format!("first difference at +{i}: got {:#04x}, want {:#04x}", a[i], b[i]),
+        None => format!("lengths differ: got {}, want {}", a.len(), b.len()),
+    }
+}
+
+/// Run up to `ops_max` random operations (or until `time_max`) on files
+/// under `dir` (a FUSE mount), checking every read against the model.
+/// At the end the files are closed and compared, through the mount and
+/// on the server's disk (`server_dir`). Returns the operation count.
+fn fsx(
+    dir: &Path,
+    server_dir: &Path,
+    seed: u64,
+    ops_max: usize,
+    time_max: Duration,
+) -> Result<usize, String> {
+    let mut rng = Rng(seed);
+    let mut files: Vec<ModelFile> = (0..FSX_FILES)
+        .map(|i| {
+            let path = dir.join(format!("fsx{i}"));
+            File::create(&path).unwrap();
+            ModelFile { path, data: Vec::new(), handle: None }
+        })
+        .collect();
+    let mut log: Vec<String> = Vec::new();
+    let started = Instant::now();
+    let mut done = 0;
+    let fail = |log: &[String], what: String| -> String {
+        let tail = &log[log.len().saturating_sub(FSX_LOG_LEN)..];
+        format!(
+            "fsx seed {seed} (rerun with EAGERNFS_FSX_SEED={seed}): {what}\nlast operations:\n  {}",
+            tail.join("\n  ")
+        )
+    };
+    while done < ops_max && started.elapsed() < time_max {
+        let which = rng.below(FSX_FILES as u64) as usize;
+        let m = &mut files[which];
+        let size = m.data.len() as u64;
+        let op = rng.below(100);
+        let name = format!("fsx{which}");
+        match op {
+            // write at a random offset, sometimes leaving a hole past EOF
+            0..=24 => {
+                let len = 1 + rng.below(FSX_OP_BYTES_MAX);
+                let end_max = (size + 16 * 1024).min(FSX_FILE_BYTES_MAX);
+                let off = rng.below(end_max.saturating_sub(len).max(1));
+                let bytes = rng.bytes(len as usize);
+                log.push(format!("{name}: write {off}+{len} (size {size})"));
+                m.handle().write_all_at(&bytes, off).map_err(|e| fail(&log, format!("write: {e}")))?;
+                let end = (off + len) as usize;
+                if m.data.len() < end {
+                    m.data.resize(end, 0);
+                }
+                m.data[off as usize..end].copy_from_slice(&bytes);
+            }
+            // read a random range and compare
+            25..=44 => {
+                let off = rng.below(size + 4096);
+                let len = 1 + rng.below(FSX_OP_BYTES_MAX) as usize;
+                log.push(format!("{name}: read {off}+{len} (size {size})"));
+                let got =
+                    read_exact_at_eof(m.handle(), off, len).map_err(|e| fail(&log, format!("read: {e}")))?;
+                let from = (off as usize).min(m.data.len());
+                let want = &m.data[from..(from + len).min(m.data.len())];
+                if got != want {
+                    return Err(fail(&log, format!("read {off}+{len}: {}", first_difference(&got, want))));
+                }
+            }
+            // truncate (grow or shrink)
+            45..=52 => {
+                let new = rng.below(FSX_FILE_BYTES_MAX);
+                log.push(format!("{name}: truncate {size} -> {new}"));
+                m.handle().set_len(new).map_err(|e| fail(&log, format!("truncate: {e}")))?;
+                m.data.resize(new as usize, 0);
+            }
+            // append through a separate O_APPEND descriptor, closed at once
+            53..=60 => {
+                let len = 1 + rng.below(FSX_OP_BYTES_MAX / 4);
+                if size + len > FSX_FILE_BYTES_MAX {
+                    continue;
+                }
+                let bytes = rng.bytes(len as usize);
+                log.push(format!("{name}: append {len} at {size}"));
+                let mut f = OpenOptions::new()
+                    .append(true)
+                    .open(&m.path)
+                    .map_err(|e| fail(&log, format!("open O_APPEND: {e}")))?;
+                f.write_all(&bytes).map_err(|e| fail(&log, format!("append: {e}")))?;
+                drop(f);
+                m.data.extend_from_slice(&bytes);
+            }
+            // mmap read of the whole file
+            61..=70 => {
+                if size == 0 {
+                    continue;
+                }
+                log.push(format!("{name}: mmap read (size {size})"));
+                // SAFETY: only this test touches the file while mapped.
+                let map = unsafe { memmap2::Mmap::map(m.handle()) }
+                    .map_err(|e| fail(&log, format!("mmap: {e}")))?;
+                if map[..] != m.data[..] {
+                    return Err(fail(&log, format!("mmap read: {}", first_difference(&map, &m.data))));
+                }
+            }
+            // mmap write inside the file, sometimes msync'd
+            71..=80 => {
+                if size == 0 {
+                    continue;
+                }
+                let off = rng.below(size);
+                let len = 1 + rng.below((size - off).min(FSX_OP_BYTES_MAX));
+                let bytes = rng.bytes(len as usize);
+                let sync = rng.below(2) == 0;
+                log.push(format!("{name}: mmap write {off}+{len} msync={sync} (size {size})"));
+                // SAFETY: only this test touches the file while mapped.
+                let mut map = unsafe { memmap2::MmapMut::map_mut(m.handle()) }
+                    .map_err(|e| fail(&log, format!("mmap: {e}")))?;
+                map[off as usize..(off + len) as usize].copy_from_slice(&bytes);
+                if sync {
+                    map.flush().map_err(|e| fail(&log, format!("msync: {e}")))?;
+                }
+                drop(map);
+                m.data[off as usize..(off + len) as usize].copy_from_slice(&bytes);
+            }
+            // close and reopen
+            81..=88 => {
+                log.push(format!("{name}: close+reopen"));
+                m.handle = None;
+            }
+            // fsync
+            89..=92 => {
+                log.push(format!("{name}: fsync"));
+                m.handle().sync_all().map_err(|e| fail(&log, format!("fsync: {e}")))?;
+            }
+            // size as fstat and stat see it
+            _ => {
+                log.push(format!("{name}: stat (size {size})"));
+                let by_fd = m.handle().metadata().map_err(|e| fail(&log, format!("fstat: {e}")))?.len();
+                let by_path = fs::metadata(&m.path).map_err(|e| fail(&log, format!("stat: {e}")))?.len();
+                if by_fd != size || by_path != size {
+                    return Err(fail(&log, format!("size: fstat {by_fd}, stat {by_path}, want {size}")));
+                }
+            }
+        }
+        done += 1;
+    }
+    // Closing writes everything back (close-to-open): after it, both the
+    // mount and the server's disk must hold exactly the model.
+    for (i, m) in files.iter_mut().enumerate() {
+        if let Some(f) = m.handle.take() {
+            f.sync_all().map_err(|e| fail(&log, format!("final fsync: {e}")))?;
+        }
+        let through = fs::read(&m.path).map_err(|e| fail(&log, format!("final read: {e}")))?;
+        if through != m.data {
+            return Err(fail(
+                &log,
+                format!("fsx{i} through the mount: {}", first_difference(&through, &m.data)),
+            ));
+        }
+        let on_disk = fs::read(server_dir.join(format!("fsx{i}"))).unwrap();
+        if on_disk != m.data {
+            return Err(fail(&log, format!("fsx{i} on the server: {}", first_difference(&on_disk, &m.data))));
+        }
+    }
+    Ok(done)
+}
+
+fn fsx_seed() -> u64 {
+    match std::env::var("EAGERNFS_FSX_SEED") {
+        Ok(s) => s.parse().expect("EAGERNFS_FSX_SEED must be a number"),
+        Err(_) => {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        }
+    }
+}
+
+fn run_fsx(server: &Server, options: &str, ops: usize, time_max: Duration) {
+    let mount = FuseMount::new(&server.url(""), options);
+    let seed = fsx_seed();
+    eprintln!(
+        "fsx: seed {seed}, options '{options}', server {}",
+        if server.is_ganesha() { "ganesha" } else { "eagernfs" }
+    );
+    match fsx(&mount.path(""), server.dir(), seed, ops, time_max) {
+        Ok(n) => eprintln!("fsx: {n} operations passed"),
+        Err(e) => panic!("{e}\nserver log:\n{}", server.log_tail(20)),
+    }
+}
+
+#[test]
+fn fsx_model_against_eagernfs() {
+    require_fuse!("fsx_model_against_eagernfs");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    // Defaults: 1 MiB WRITEs, lazy write-back.
+    run_fsx(&server, "", 4000, Duration::from_secs(40));
+    // Small transfers (many WRITEs and READs per chunk), eager write-back,
+    // attributes never trusted.
+    run_fsx(&server, "wsize=8192,rsize=8192,eager,noac", 2000, Duration::from_secs(40));
+}
+
+#[test]
+fn fsx_model_against_ganesha() {
+    require_fuse!("fsx_model_against_ganesha");
+    let export = tempfile::tempdir().unwrap();
+    let Some(server) = Server::ganesha(export.path()) else {
+        skip("fsx_model_against_ganesha", "ganesha could not start");
+        return;
+    };
+    run_fsx(&server, "", 4000, Duration::from_secs(40));
+    run_fsx(&server, "wsize=8192,rsize=8192,eager", 2000, Duration::from_secs(40));
+}
+
+// ---------------------------------------------------------------------
+// Close-to-open between two mounts.
+
+#[test]
+fn close_to_open_between_two_mounts() {
+    require_fuse!("close_to_open_between_two_mounts");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    // Long attribute timeouts: only close-to-open can make B see A's data.
+    let a = FuseMount::new(&server.url(""), "actimeo=60");
+    let b = FuseMount::new(&server.url(""), "actimeo=60");
+
+    fs::write(a.path("f"), b"version one").unwrap();
+    // B reads it: now B has it cached (data and attributes).
+    assert_eq!(fs::read(b.path("f")).unwrap(), b"version one");
+    // A rewrites it in place, same length, and closes.
+    let mut f = OpenOptions::new().write(true).open(a.path("f")).unwrap();
+    f.write_all(b"version two").unwrap();
+    drop(f);
+    assert_eq!(fs::read(export.path().join("f")).unwrap(), b"version two", "close on A did not write back");
+    // B opens it again: the open revalidates and sees the new bytes.
+    let mut got = Vec::new();
+    File::open(b.path("f")).unwrap().read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"version two", "B's open after A's close must see A's data");
+
+    // Growing the file works the same way, through a kept-open reader.
+    let reader = File::open(b.path("f")).unwrap();
+    drop(reader);
+    let mut f = OpenOptions::new().append(true).open(a.path("f")).unwrap();
+    f.write_all(b", and more").unwrap();
+    drop(f);
+    assert_eq!(fs::read(b.path("f")).unwrap(), b"version two, and more");
+}
+
+#[test]
+fn nocto_mount_serves_its_cache_on_open() {
+    // The other side of the test above: without close-to-open and with
+    // long attribute timeouts, B's open trusts its cache. This shows the
+    // close-to-open test would fail without the feature.
+    require_fuse!("nocto_mount_serves_its_cache_on_open");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let a = FuseMount::new(&server.url(""), "actimeo=60");
+    let b = FuseMount::new(&server.url(""), "nocto,actimeo=60");
+    fs::write(a.path("f"), b"version one").unwrap();
+    assert_eq!(fs::read(b.path("f")).unwrap(), b"version one");
+    fs::write(a.path("f"), b"version two").unwrap();
+    assert_eq!(fs::read(export.path().join("f")).unwrap(), b"version two");
+    assert_eq!(fs::read(b.path("f")).unwrap(), b"version one", "nocto with actimeo=60 revalidated anyway");
+}
+
+// ---------------------------------------------------------------------
+// Namespace operations, checked on the server's disk.
+
+#[test]
+fn namespace_operations_reach_the_server() {
+    require_fuse!("namespace_operations_reach_the_server");
+    let export = tempfile::tempdir().unwrap();
+    let disk = export.path().canonicalize().unwrap();
+    let server = Server::eagernfs(&disk, &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+
+    fs::create_dir(m.path("d")).unwrap();
+    assert!(disk.join("d").is_dir());
+    fs::write(m.path("d/file"), b"0123456789").unwrap();
+    assert_eq!(fs::read(disk.join("d/file")).unwrap(), b"0123456789");
+
+    // rename of a file, then of a directory
+    fs::rename(m.path("d/file"), m.path("d/renamed")).unwrap();
+    assert!(!disk.join("d/file").exists() && disk.join("d/renamed").is_file());
+    fs::rename(m.path("d"), m.path("e")).unwrap();
+    assert!(!disk.join("d").exists() && disk.join("e/renamed").is_file());
+    assert!(fs::metadata(m.path("d")).is_err(), "old name still visible through the mount");
+
+    // symlink
+    std::os::unix::fs::symlink("e/renamed", m.path("link")).unwrap();
+    assert_eq!(fs::read_link(disk.join("link")).unwrap(), Path::new("e/renamed"));
+    assert_eq!(fs::read_link(m.path("link")).unwrap(), Path::new("e/renamed"));
+    assert_eq!(fs::read(m.path("link")).unwrap(), b"0123456789", "following the link");
+
+    // hard link
+    fs::hard_link(m.path("e/renamed"), m.path("hard")).unwrap();
+    let (a, b) = (fs::metadata(disk.join("hard")).unwrap(), fs::metadata(disk.join("e/renamed")).unwrap());
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2), "hard link on disk");
+    assert_eq!(fs::metadata(m.path("hard")).unwrap().nlink(), 2, "nlink through the mount");
+
+    // chmod
+    fs::set_permissions(m.path("hard"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(fs::metadata(disk.join("e/renamed")).unwrap().mode() & 0o7777, 0o640);
+    assert_eq!(fs::metadata(m.path("e/renamed")).unwrap().mode() & 0o7777, 0o640);
+
+    // truncate, down and up
+    OpenOptions::new().write(true).open(m.path("hard")).unwrap().set_len(4).unwrap();
+    assert_eq!(fs::read(disk.join("hard")).unwrap(), b"0123");
+    OpenOptions::new().write(true).open(m.path("hard")).unwrap().set_len(6).unwrap();
+    assert_eq!(fs::read(disk.join("hard")).unwrap(), b"0123\0\0");
+    assert_eq!(fs::read(m.path("hard")).unwrap(), b"0123\0\0");
+
+    // a fifo
+    let fifo = std::ffi::CString::new(m.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) },
+        0,
+        "mkfifo: {}",
+        std::io::Error::last_os_error()
+    );
+    assert!(fs::symlink_metadata(disk.join("fifo")).unwrap().file_type().is_fifo());
+
+    // directory listing matches the disk
+    let mut through: Vec<String> =
+        fs::read_dir(m.path("")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut on_disk: Vec<String> =
+        fs::read_dir(&disk).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    through.sort();
+    on_disk.sort();
+    assert_eq!(through, on_disk);
+
+    // unlink, rmdir (non-empty first: refused)
+    fs::remove_file(m.path("hard")).unwrap();
+    assert!(!disk.join("hard").exists());
+    assert_eq!(fs::metadata(disk.join("e/renamed")).unwrap().nlink(), 1);
+    let err = fs::remove_dir(m.path("e")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTEMPTY), "rmdir of a non-empty directory: {err}");
+    fs::remove_file(m.path("e/renamed")).unwrap();
+    fs::remove_dir(m.path("e")).unwrap();
+    assert!(!disk.join("e").exists());
+    let err = fs::metadata(m.path("e")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
+
+    // statfs: the server's file system, as the server's statvfs sees it
+    let (through, local) = (statvfs(&m.path("")), statvfs(&disk));
+    let total = |s: &libc::statvfs| s.f_blocks * s.f_frsize;
+    let diff = total(&through).abs_diff(total(&local));
+    assert!(diff <= 1 << 20, "statfs total bytes: mount {} vs disk {}", total(&through), total(&local));
+    assert!(through.f_bavail <= through.f_blocks && through.f_files > 0);
+}
+
+fn statvfs(path: &Path) -> libc::statvfs {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid path and an out-struct of the right type.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(c.as_ptr(), &mut s), 0, "statvfs {}", path.display());
+        s
+    }
+}
+
+// ---------------------------------------------------------------------
+// Permissions: the server decides, with the caller's credentials.
+
+const USER: u32 = 1000;
+const STAFF: u32 = 4242;
+
+/// Run `cat path` as uid/gid 1000 with the given supplementary groups.
+fn cat_as_user(path: &Path, groups: &[u32]) -> ToolOutput {
+    let mut cmd = Command::new("cat");
+    cmd.arg(path);
+    let groups: Vec<libc::gid_t> = groups.to_vec();
+    // SAFETY: only async-signal-safe calls (setgroups/setgid/setuid)
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(USER) != 0
+                || libc::setuid(USER) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run_command(cmd, TOOL_TIMEOUT)
+}
+
+#[test]
+fn server_decides_permissions_for_each_caller() {
+    require_fuse!("server_decides_permissions_for_each_caller");
+    let export = tempfile::tempdir().unwrap();
+    let dir = export.path();
+    chmod(dir, 0o755);
+    fs::write(dir.join("secret"), b"root only").unwrap();
+    chmod(&dir.join("secret"), 0o600);
+    fs::write(dir.join("public"), b"anyone").unwrap();
+    chmod(&dir.join("public"), 0o644);
+    fs::write(dir.join("staff"), b"staff only").unwrap();
+    chown(&dir.join("staff"), 0, STAFF);
+    chmod(&dir.join("staff"), 0o640);
+    fs::create_dir(dir.join("home")).unwrap();
+    chown(&dir.join("home"), USER, USER);
+
+    let server = Server::eagernfs(dir, &["-o", "rw,no_root_squash"]);
+    // allow_other lets uid 1000 in; no default_permissions, so the kernel
+    // checks nothing and every decision is the server's.
+    let m = FuseMount::new(&server.url(""), "allow_other");
+
+    let out = cat_as_user(&m.path("secret"), &[]);
+    assert!(!out.status.success(), "uid 1000 read a root 0600 file: {:?}", out.stdout);
+    assert!(out.stderr.contains("Permission denied"), "want EACCES, got: {}", out.stderr);
+    assert!(!out.stdout_text().contains("root only"));
+
+    let out = cat_as_user(&m.path("public"), &[]);
+    assert!(out.status.success(), "uid 1000 could not read a 0644 file: {}", out.stderr);
+    assert_eq!(out.stdout_text(), "anyone");
+
+    // Supplementary groups travel too: a member of 4242 reads the group
+    // file, a non-member does not.
+    let out = cat_as_user(&m.path("staff"), &[STAFF]);
+    assert!(
+        out.status.success(),
+        "member of {STAFF} could not read a 0640 root:{STAFF} file: {}",
+        out.stderr
+    );
+    assert_eq!(out.stdout_text(), "staff only");
+    let out = cat_as_user(&m.path("staff"), &[]);
+    assert!(!out.status.success() && out.stderr.contains("Permission denied"), "{}", out.stderr);
+
+    // Root (not squashed on this export) reads the secret.
+    assert_eq!(fs::read(m.path("secret")).unwrap(), b"root only");
+
+    // A file uid 1000 creates is owned by uid 1000 on the server.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo mine > \"$0\""]).arg(m.path("home/made"));
+    cmd.uid(USER).gid(USER);
+    let out = run_command(cmd, TOOL_TIMEOUT);
+    assert!(out.status.success(), "uid 1000 could not create in its own directory: {}", out.stderr);
+    let meta = fs::metadata(dir.join("home/made")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (USER, USER));
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo no > \"$0\""]).arg(m.path("not-yours"));
+    cmd.uid(USER).gid(USER);
+    let out = run_command(cmd, TOOL_TIMEOUT);
+    assert!(!out.status.success() && out.stderr.contains("Permission denied"), "{}", out.stderr);
+    assert!(!dir.join("not-yours").exists());
+}
+
+// ---------------------------------------------------------------------
+// Mounting and unmounting.
+
+fn mount_fails(url: &str, mountpoint: &Path, options: &str) -> String {
+    let mut cmd = Command::new(bin());
+    cmd.arg("mount").arg(url).arg(mountpoint);
+    if !options.is_empty() {
+        cmd.args(["-o", options]);
+    }
+    let out = run_command(cmd, MOUNT_TIMEOUT);
+    assert!(!out.status.success(), "mount of {url} succeeded but should not");
+    assert!(!is_mounted(mountpoint), "a failed mount left {} mounted", mountpoint.display());
+    out.stderr
+}
+
+#[test]
+fn failed_mounts_say_why_and_exit_nonzero() {
+    require_fuse!("failed_mounts_say_why_and_exit_nonzero");
+    let export = tempfile::tempdir().unwrap();
+    fs::write(export.path().join("plain"), b"x").unwrap();
+    let server = Server::eagernfs(export.path(), &[]);
+    let mp = tempfile::tempdir().unwrap();
+
+    let err = mount_fails(&server.url("/no/such/dir"), mp.path(), "");
+    assert!(err.contains("no /no/such/dir inside export"), "{err}");
+    let err = mount_fails(&server.url("/plain"), mp.path(), "");
+    assert!(err.contains("not a directory"), "{err}");
+    let err = mount_fails(&server.url(""), &mp.path().join("missing"), "");
+    assert!(err.contains("does not exist"), "{err}");
+    let err = mount_fails(&server.url(""), mp.path(), "allow_othr");
+    assert!(err.contains("unknown mount option 'allow_othr'"), "{err}");
+    // Nothing listens there.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = dead.local_addr().unwrap().port();
+    drop(dead);
+    let err = mount_fails(
+        &format!("nfs://127.0.0.1/x?nfsport={port}&mountport={port}"),
+        mp.path(),
+        "soft,timeo=10,retrans=1",
+    );
+    assert!(err.contains("connection refused"), "{err}");
+}
+
+#[test]
+fn foreground_mount_unmounts_on_sigterm() {
+    require_fuse!("foreground_mount_unmounts_on_sigterm");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let mp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin())
+        .arg("mount")
+        .arg("-f")
+        .arg(server.url(""))
+        .arg(mp.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The foreground daemon logs "mounted ..." once the mount is ready.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = lines.by_ref().map_while(Result::ok).any(|l| l.contains("mounted "));
+    assert!(ready, "foreground mount never reported ready");
+    assert!(is_mounted(mp.path()));
+    // Keep draining its log so it never blocks on a full pipe.
+    let drain = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    fs::write(mp.path().join("kept"), b"written before SIGTERM").unwrap();
+
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let pid = child.id() as libc::pid_t;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait()));
+    let status = match rx.recv_timeout(MOUNT_TIMEOUT) {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            // SAFETY: our child, which did not exit in time.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = Command::new(bin()).args(["umount", "-z"]).arg(mp.path()).status();
+            panic!("foreground mount did not exit within {MOUNT_TIMEOUT:?} of SIGTERM");
+        }
+    };
+    let log = drain.join().unwrap();
+    assert!(status.success(), "foreground mount exited with {status} after SIGTERM; log: {log:?}");
+    assert!(!is_mounted(mp.path()), "still mounted after the daemon exited");
+    assert_eq!(fs::read(export.path().join("kept")).unwrap(), b"written before SIGTERM");
+}
