@@ -26,6 +26,7 @@
 
 pub mod cli_args;
 pub mod commands;
+pub mod compare;
 pub mod error;
 pub mod load;
 pub mod machine;

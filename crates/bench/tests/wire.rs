@@ -237,3 +237,53 @@ fn a_stream_reads_the_backend_order_from_a_server_trace() {
     let files = eagernfs_bench::stream::plot_stream(&r, &out).unwrap();
     assert!(files.iter().all(|f| std::fs::metadata(f).unwrap().len() > 0));
 }
+
+#[test]
+fn compare_runs_every_workload_on_every_target_and_tables_their_ratios() {
+    use eagernfs_bench::compare::{bench_compare, CompareCommand, CompareTarget};
+    let (a, b) = (mem_server(), mem_server());
+    let out = tempfile::tempdir().unwrap();
+    let url = |s: &TestServer| format!("nfs://127.0.0.1:{}/export", s.addr.port());
+    let command = CompareCommand {
+        targets: vec![
+            CompareTarget { name: "one".into(), url: url(&a) },
+            CompareTarget { name: "two".into(), url: url(&b) },
+        ],
+        restarts: Default::default(),
+        stream_size_bytes: 1 << 20,
+        stream_rpc_size_bytes: 65536,
+        stream_in_flight: 4,
+        load_rates: vec![300.0],
+        load_clients: 2,
+        load_step: Duration::from_millis(500),
+        mountstorm_clients: 20,
+        out_dir: out.path().to_path_buf(),
+        progress: false,
+    };
+    let o = bench_compare(&command).expect("compare");
+    for t in &o.report.targets {
+        assert!(t.errors.is_empty(), "{}: {:?}", t.target.name, t.errors);
+        assert_eq!(t.stream_write.as_ref().unwrap().bytes, 1 << 20);
+        assert_eq!(t.stream_read.as_ref().unwrap().bytes, 1 << 20);
+        assert_eq!(t.load.as_ref().unwrap().steps.len(), 1);
+        assert_eq!(t.mountstorm.as_ref().unwrap().succeeded, 20);
+    }
+    let md = &o.markdown;
+    assert!(md.contains("| workload | one | two | one / two | better |"), "{md}");
+    assert!(
+        md.contains("| mount storm, 20 clients: failed | 0.0 clients | 0.0 clients | n/a | lower |"),
+        "{md}"
+    );
+    // Every row with both values has their ratio.
+    let write = &o
+        .report
+        .targets
+        .iter()
+        .map(|t| t.stream_write.as_ref().unwrap().mb_per_s_committed.unwrap())
+        .collect::<Vec<_>>();
+    assert!(md.contains(&format!("{:.2} | higher", write[0] / write[1])), "{md}");
+    assert!(out.path().join("table.md").exists());
+    assert!(out.path().join("compare-callrate.svg").exists());
+    assert!(out.path().join("compare-mountstorm.png").exists());
+    assert!(out.path().join("one-load.json").exists());
+}
