@@ -130,6 +130,24 @@ impl<C: NfsOps> NfsFuse<C> {
     }
 }
 
+/// The type of a READDIR (not PLUS) entry, which the server did not
+/// send. FUSE has no "unknown" type, and a wrong one misleads programs
+/// that trust `d_type` (find does not descend into a "file"), so ask:
+/// a LOOKUP, whose kernel reference is dropped again at once.
+async fn entry_type<C: NfsOps>(fs: &CachedFs<C>, dir: u64, name: &[u8], cred: &Cred) -> FileType {
+    if name == b"." || name == b".." {
+        return FileType::Directory;
+    }
+    match fs.lookup(dir, name, cred).await {
+        Ok(e) => {
+            fs.forget(e.ino, 1);
+            file_type(e.attr.ftype)
+        }
+        // Gone meanwhile: any type will do, a later lookup fails anyway.
+        Err(_) => FileType::RegularFile,
+    }
+}
+
 impl<C: NfsOps> Filesystem for NfsFuse<C> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Each of these is an optimisation the kernel may refuse; the
@@ -412,8 +430,8 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         });
     }
 
-    fn readdir(&self, req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.spawn(req, move |fs, _cred| async move {
+    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.spawn(req, move |fs, cred| async move {
             // Fill the kernel's buffer from as many server pages as fit;
             // the kernel comes back with the offset of the last entry used.
             let mut after = offset;
@@ -426,9 +444,10 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                     return reply.ok();
                 }
                 for e in entries {
-                    // READDIR (not PLUS) gives no type; the kernel only
-                    // uses it as a hint and stats when it matters.
-                    let kind = e.kind.map(file_type).unwrap_or(FileType::RegularFile);
+                    let kind = match e.kind {
+                        Some(k) => file_type(k),
+                        None => entry_type(&fs, ino.0, &e.name, &cred).await,
+                    };
                     if reply.add(INodeNo(e.ino), e.offset, kind, OsStr::from_bytes(&e.name)) {
                         return reply.ok();
                     }
