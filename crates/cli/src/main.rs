@@ -5,6 +5,7 @@
 
 mod mount;
 mod serve;
+mod tools;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +30,9 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a FUSE mount made by `eagernfs mount`.
     Umount(mount::UmountArgs),
+    /// ls, cat, cp, stat, mkdir, rm on nfs:// URLs.
+    #[command(flatten)]
+    Tools(tools::ToolCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Mount(args) => mount::run_mount(args),
         Command::Umount(args) => mount::run_umount(args),
+        Command::Tools(cmd) => return tools::run(cmd),
         Command::Bench(args) => {
             eagernfs_bench::cli_args::run(args, &mut std::io::stdout()).map_err(anyhow::Error::from)
         }
