@@ -266,13 +266,6 @@ pub fn run(args: BenchArgs, out: &mut dyn std::io::Write) -> Result<(), BenchErr
 
 // ---- the wire-level tools: load, mountstorm, stream, compare ------------------------------
 
-/// Parses `1,4,16`.
-fn parse_counts(text: &str) -> Result<Vec<u32>, String> {
-    text.split(',')
-        .map(|t| t.trim().parse::<u32>().map_err(|_| format!("{t:?} is not a client count")))
-        .collect()
-}
-
 /// Parses `START:FACTOR:MAX` (e.g. `500:1.5:100000`).
 fn parse_ramp(text: &str) -> Result<(f64, f64, f64), String> {
     let parts: Vec<&str> = text.split(':').collect();
@@ -314,7 +307,7 @@ pub struct LoadArgs {
     #[arg(value_name = "URL")]
     pub url: String,
     /// Virtual clients; a list (1,4,16) runs the schedule once per count.
-    #[arg(long, default_value = "16", value_parser = parse_counts, value_name = "N[,N...]")]
+    #[arg(long, default_value = "16", value_delimiter = ',', value_name = "N[,N...]")]
     pub clients: Vec<u32>,
     /// One open-loop step at this offered rate (calls/s, all clients together).
     #[arg(long, conflicts_with_all = ["rates", "ramp", "closed_loop"], value_name = "OPS_PER_S")]
