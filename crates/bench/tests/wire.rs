@@ -60,6 +60,7 @@ fn load_counts_every_requested_call_and_rates_are_calls_over_time() {
     let per_op_latencies: u64 =
         step.rate.ops.iter().filter_map(|o| o.latency.as_ref()).map(|l| l.count).sum();
     assert_eq!(per_op_latencies, 300);
+    assert_eq!(step.service_latency.as_ref().map(|l| l.count), Some(300));
     assert_eq!(step.errors, 0, "{:?}", step.rate.ops);
     assert!(step.rate.elapsed_ns > 0);
     let expected = 300.0 / (step.rate.elapsed_ns as f64 / 1e9);
