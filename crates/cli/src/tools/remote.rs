@@ -39,7 +39,7 @@ impl Remote {
     /// Mount the export `url` names and connect.
     pub(crate) async fn connect(url: &str) -> anyhow::Result<Remote> {
         let display = url.split('?').next().unwrap_or(url).trim_end_matches('/').to_string();
-        let client = NfsClient::connect(url).await.map_err(|e| nfs_error(&display, e))?;
+        let client = connect_client(url, &display).await?;
         let cred = client.default_cred();
         let path = client.path_inside().to_string();
         Ok(Remote { client, cred, display, path })
@@ -90,6 +90,31 @@ impl Remote {
     pub(crate) fn child_display(&self, rel: &str) -> String {
         format!("{}/{}", self.display, rel.trim_start_matches('/'))
     }
+}
+
+/// Mount the export `url` names. The client finds the export as the
+/// longest prefix of the path that MNT accepts, but stops at the first
+/// refusal other than "no such export"; nfs-ganesha refuses a path *below*
+/// an export with MNT3ERR_ACCES, so `nfs://h/export/file` would fail there.
+/// On such a refusal the shorter prefixes are tried as explicit exports
+/// (as libnfs, which picks from the export list, would find them); if none
+/// is accepted, the first refusal is the answer.
+async fn connect_client(url: &str, display: &str) -> anyhow::Result<NfsClient> {
+    let parsed: NfsUrl = url.parse().map_err(|e| anyhow!("{display}: {e}"))?;
+    let first = match NfsClient::connect_url(&parsed).await {
+        Ok(client) => return Ok(client),
+        Err(e @ NfsError::Mount(_)) if parsed.export.is_none() => e,
+        Err(e) => return Err(nfs_error(display, e)),
+    };
+    let mut path = parsed.path.clone();
+    while let Some((parent, _)) = split_parent(&path) {
+        let candidate = NfsUrl { export: Some(parent.to_string()), ..parsed.clone() };
+        if let Ok(client) = NfsClient::connect_url(&candidate).await {
+            return Ok(client);
+        }
+        path = parent.to_string();
+    }
+    Err(nfs_error(display, first))
 }
 
 /// `/a/b/c` → (`/a/b`, `c`); `/c` → (`/`, `c`); `/` → `None`.
