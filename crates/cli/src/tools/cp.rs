@@ -182,8 +182,7 @@ impl Source<'_> {
     async fn read(&self, offset: u64, len: usize) -> anyhow::Result<Bytes> {
         match self {
             Source::Local { file, path } => {
-                let mut buf = vec![0u8; len];
-                file.read_exact_at(&mut buf, offset).map_err(|e| match e.kind() {
+                let buf = pread_exact(file, offset, len).map_err(|e| match e.kind() {
                     std::io::ErrorKind::UnexpectedEof => {
                         anyhow!("{}: file shrank during the copy", path.display())
                     }
@@ -202,6 +201,42 @@ impl Source<'_> {
             }
         }
     }
+}
+
+/// `len` bytes of `file` at `offset`, read into a buffer that is never
+/// zeroed first: zeroing a whole wsize buffer before pread overwrites it
+/// cost a tenth of an upload's CPU in profiles.
+fn pread_exact(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    while buf.len() < len {
+        let filled = buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..len - filled];
+        // SAFETY: pread writes at most `spare.len()` bytes into `spare`,
+        // which is allocated (uninitialised) capacity of `buf`; the return
+        // value says how many it wrote.
+        let n = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                spare.as_mut_ptr().cast(),
+                spare.len(),
+                (offset + filled as u64) as libc::off_t,
+            )
+        };
+        match n {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            // SAFETY: the first `n` bytes of the spare capacity were just
+            // written by pread, so they are initialised.
+            n => unsafe { buf.set_len(filled + n as usize) },
+        }
+    }
+    Ok(buf)
 }
 
 /// A set of chunk numbers as disjoint half-open ranges. Chunks are
