@@ -103,44 +103,14 @@ impl<'a> Call<'a> {
 pub(crate) enum Outcome {
     /// Results were written after the success header.
     Replied,
-    /// Results were written, except for the bytes of a final opaque field
-    /// (READ data), which follow as this buffer and its XDR padding.
-    RepliedWithPayload(Bytes),
     /// The arguments did not decode.
     GarbageArgs,
     /// The procedure exists in the protocol but this server does not offer it.
     ProcUnavail,
 }
 
-/// A framed reply: `head` (record marker, RPC header, results) and, for
-/// READ, the payload that follows it on the wire without being copied.
-#[derive(Debug)]
-pub(crate) struct Reply {
-    pub(crate) head: BytesMut,
-    pub(crate) payload: Bytes,
-}
-
-/// Zero bytes for XDR padding of a payload.
-pub(crate) const PAD: [u8; 3] = [0; 3];
-
-impl Reply {
-    fn simple(head: BytesMut) -> Self {
-        Reply { head, payload: Bytes::new() }
-    }
-
-    /// Bytes of zero padding after the payload.
-    pub(crate) fn pad_len(&self) -> usize {
-        eagernfs_xdr::pad_len(self.payload.len())
-    }
-
-    /// Total bytes on the wire.
-    pub(crate) fn len(&self) -> usize {
-        self.head.len() + self.payload.len() + self.pad_len()
-    }
-}
-
 /// Handle one record; `None` means send nothing (it was not a call).
-pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Bytes) -> Option<Reply> {
+pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Bytes) -> Option<BytesMut> {
     let mut body = record.clone();
     let header = match Message::decode(&mut body) {
         Ok(Message::Call(c)) => c,
@@ -152,16 +122,16 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
             state.stats.count_rejected();
             tracing::debug!(peer = %conn.peer.addr, "malformed RPC header: {e}");
             let xid = peek_xid(&record)?;
-            return Some(Reply::simple(reply_header_only(ReplyHeader::denied(
+            return Some(reply_header_only(ReplyHeader::denied(
                 xid,
                 RejectedReply::AuthError(AuthStat::BadCred),
-            ))));
+            )));
         }
     };
     let xid = header.xid;
     let reject = |h: ReplyHeader| {
         state.stats.count_rejected();
-        Some(Reply::simple(reply_header_only(h)))
+        Some(reply_header_only(h))
     };
     if header.rpcvers != eagernfs_rpc::RPC_VERSION {
         return reject(ReplyHeader::denied(xid, RejectedReply::RpcMismatch { low: 2, high: 2 }));
@@ -212,7 +182,7 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
             drc::Lookup::InProgress => return None,
             drc::Lookup::Replay(reply) => {
                 state.stats.count_replayed();
-                return Some(Reply::simple(BytesMut::from(&reply[..])));
+                return Some(BytesMut::from(&reply[..]));
             }
         }
     }
@@ -225,11 +195,10 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
         Program::Mount => crate::mount::dispatch(&call, body, &mut out),
         Program::Portmap => crate::portmap::dispatch(&call, body, &mut out),
     };
-    let (failed, payload) = match outcome {
-        Outcome::Replied => (None, Bytes::new()),
-        Outcome::RepliedWithPayload(p) => (None, p),
-        Outcome::GarbageArgs => (Some(AcceptStat::GarbageArgs), Bytes::new()),
-        Outcome::ProcUnavail => (Some(AcceptStat::ProcUnavail), Bytes::new()),
+    let failed = match outcome {
+        Outcome::Replied => None,
+        Outcome::GarbageArgs => Some(AcceptStat::GarbageArgs),
+        Outcome::ProcUnavail => Some(AcceptStat::ProcUnavail),
     };
     if let Some(stat) = failed {
         if let Some(key) = drc_key {
@@ -238,24 +207,11 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
         return reject(ReplyHeader::accepted_error(xid, stat));
     }
     state.stats.count(program, header.proc_);
-    let mut reply = Reply { head: out, payload };
-    let extra = reply.payload.len() + reply.pad_len();
-    finish_record_with(&mut reply.head, at, extra);
+    finish_record(&mut out, at);
     if let Some(key) = drc_key {
-        // Only non-idempotent calls are cached, and none of them carries a payload.
-        debug_assert!(reply.payload.is_empty());
-        state.drc.finish(key, Bytes::copy_from_slice(&reply.head));
+        state.drc.finish(key, Bytes::copy_from_slice(&out));
     }
-    Some(reply)
-}
-
-/// Like [`finish_record`], for a record whose last `extra` bytes are sent separately.
-fn finish_record_with(head: &mut BytesMut, at: usize, extra: usize) {
-    finish_record(head, at);
-    if extra > 0 {
-        let len = head.len() - at - 4 + extra;
-        head[at..at + 4].copy_from_slice(&(0x8000_0000u32 | len as u32).to_be_bytes());
-    }
+    Some(out)
 }
 
 /// A reply with no results (every RPC-level error).

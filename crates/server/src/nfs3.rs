@@ -28,20 +28,13 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         Nfs3Args::Lookup(a) => Nfs3Res::Lookup(lookup(call, a)),
         Nfs3Args::Access(a) => Nfs3Res::Access(access_(call, a)),
         Nfs3Args::Readlink(a) => Nfs3Res::Readlink(readlink(call, a)),
-        Nfs3Args::Read(a) => match read(call, a) {
-            // The payload is not copied into the reply buffer: everything up
-            // to the opaque's length word is encoded here, and the data and
-            // its padding go to the socket as separate slices.
-            Read3Res::Ok(ok) => {
-                Nfsstat3::Ok.encode(out);
-                ok.file_attributes.encode(out);
-                ok.count.encode(out);
-                ok.eof.encode(out);
-                (ok.data.len() as u32).encode(out);
-                return Outcome::RepliedWithPayload(ok.data);
+        Nfs3Args::Read(a) => {
+            let r = read(call, a);
+            if let Read3Res::Ok(ok) = &r {
+                out.reserve(ok.data.len() + 128);
             }
-            fail => Nfs3Res::Read(fail),
-        },
+            Nfs3Res::Read(r)
+        }
         Nfs3Args::Write(a) => Nfs3Res::Write(write(call, a)),
         Nfs3Args::Create(a) => Nfs3Res::Create(create(call, a)),
         Nfs3Args::Mkdir(a) => Nfs3Res::Mkdir(mkdir(call, a)),

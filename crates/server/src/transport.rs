@@ -11,7 +11,7 @@
 //! calls already running finish and their replies are written before the
 //! connection closes.
 
-use crate::dispatch::{self, Peer, Reply, PAD};
+use crate::dispatch::{self, Peer};
 use crate::ServerState;
 use bytes::BytesMut;
 use eagernfs_rpc::RecordDecoder;
@@ -67,43 +67,6 @@ pub(crate) async fn serve_tcp(state: Arc<ServerState>, listener: TcpListener, sh
     }
 }
 
-/// Most bytes of replies gathered into one write.
-const BATCH_BYTES_MAX: usize = 4 << 20;
-/// Most replies gathered into one write (each is up to three slices; Linux takes 1024).
-const BATCH_REPLIES_MAX: usize = 64;
-
-/// Write every reply of `batch` with as few `writev` calls as the kernel allows.
-/// READ payloads go straight from the backend's buffer to the socket.
-async fn write_replies(wr: &mut tokio::net::tcp::OwnedWriteHalf, batch: &[Reply]) -> std::io::Result<()> {
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(batch.len() * 3);
-    for r in batch {
-        parts.push(&r.head);
-        if !r.payload.is_empty() {
-            parts.push(&r.payload);
-            parts.push(&PAD[..r.pad_len()]);
-        }
-    }
-    parts.retain(|p| !p.is_empty());
-    let mut first = 0;
-    while first < parts.len() {
-        let slices: Vec<std::io::IoSlice<'_>> =
-            parts[first..].iter().map(|p| std::io::IoSlice::new(p)).collect();
-        let mut n = wr.write_vectored(&slices).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        // Skip what was written: whole parts, then a prefix of one.
-        while n > 0 && n >= parts[first].len() {
-            n -= parts[first].len();
-            first += 1;
-        }
-        if n > 0 {
-            parts[first] = &parts[first][n..];
-        }
-    }
-    Ok(())
-}
-
 /// At shutdown, a connection stops once its client has sent nothing for this long…
 const DRAIN_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 /// …or after this long in any case.
@@ -122,28 +85,26 @@ async fn serve_connection(
     // Each reply travels with its call's permit, which the writer releases
     // only once the reply is written: at most `max_inflight` replies exist,
     // so the channel never fills and a worker never blocks on it.
-    let (tx, mut rx) = mpsc::channel::<(Reply, OwnedSemaphorePermit)>(max_inflight);
+    let (tx, mut rx) = mpsc::channel::<(BytesMut, OwnedSemaphorePermit)>(max_inflight);
     let conn = Arc::new(dispatch::Connection::new(Peer { addr: peer, local_port }));
 
     let writer = tokio::spawn(async move {
-        let mut batch: Vec<Reply> = Vec::new();
+        let mut batch = BytesMut::new();
         let mut permits = Vec::new();
         while let Some((first, permit)) = rx.recv().await {
-            let mut bytes = first.len();
-            batch.push(first);
+            batch.unsplit(first);
             permits.push(permit);
             // Coalesce replies that are already waiting, up to a bound.
-            while bytes < BATCH_BYTES_MAX && batch.len() < BATCH_REPLIES_MAX {
+            while batch.len() < 256 * 1024 {
                 match rx.try_recv() {
                     Ok((more, permit)) => {
-                        bytes += more.len();
-                        batch.push(more);
+                        batch.unsplit(more);
                         permits.push(permit);
                     }
                     Err(_) => break,
                 }
             }
-            write_replies(&mut wr, &batch).await?;
+            wr.write_all(&batch).await?;
             batch.clear();
             permits.clear();
         }
