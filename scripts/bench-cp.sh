@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# The issue's benchmark: sequential write and read of one large file with libnfs `nfs-cp`,
-# against eagernfs and nfs-ganesha (FSAL VFS) in the same run, exports on the same disk.
-# The client is pinned to CPU 0 and the server to CPU 1; each measurement is repeated and the
-# median reported, with eagernfs/ganesha ratios, as a Markdown table on stdout.
+# The issue's benchmark: sequential write and read of one large file with libnfs `nfs-cp` and
+# with `eagernfs cp`, against eagernfs and nfs-ganesha (FSAL VFS) in the same run, exports on
+# the same disk. The client is pinned to CPU 0 and the server to CPU 1; each measurement is
+# repeated and the median reported, with eagernfs-cp/nfs-cp and eagernfs/ganesha ratios, as a
+# Markdown table on stdout.
 #
 #   scripts/bench-cp.sh [--runs N] [--size-mib M] [--servers "eagernfs ganesha"]
-#                       [--base DIR] [--eagernfs PATH] [--timeout-s S]
+#                       [--clients "nfs-cp eagernfs"] [--base DIR] [--eagernfs PATH]
+#                       [--timeout-s S]
 #
-#   --runs N         repetitions per server and direction            (default 3)
+#   --runs N         repetitions per server, client and direction   (default 3)
 #   --size-mib M     file size                                        (default 1024 = 1 GiB)
 #   --servers LIST   which servers to measure                          (default "eagernfs ganesha")
+#   --clients LIST   which clients: nfs-cp, eagernfs (`eagernfs cp -q`) (default "nfs-cp eagernfs")
 #   --base DIR       where both exports and the source file live       (default /var/tmp/eagernfs-bench)
-#   --eagernfs PATH  server binary (default: cargo build --release, target/release/eagernfs)
+#   --eagernfs PATH  server and client binary (default: cargo build --release, target/release/eagernfs)
 #   --timeout-s S    bound on any single copy; a run over it counts as failed (default 300)
 #
-# "Write" is nfs-cp local -> server, "read" is nfs-cp server -> a file on tmpfs (nfs-cp cannot
-# write to /dev/null). Page caches are dropped before every copy when the kernel lets us, so
-# reads come from the server's disk, not its memory.
+# "Write" is a copy local -> server, "read" is server -> a file on tmpfs (nfs-cp cannot write to
+# /dev/null; `eagernfs cp` fsyncs what it downloads, which costs nothing on tmpfs). Page caches
+# are dropped before every copy when the kernel lets us, so reads come from the server's disk,
+# not its memory. Every copy is logged on stderr with its exact command line.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 runs=3
 size_mib=1024
 servers="eagernfs ganesha"
+clients="nfs-cp eagernfs"
 base=/var/tmp/eagernfs-bench
 eagernfs_bin=""
 timeout_s=300
@@ -32,15 +37,24 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --size-mib) size_mib=$2; shift 2 ;;
         --servers) servers=$2; shift 2 ;;
+        --clients) clients=$2; shift 2 ;;
         --base) base=$2; shift 2 ;;
         --eagernfs) eagernfs_bin=$2; shift 2 ;;
         --timeout-s) timeout_s=$2; shift 2 ;;
-        -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-cp: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || { echo "bench-cp: --runs must be a positive integer" >&2; exit 2; }
 [[ "$size_mib" =~ ^[1-9][0-9]*$ ]] || { echo "bench-cp: --size-mib must be a positive integer" >&2; exit 2; }
+
+for client in $clients; do
+    case "$client" in
+        nfs-cp | eagernfs) ;;
+        *) echo "bench-cp: unknown client $client (nfs-cp or eagernfs)" >&2; exit 2 ;;
+    esac
+done
+[ -n "${clients// /}" ] || { echo "bench-cp: --clients is empty" >&2; exit 2; }
 
 log() { echo "bench-cp: $*" >&2; }
 size_bytes=$((size_mib * 1024 * 1024))
@@ -62,6 +76,13 @@ sink_dir=/dev/shm
 sink=$sink_dir/eagernfs-bench-read.$$
 
 "$repo/scripts/install-deps.sh" >&2
+# One binary is both the eagernfs server and the `eagernfs cp` client; build it once, up front,
+# so no build runs between timed copies.
+if [ -z "$eagernfs_bin" ] && [[ " $servers $clients " == *" eagernfs "* ]]; then
+    log "building eagernfs (release)"
+    (cd "$repo" && cargo build --release -p eagernfs >&2)
+    eagernfs_bin=${CARGO_TARGET_DIR:-$repo/target}/release/eagernfs
+fi
 mkdir -p "$base"
 src=$base/source-${size_mib}MiB
 if [ "$(stat -c %s "$src" 2>/dev/null || echo 0)" != "$size_bytes" ]; then
@@ -111,11 +132,6 @@ free_port() {
 # Starts eagernfs pinned to the server CPU and sets $url_base. Returns 1 if it cannot start.
 start_eagernfs() {
     local export=$1 out deadline port
-    if [ -z "$eagernfs_bin" ]; then
-        log "building eagernfs (release)"
-        (cd "$repo" && cargo build --release -p eagernfs >&2) || return 1
-        eagernfs_bin=${CARGO_TARGET_DIR:-$repo/target}/release/eagernfs
-    fi
     mkdir -p "$base/eagernfs-state"
     out=$base/eagernfs.out
     : >"$out"
@@ -158,18 +174,37 @@ stop_ganesha() {
     GANESHA_RUN_DIR=$ganesha_run "$repo/scripts/ganesha.sh" stop
 }
 
-# Times one bounded nfs-cp; prints MB/s (10^6 bytes per second) or "fail".
+# The command line of one copy by CLIENT (nfs-cp or eagernfs), into the array copy_cmd.
+copy_command() {
+    local client=$1 from=$2 to=$3
+    case "$client" in
+        nfs-cp) copy_cmd=(nfs-cp "$from" "$to") ;;
+        eagernfs) copy_cmd=("$eagernfs_bin" cp -q "$from" "$to") ;;
+    esac
+    copy_cmd=(timeout "$timeout_s" "${client_pin[@]}" "${copy_cmd[@]}")
+}
+
+# Times one bounded copy by CLIENT; prints MB/s (10^6 bytes per second) or "fail".
 timed_copy() {
-    local from=$1 to=$2 t0 t1
+    local client=$1 from=$2 to=$3 t0 t1
+    copy_command "$client" "$from" "$to"
     drop_caches
+    log "running: $(printf '%q ' "${copy_cmd[@]}")"
     t0=$(date +%s.%N)
-    if ! timeout "$timeout_s" "${client_pin[@]}" nfs-cp "$from" "$to" >/dev/null 2>"$base/nfs-cp.err"; then
-        log "nfs-cp $from -> $to failed: $(tail -1 "$base/nfs-cp.err")"
+    if ! "${copy_cmd[@]}" >/dev/null 2>"$base/copy.err"; then
+        log "$client $from -> $to failed: $(tail -1 "$base/copy.err")"
         echo fail
         return
     fi
     t1=$(date +%s.%N)
     awk -v b="$size_bytes" -v a="$t0" -v z="$t1" 'BEGIN { printf "%.1f", b / 1e6 / (z - a) }'
+}
+
+# The list in reverse order (one word per element).
+reversed() {
+    local -a words=($1)
+    local k
+    for ((k = ${#words[@]} - 1; k >= 0; k--)); do printf "%s " "${words[k]}"; done
 }
 
 median() {
@@ -180,7 +215,6 @@ median() {
               if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-declare -A write_runs read_runs write_median read_median
 # timed_copy runs in a subshell, so learn here, once, whether dropping caches works.
 caches=""
 drop_caches
@@ -199,8 +233,6 @@ for server in $servers; do
     esac
     if ! $start "$export"; then
         log "$server could not start; reporting n/a"
-        write_median[$server]=n/a
-        read_median[$server]=n/a
         continue
     fi
     url_bases[$server]=$url_base
@@ -209,52 +241,101 @@ for server in $servers; do
     log "$server: $url_base/ $url_query"
 done
 
+# Runs and medians per "server,client,direction" (direction: write or read).
+declare -A runs_of median_of
 for i in $(seq 1 "$runs"); do
-    order=("${live[@]}")
+    # shellcheck disable=SC2206 # server and client names are single words
+    server_order=(${live[*]})
+    # shellcheck disable=SC2206
+    client_order=($clients)
     if [ $((i % 2)) -eq 0 ]; then
-        order=()
-        for ((k = ${#live[@]} - 1; k >= 0; k--)); do order+=("${live[k]}"); done
+        # shellcheck disable=SC2207
+        server_order=($(reversed "${live[*]}"))
+        # shellcheck disable=SC2207
+        client_order=($(reversed "$clients"))
     fi
-    for server in "${order[@]}"; do
-        file_url="${url_bases[$server]}/bench-file-$i${url_queries[$server]}"
-        # nfs-cp will not overwrite (it creates exclusively), so each run gets a fresh name.
-        w=$(timed_copy "$src" "$file_url")
-        r=$(timed_copy "$file_url" "$sink")
-        if [ "$r" != fail ] && ! cmp -s "$src" "$sink"; then
-            log "$server run $i: the file read back differs from the source"
-            r=fail
-        fi
-        rm -f "$sink" "$base/export-$server/bench-file-$i"
-        log "$server run $i: write $w MB/s, read $r MB/s"
-        write_runs[$server]="${write_runs[$server]:-} $w"
-        read_runs[$server]="${read_runs[$server]:-} $r"
+    for server in "${server_order[@]}"; do
+        for client in "${client_order[@]}"; do
+            name=bench-file-$client-$i
+            file_url="${url_bases[$server]}/$name${url_queries[$server]}"
+            # nfs-cp will not overwrite (it creates exclusively), so each copy gets a fresh name.
+            w=$(timed_copy "$client" "$src" "$file_url")
+            r=$(timed_copy "$client" "$file_url" "$sink")
+            if [ "$r" != fail ] && ! cmp -s "$src" "$sink"; then
+                log "$server/$client run $i: the file read back differs from the source"
+                r=fail
+            fi
+            rm -f "$sink" "$base/export-$server/$name"
+            log "$server/$client run $i: write $w MB/s, read $r MB/s"
+            runs_of[$server,$client,write]="${runs_of[$server,$client,write]:-} $w"
+            runs_of[$server,$client,read]="${runs_of[$server,$client,read]:-} $r"
+        done
     done
 done
 stop_eagernfs
 stop_ganesha 2>/dev/null || true
-for server in "${live[@]}"; do
+for key in "${!runs_of[@]}"; do
     # shellcheck disable=SC2086 # the run lists are space-separated numbers
-    write_median[$server]=$(median ${write_runs[$server]})
-    # shellcheck disable=SC2086
-    read_median[$server]=$(median ${read_runs[$server]})
+    median_of[$key]=$(median ${runs_of[$key]})
 done
 
 ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'
 }
 
-echo "### nfs-cp, ${size_mib} MiB sequential, median of ${runs} (MB/s = 10^6 B/s)"
+client_name() {
+    case "$1" in
+        nfs-cp) echo nfs-cp ;;
+        eagernfs) echo eagernfs-cp ;;
+    esac
+}
+server_name() {
+    case "$1" in
+        ganesha) echo "nfs-ganesha $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null | cut -d- -f1) (VFS)" ;;
+        *) echo "$1" ;;
+    esac
+}
+both_clients=0
+[[ " $clients " == *" nfs-cp "* && " $clients " == *" eagernfs "* ]] && both_clients=1
+
+echo "### ${size_mib} MiB sequential copy, median of ${runs} (MB/s = 10^6 B/s)"
 echo
-echo "| server | write MB/s | read MB/s | write runs | read runs |"
-echo "|---|---:|---:|---|---|"
+header="| server | direction |"
+rule="|---|---|"
+for client in $clients; do header+=" $(client_name "$client") MB/s |"; rule+="---:|"; done
+[ "$both_clients" = 1 ] && { header+=" eagernfs-cp / nfs-cp |"; rule+="---:|"; }
+for client in $clients; do header+=" $(client_name "$client") runs |"; rule+="---|"; done
+echo "$header"
+echo "$rule"
 for server in $servers; do
-    name=$server
-    [ "$server" = ganesha ] && name="nfs-ganesha $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null | cut -d- -f1) (VFS)"
-    echo "| $name | ${write_median[$server]} | ${read_median[$server]} | ${write_runs[$server]:-} | ${read_runs[$server]:-} |"
+    for dir in write read; do
+        row="| $(server_name "$server") | $dir |"
+        for client in $clients; do row+=" ${median_of[$server,$client,$dir]:-n/a} |"; done
+        [ "$both_clients" = 1 ] &&
+            row+=" $(ratio "${median_of[$server,eagernfs,$dir]:-}" "${median_of[$server,nfs-cp,$dir]:-}") |"
+        for client in $clients; do row+="${runs_of[$server,$client,$dir]:-} |"; done
+        echo "$row"
+    done
 done
 if [[ " $servers " == *" eagernfs "* && " $servers " == *" ganesha "* ]]; then
-    echo "| **eagernfs / ganesha** | $(ratio "${write_median[eagernfs]}" "${write_median[ganesha]}") | $(ratio "${read_median[eagernfs]}" "${read_median[ganesha]}") | | |"
+    for dir in write read; do
+        row="| **eagernfs / ganesha** | $dir |"
+        for client in $clients; do
+            row+=" $(ratio "${median_of[eagernfs,$client,$dir]:-}" "${median_of[ganesha,$client,$dir]:-}") |"
+        done
+        [ "$both_clients" = 1 ] && row+=" |"
+        for client in $clients; do row+=" |"; done
+        echo "$row"
+    done
 fi
 echo
-echo "Client \`nfs-cp\` (libnfs $(dpkg-query -W -f='${Version}' libnfs-utils 2>/dev/null)), $pinning;" \
-    "exports under $base ($(df --output=source "$base" | tail -1)); page cache $caches; $(nproc) CPUs."
+clients_desc=""
+for client in $clients; do
+    case "$client" in
+        nfs-cp) clients_desc+="\`nfs-cp SRC DST\` (libnfs $(dpkg-query -W -f='${Version}' libnfs-utils 2>/dev/null)); " ;;
+        eagernfs) clients_desc+="\`eagernfs cp -q SRC DST\` (eagernfs $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')); " ;;
+    esac
+done
+echo "Clients: ${clients_desc}$pinning; each copy bounded by ${timeout_s} s;" \
+    "exports under $base ($(df --output=source "$base" | tail -1)); page cache $caches; $(nproc) CPUs." \
+    "Ratios are of the medians; a run that failed shows as \`fail\` and is left out of its median."
