@@ -22,8 +22,8 @@ pub mod ops;
 pub mod options;
 pub mod url;
 
-pub use ops::{Cred, NfsError, NfsOps, NfsResult};
 pub use driver::{RpcClient, TransportConfig, TransportEvent};
 pub use nfs::NfsClient;
+pub use ops::{Cred, NfsError, NfsOps, NfsResult};
 pub use options::{LookupCache, MountOptions, OptionError};
 pub use url::{NfsUrl, UrlError};
