@@ -725,3 +725,46 @@ fn same(got: &[u8], want: &[u8], what: &str) {
     }
     assert_eq!(got.len(), want.len(), "{what}: length");
 }
+
+// ----- periodic write-back of old dirty data ------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn dirty_data_of_a_file_never_closed_reaches_the_server_and_is_committed() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let mut cfg = config();
+    cfg.dirty_expire = Some(Duration::from_secs(30));
+    let fs = mount(&fake, cfg).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDWR).await;
+    // A short write: not a full WRITE, so nothing but age would send it.
+    fs.write(fh, 0, b"written, never closed").await.unwrap();
+    tokio::time::advance(Duration::from_secs(10)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(fake.calls(NFSPROC3_WRITE), 0, "young dirty data stays in the cache");
+    // Well past the expiry (checked every 15 s; data waits 30 to 45 s).
+    for _ in 0..40 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        tokio::task::yield_now().await;
+    }
+    assert!(fake.calls(NFSPROC3_WRITE) >= 1, "old dirty data was not written back");
+    assert_eq!(fake.calls(NFSPROC3_COMMIT), 1, "and committed");
+    assert_eq!(fake.stable(id), b"written, never closed", "the server's stable copy has it");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_dirty_expire_only_close_writes_back() {
+    let fake = Fake::new();
+    fake.add_file("f", b"");
+    let mut cfg = config();
+    cfg.dirty_expire = None;
+    let fs = mount(&fake, cfg).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDWR).await;
+    fs.write(fh, 0, b"kept").await.unwrap();
+    for _ in 0..120 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(fake.calls(NFSPROC3_WRITE), 0);
+    fs.release(fh).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_WRITE), 1);
+}

@@ -18,6 +18,8 @@ pub const CHUNK_BYTES: u64 = 64 * 1024;
 pub const WRITE_BACK_BYTES_DEFAULT: u64 = 64 << 20;
 /// Default bound on the persistent disk cache, when `cachesize=` is not given.
 pub const DISK_CACHE_BYTES_DEFAULT: u64 = 1 << 30;
+/// Default age at which dirty data is written back without a close (Linux: 30 s).
+pub const DIRTY_EXPIRE_DEFAULT: Duration = Duration::from_secs(30);
 /// Default bound on clean (read) data kept in memory per mount.
 pub const MEMORY_CACHE_BYTES_DEFAULT: u64 = 256 << 20;
 
@@ -82,6 +84,13 @@ pub struct CacheConfig {
     pub read_only: bool,
     /// Bytes of directory entries asked for per READDIR(PLUS).
     pub readdir_bytes: u32,
+    /// Dirty data older than about this is written back (and committed) even
+    /// if nobody closes or syncs the file, as the kernel's dirty-expire does:
+    /// a writer that keeps a file open must not leave data only in client
+    /// memory. Files are checked every half period, so data waits between
+    /// one and one and a half periods. `None`: only close, fsync and memory
+    /// pressure write back.
+    pub dirty_expire: Option<Duration>,
 }
 
 impl Default for CacheConfig {
@@ -132,6 +141,7 @@ impl CacheConfig {
             disk_cache_bytes_max: opts.cache_size_bytes_max.unwrap_or(DISK_CACHE_BYTES_DEFAULT),
             read_only: opts.ro,
             readdir_bytes: 32 * 1024,
+            dirty_expire: Some(DIRTY_EXPIRE_DEFAULT),
         }
     }
 

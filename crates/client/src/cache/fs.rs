@@ -209,6 +209,9 @@ impl<C: NfsOps> CachedFs<C> {
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
         root_inode.state.lock().nlookup = 1;
+        if let Some(expire) = shared.cfg.dirty_expire {
+            tokio::spawn(expire_dirty_data(Arc::downgrade(&shared), expire));
+        }
         Ok(CachedFs { shared })
     }
 
@@ -818,5 +821,18 @@ impl<C: NfsOps> Shared<C> {
             self.remember_name(dir, key, Dentry::Positive(fh));
         }
         Ok(self.reference(&inode))
+    }
+}
+
+/// The periodic write-back task: ends when the cache is dropped.
+async fn expire_dirty_data<C: NfsOps>(shared: std::sync::Weak<Shared<C>>, expire: Duration) {
+    let mut tick = tokio::time::interval(expire / 2);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        tick.tick().await;
+        let Some(shared) = shared.upgrade() else { return };
+        seen = shared.expire_dirty(&seen);
     }
 }

@@ -128,6 +128,9 @@ pub(crate) struct FileData {
     pub(crate) flusher_running: bool,
     /// Flush everything, not only full `wsize` pieces (memory pressure).
     pub(crate) background: bool,
+    /// The dirty data has aged past `dirty_expire`: write all of it back,
+    /// short pieces included, and COMMIT, as if someone were flushing.
+    pub(crate) expired: bool,
     /// Callers waiting in flush/fsync: send everything and COMMIT.
     pub(crate) flush_waiters: u32,
     /// The flusher is parked on the mount's unstable bound.
@@ -162,6 +165,7 @@ impl FileData {
             resend_rounds: 0,
             flusher_running: false,
             background: false,
+            expired: false,
             flush_waiters: 0,
             stalled: false,
             write_cred: Cred::default(),

@@ -505,6 +505,25 @@ impl<C: NfsOps> Shared<C> {
         Ok(())
     }
 
+    /// Write back files that were already dirty at the previous tick and
+    /// still are: data waits at most about one and a half `dirty_expire`
+    /// periods. Returns the files dirty now, to compare at the next tick.
+    pub(crate) fn expire_dirty(
+        self: &Arc<Self>,
+        seen_before: &std::collections::HashSet<u64>,
+    ) -> std::collections::HashSet<u64> {
+        let files: Vec<Arc<Inode>> = self.dirty_inodes.lock().values().cloned().collect();
+        let mut now = std::collections::HashSet::new();
+        for f in files {
+            now.insert(f.ino);
+            if seen_before.contains(&f.ino) {
+                f.state.lock().file.expired = true;
+                self.ensure_flusher(&f);
+            }
+        }
+        now
+    }
+
     /// Push every file with dirty data into background write-back.
     pub(crate) fn kick_all_dirty(self: &Arc<Self>) {
         let files: Vec<Arc<Inode>> = self.dirty_inodes.lock().values().cloned().collect();
@@ -589,10 +608,13 @@ impl<C: NfsOps> Shared<C> {
         // COMMIT when a flush is waiting and everything is written, or
         // early when unstable data piles up (memory pressure).
         if f.commit_in_flight.is_none() && !f.unstable.is_empty() {
-            let flushing = f.flush_waiters > 0 && f.dirty.is_empty() && f.inflight.is_empty();
+            let flushing = (f.flush_waiters > 0 || f.expired) && f.dirty.is_empty() && f.inflight.is_empty();
             let pressure = f.unstable_bytes >= cfg.commit_bytes
                 || self.unstable_total.load(Ordering::Relaxed) * 2 >= cfg.unstable_bytes_max;
             if flushing || pressure {
+                if flushing {
+                    f.expired = false;
+                }
                 let upto = f.next_unstable_id - 1;
                 f.commit_in_flight = Some(upto);
                 let cred = f.write_cred.clone();
@@ -608,6 +630,7 @@ impl<C: NfsOps> Shared<C> {
         // only when someone is waiting for it (flush, a blocked writer):
         // otherwise the run may still grow into a full WRITE.
         let waiting = f.flush_waiters > 0
+            || f.expired
             || cfg.noac
             || self.budget.has_waiters()
             || file_budget.is_some_and(|b| b.has_waiters());
