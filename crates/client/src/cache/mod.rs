@@ -74,7 +74,8 @@ mod inode;
 mod io;
 
 pub use config::{
-    CacheConfig, CHUNK_BYTES, DISK_CACHE_BYTES_DEFAULT, MEMORY_CACHE_BYTES_DEFAULT, WRITE_BACK_BYTES_DEFAULT,
+    CacheConfig, CHUNK_BYTES, DIRTY_EXPIRE_DEFAULT, DISK_CACHE_BYTES_DEFAULT, MEMORY_CACHE_BYTES_DEFAULT,
+    WRITE_BACK_BYTES_DEFAULT,
 };
 pub use dir::DirEntry;
 pub use fs::{CacheStats, CachedFs, Entry, StatFs};
