@@ -166,6 +166,8 @@ pub async fn mount(
         Some(e) => vec![e.to_string()],
         None => prefixes(path),
     };
+    // The first refusal (not "no such export"), reported if no prefix works.
+    let mut refused: Option<(String, Mountstat3)> = None;
     for candidate in &candidates {
         match mnt(&client, cred, candidate).await? {
             Mountres3::Ok(ok) => {
@@ -181,8 +183,17 @@ pub async fn mount(
             }
             // A shorter prefix may be the export.
             Mountres3::Fail(Mountstat3::Noent | Mountstat3::Notdir) if export.is_none() => continue,
+            // Some servers (nfs-ganesha) refuse a path *below* an export with
+            // ACCES rather than NOENT: keep looking, but remember the refusal.
+            Mountres3::Fail(status @ (Mountstat3::Acces | Mountstat3::Perm)) if export.is_none() => {
+                refused.get_or_insert((candidate.clone(), status));
+                continue;
+            }
             Mountres3::Fail(status) => return Err(mount_error(&client, cred, candidate, status).await),
         }
+    }
+    if let Some((candidate, status)) = refused {
+        return Err(mount_error(&client, cred, &candidate, status).await);
     }
     Err(mount_error(&client, cred, &normalised(path), Mountstat3::Noent).await)
 }

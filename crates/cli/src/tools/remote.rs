@@ -92,29 +92,10 @@ impl Remote {
     }
 }
 
-/// Mount the export `url` names. The client finds the export as the
-/// longest prefix of the path that MNT accepts, but stops at the first
-/// refusal other than "no such export"; nfs-ganesha refuses a path *below*
-/// an export with MNT3ERR_ACCES, so `nfs://h/export/file` would fail there.
-/// On such a refusal the shorter prefixes are tried as explicit exports
-/// (as libnfs, which picks from the export list, would find them); if none
-/// is accepted, the first refusal is the answer.
+/// Mount the export `url` names (the client finds it among the path's prefixes).
 async fn connect_client(url: &str, display: &str) -> anyhow::Result<NfsClient> {
-    let parsed: NfsUrl = url.parse().map_err(|e| anyhow!("{display}: {e}"))?;
-    let first = match NfsClient::connect_url(&parsed).await {
-        Ok(client) => return Ok(client),
-        Err(e @ NfsError::Mount(_)) if parsed.export.is_none() => e,
-        Err(e) => return Err(nfs_error(display, e)),
-    };
-    let mut path = parsed.path.clone();
-    while let Some((parent, _)) = split_parent(&path) {
-        let candidate = NfsUrl { export: Some(parent.to_string()), ..parsed.clone() };
-        if let Ok(client) = NfsClient::connect_url(&candidate).await {
-            return Ok(client);
-        }
-        path = parent.to_string();
-    }
-    Err(nfs_error(display, first))
+    // The client tries the URL's path prefixes as the export itself (longest first).
+    NfsClient::connect(url).await.map_err(|e| nfs_error(display, e))
 }
 
 /// `/a/b/c` → (`/a/b`, `c`); `/c` → (`/`, `c`); `/` → `None`.
