@@ -7,7 +7,7 @@
 #
 #   scripts/bench-cp.sh [--runs N] [--size-mib M] [--servers "eagernfs ganesha"]
 #                       [--clients "nfs-cp eagernfs"] [--base DIR] [--eagernfs PATH]
-#                       [--timeout-s S]
+#                       [--timeout-s S] [--no-warmup]
 #
 #   --runs N         repetitions per server, client and direction   (default 3)
 #   --size-mib M     file size                                        (default 1024 = 1 GiB)
@@ -16,6 +16,7 @@
 #   --base DIR       where both exports and the source file live       (default /var/tmp/eagernfs-bench)
 #   --eagernfs PATH  server and client binary (default: cargo build --release, target/release/eagernfs)
 #   --timeout-s S    bound on any single copy; a run over it counts as failed (default 300)
+#   --no-warmup      skip the untimed write + read per server before the timed runs
 #
 # "Write" is a copy local -> server, "read" is server -> a file on tmpfs (nfs-cp cannot write to
 # /dev/null; `eagernfs cp` fsyncs what it downloads, which costs nothing on tmpfs). Page caches
@@ -31,6 +32,7 @@ clients="nfs-cp eagernfs"
 base=/var/tmp/eagernfs-bench
 eagernfs_bin=""
 timeout_s=300
+warmup=1
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -41,7 +43,8 @@ while [ $# -gt 0 ]; do
         --base) base=$2; shift 2 ;;
         --eagernfs) eagernfs_bin=$2; shift 2 ;;
         --timeout-s) timeout_s=$2; shift 2 ;;
-        -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --no-warmup) warmup=0; shift ;;
+        -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-cp: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -82,7 +85,19 @@ if [ -z "$eagernfs_bin" ] && [[ " $servers $clients " == *" eagernfs "* ]]; then
     log "building eagernfs (release)"
     (cd "$repo" && cargo build --release -p eagernfs >&2)
     eagernfs_bin=${CARGO_TARGET_DIR:-$repo/target}/release/eagernfs
+    built_here=1
 fi
+# Which eagernfs the numbers belong to: the commit a build made here came from (and whether
+# the tree had uncommitted changes), or the given binary's path, date and checksum.
+eagernfs_provenance() {
+    if [ -n "${built_here:-}" ]; then
+        echo "eagernfs built here from $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')$(
+            [ -z "$(git -C "$repo" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null)" ] ||
+                echo ' + uncommitted changes')"
+    elif [ -n "${eagernfs_bin}" ]; then
+        echo "eagernfs binary ${eagernfs_bin} (built $(date -r "${eagernfs_bin}" '+%F %T'), sha256 $(sha256sum "${eagernfs_bin}" | cut -c1-12))"
+    fi
+}
 mkdir -p "$base"
 src=$base/source-${size_mib}MiB
 if [ "$(stat -c %s "$src" 2>/dev/null || echo 0)" != "$size_bytes" ]; then
@@ -241,6 +256,21 @@ for server in $servers; do
     log "$server: $url_base/ $url_query"
 done
 
+# The first copy after the servers start ran at a third of the speed of the later ones,
+# whichever server came first (docs/benchmarks/cp-and-fuse-2026-11-21), so one untimed write
+# and read per server, with the first client, keeps that start-up effect out of the medians.
+if [ "$warmup" = 1 ]; then
+    # shellcheck disable=SC2206 # client names are single words
+    first_client=($clients)
+    for server in "${live[@]}"; do
+        file_url="${url_bases[$server]}/bench-warmup${url_queries[$server]}"
+        w=$(timed_copy "${first_client[0]}" "$src" "$file_url")
+        r=$(timed_copy "${first_client[0]}" "$file_url" "$sink")
+        rm -f "$sink" "$base/export-$server/bench-warmup"
+        log "$server/${first_client[0]} warm-up (not counted): write $w MB/s, read $r MB/s"
+    done
+fi
+
 # Runs and medians per "server,client,direction" (direction: write or read).
 declare -A runs_of median_of
 for i in $(seq 1 "$runs"); do
@@ -333,9 +363,11 @@ clients_desc=""
 for client in $clients; do
     case "$client" in
         nfs-cp) clients_desc+="\`nfs-cp SRC DST\` (libnfs $(dpkg-query -W -f='${Version}' libnfs-utils 2>/dev/null)); " ;;
-        eagernfs) clients_desc+="\`eagernfs cp -q SRC DST\` (eagernfs $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')); " ;;
+        eagernfs) clients_desc+="\`eagernfs cp -q SRC DST\` ($(eagernfs_provenance)); " ;;
     esac
 done
-echo "Clients: ${clients_desc}$pinning; each copy bounded by ${timeout_s} s;" \
+warmup_desc="no warm-up"
+[ "$warmup" = 1 ] && warmup_desc="one untimed write + read per server first"
+echo "Clients: ${clients_desc}$pinning; each copy bounded by ${timeout_s} s; $warmup_desc;" \
     "exports under $base ($(df --output=source "$base" | tail -1)); page cache $caches; $(nproc) CPUs." \
     "Ratios are of the medians; a run that failed shows as \`fail\` and is left out of its median."

@@ -11,7 +11,7 @@
 #
 #   scripts/bench-fuse-write.sh [--out DIR] [--size SIZE] [--calls-size SIZE] [--block SIZE]
 #                               [--targets "local eagernfs ganesha"] [--base DIR]
-#                               [--eagernfs PATH] [--max-seconds S]
+#                               [--eagernfs PATH] [--max-seconds S] [--mount-options OPTS]
 #
 #   --out DIR          where everything goes        (default docs/benchmarks/cp-and-fuse-YYYY-MM-DD)
 #   --size SIZE        the large run's file size                        (default 256MiB)
@@ -21,6 +21,7 @@
 #   --base DIR         local directory, exports and mount points        (default /var/tmp/eagernfs-fuse-bench)
 #   --eagernfs PATH    the binary (default: cargo build --release, target/release/eagernfs)
 #   --max-seconds S    bound on each run's write loop                   (default 300)
+#   --mount-options O  `eagernfs mount -o O` for both FUSE mounts       (default: none, the defaults)
 #
 # Writes to DIR: fuse-write-<target>-<size>.json (the reports, per-call latencies kept),
 # fuse-write-table.md, fuse-write-summary.txt (the benchmark's own summaries),
@@ -39,6 +40,7 @@ targets="local eagernfs ganesha"
 base=/var/tmp/eagernfs-fuse-bench
 bin=""
 max_seconds=300
+mount_options=""
 orig_args=("$@")
 
 while [ $# -gt 0 ]; do
@@ -51,6 +53,7 @@ while [ $# -gt 0 ]; do
         --base) base=$2; shift 2 ;;
         --eagernfs) bin=$2; shift 2 ;;
         --max-seconds) max_seconds=$2; shift 2 ;;
+        --mount-options) mount_options=$2; shift 2 ;;
         -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-fuse-write: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -80,7 +83,19 @@ if [ -z "$bin" ]; then
     log "building eagernfs (release)"
     (cd "$repo" && cargo build --release -p eagernfs >&2)
     bin=${CARGO_TARGET_DIR:-$repo/target}/release/eagernfs
+    built_here=1
 fi
+# Which eagernfs the numbers belong to: the commit a build made here came from (and whether
+# the tree had uncommitted changes), or the given binary's path, date and checksum.
+eagernfs_provenance() {
+    if [ -n "${built_here:-}" ]; then
+        echo "eagernfs built here from $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')$(
+            [ -z "$(git -C "$repo" status --porcelain -- crates Cargo.toml Cargo.lock 2>/dev/null)" ] ||
+                echo ' + uncommitted changes')"
+    elif [ -n "${bin}" ]; then
+        echo "eagernfs binary ${bin} (built $(date -r "${bin}" '+%F %T'), sha256 $(sha256sum "${bin}" | cut -c1-12))"
+    fi
+}
 mkdir -p "$base" "$out"
 base=$(realpath "$base")
 out=$(realpath "$out")
@@ -205,7 +220,9 @@ bench_target() {
 mount_fuse() {
     local url=$1 mountpoint=$2
     mkdir -p "$mountpoint"
-    run "${client_pin[@]}" "$bin" mount "$url" "$mountpoint" >&2
+    local -a opts=()
+    [ -z "$mount_options" ] || opts=(-o "$mount_options")
+    run "${client_pin[@]}" "$bin" mount "$url" "$mountpoint" "${opts[@]}" >&2
     mounted=$mountpoint
 }
 
@@ -368,9 +385,13 @@ PY
 cat "$out/fuse-write-table.md"
 {
     echo
-    echo "Client side: $pinning; FUSE mounts with \`eagernfs mount URL DIR\` and no -o (defaults);"
+    if [ -n "$mount_options" ]; then
+        echo "Client side: $pinning; FUSE mounts with \`eagernfs mount URL DIR -o $mount_options\`;"
+    else
+        echo "Client side: $pinning; FUSE mounts with \`eagernfs mount URL DIR\` and no -o (defaults);"
+    fi
     echo "local directory, exports and mounts under $base ($(df --output=source,fstype "$base" | tail -1 | tr -s ' '));"
-    echo "page cache $caches; $(nproc) CPUs; eagernfs $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'),"
+    echo "page cache $caches; $(nproc) CPUs; $(eagernfs_provenance),"
     echo "nfs-ganesha $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null || echo '?') (VFS)."
 } | tee -a "$out/fuse-write-table.md"
 
@@ -385,7 +406,7 @@ if [ ! -f "$out/machine.md" ]; then
         echo
         free -h 2>/dev/null | head -2 || true
         echo
-        echo "eagernfs $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
+        eagernfs_provenance
         echo "nfs-ganesha: $(dpkg-query -W -f='${Version}' nfs-ganesha 2>/dev/null || echo 'not installed')"
         echo "libnfs-utils: $(dpkg-query -W -f='${Version}' libnfs-utils 2>/dev/null || echo 'not installed')"
         echo "fuse3: $(dpkg-query -W -f='${Version}' fuse3 2>/dev/null || echo 'not installed')"
