@@ -62,8 +62,9 @@ pub enum BenchCommand {
 /// Flags of `bench write`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WriteArgs {
-    /// Directory to write into: a local directory, a FUSE or NFS mount.
-    #[arg(value_name = "DIR")]
+    /// Where to write: a local directory, a FUSE or NFS mount, or an nfs:// URL
+    /// (then written through eagernfs's own caching client, no kernel involved).
+    #[arg(value_name = "DIR|URL")]
     pub target: PathBuf,
     /// File size (units: KiB MiB GiB binary, kB MB GB decimal).
     #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]

@@ -12,6 +12,7 @@ use crate::summary::summarize_write;
 use crate::table::compare_write_reports;
 use crate::units::format_bytes;
 use crate::write::{run_write, DirectoryTarget, WriteConfig};
+use crate::write_nfs::NfsTarget;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -43,8 +44,13 @@ pub struct WriteOutput {
 
 /// Runs `bench write`, then saves the JSON and draws the plots that were asked for.
 pub fn bench_write(command: &WriteCommand) -> Result<WriteOutput, BenchError> {
-    let target = DirectoryTarget::new(&command.target_dir, command.label.clone())?;
-    let report = run_write(&target, &command.config)?;
+    // An nfs:// URL is written through eagernfs's own client; anything else is a directory.
+    let report = match command.target_dir.to_str().filter(|t| t.starts_with("nfs://")) {
+        Some(url) => run_write(&NfsTarget::connect(url, command.label.clone())?, &command.config)?,
+        None => {
+            run_write(&DirectoryTarget::new(&command.target_dir, command.label.clone())?, &command.config)?
+        }
+    };
     let mut files = Vec::new();
     if let Some(path) = &command.json_path {
         save_json(&report, path)?;

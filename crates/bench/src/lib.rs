@@ -41,6 +41,7 @@ pub mod summary;
 pub mod table;
 pub mod units;
 pub mod write;
+pub mod write_nfs;
 
 pub use commands::{
     bench_plot, bench_table, bench_write, PlotCommand, PlotKind, TableCommand, WriteCommand, WriteOutput,

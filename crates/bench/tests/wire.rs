@@ -288,3 +288,29 @@ fn compare_runs_every_workload_on_every_target_and_tables_their_ratios() {
     assert!(out.path().join("compare-mountstorm.png").exists());
     assert!(out.path().join("one-load.json").exists());
 }
+
+#[test]
+fn bench_write_through_the_client_sends_unstable_writes_and_commits() {
+    use eagernfs_bench::write::{run_write, WriteConfig};
+    use eagernfs_bench::write_nfs::NfsTarget;
+    use eagernfs_proto::nfs3::{StableHow, NFSPROC3_COMMIT, NFSPROC3_REMOVE};
+    let s = mem_server();
+    let target = NfsTarget::connect(&format!("nfs://127.0.0.1:{}/export", s.addr.port()), None).unwrap();
+    let config = WriteConfig {
+        sizes_bytes: vec![4 << 20],
+        block_size_bytes: 8192,
+        progress: false,
+        ..WriteConfig::default()
+    };
+    let report = run_write(&target, &config).expect("write run");
+    let run = &report.runs[0];
+    assert_eq!(run.bytes_written, 4 << 20);
+    assert_eq!(run.calls, 512, "one write() per 8 KiB block");
+    assert_eq!(run.latency.as_ref().unwrap().count, 512);
+    assert_eq!(report.target.fs_type, "nfs-wire");
+    // The client never wrote a block FILE_SYNC; it wrote UNSTABLE and committed.
+    assert!(s.stats.writes(StableHow::Unstable) >= 4, "4 MiB in at most 1 MiB WRITEs");
+    assert_eq!(s.stats.writes(StableHow::FileSync), 0);
+    assert!(s.stats.nfs3(NFSPROC3_COMMIT) >= 1, "fsync/close committed");
+    assert_eq!(s.stats.nfs3(NFSPROC3_REMOVE), 1, "the benchmark removed its file");
+}
