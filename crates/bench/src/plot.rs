@@ -20,7 +20,7 @@ use std::sync::Once;
 
 /// Pixel size of every chart (the SVG uses the same user units).
 const SIZE: (u32, u32) = (1200, 720);
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Line colours, in order, for series on one chart: distinct in colour and in brightness.
 const COLOURS: [RGBColor; 8] = [
@@ -50,7 +50,7 @@ fn register_fonts() {
 }
 
 /// A chart that can be drawn on any plotters backend.
-trait Chart {
+pub(crate) trait Chart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
@@ -61,7 +61,7 @@ fn with_extension(prefix: &Path, extension: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn render(chart: &impl Chart, prefix: &Path) -> Result<Vec<PathBuf>, BenchError> {
+pub(crate) fn render(chart: &impl Chart, prefix: &Path) -> Result<Vec<PathBuf>, BenchError> {
     register_fonts();
     let svg = with_extension(prefix, "svg");
     let png = with_extension(prefix, "png");

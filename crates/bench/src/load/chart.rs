@@ -8,13 +8,9 @@
 use crate::error::BenchError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
-const SIZE: (u32, u32) = (1200, 720);
-const FONT: &str = "sans-serif";
+use crate::plot::FONT;
 const COLOURS: [RGBColor; 8] = [
     RGBColor(31, 100, 180),
     RGBColor(214, 39, 40),
@@ -59,23 +55,6 @@ pub struct XyChart {
     pub series: Vec<Series>,
 }
 
-fn register_fonts() {
-    static FONTS: Once = Once::new();
-    FONTS.call_once(|| {
-        // Registering the same embedded bytes under the same name as plot.rs is harmless; a
-        // failure shows up as "font unavailable" on the first label, the error a user needs.
-        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
-        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
-    });
-}
-
-fn with_extension(prefix: &Path, extension: &str) -> PathBuf {
-    let mut name = OsString::from(prefix.as_os_str());
-    name.push(".");
-    name.push(extension);
-    PathBuf::from(name)
-}
-
 fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
@@ -87,23 +66,11 @@ impl XyChart {
         if self.series.iter().all(|s| s.points.is_empty()) {
             return Err(BenchError::Plot { path: prefix.to_path_buf(), message: "no points to plot".into() });
         }
-        register_fonts();
-        let svg = with_extension(prefix, "svg");
-        let png = with_extension(prefix, "png");
-        let fail = |path: &Path, message: String| BenchError::Plot { path: path.to_path_buf(), message };
-        {
-            let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
-            self.draw(&root).map_err(|m| fail(&svg, m))?;
-            root.present().map_err(|e| fail(&svg, e.to_string()))?;
-        }
-        {
-            let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
-            self.draw(&root).map_err(|m| fail(&png, m))?;
-            root.present().map_err(|e| fail(&png, e.to_string()))?;
-        }
-        Ok(vec![svg, png])
+        crate::plot::render(self, prefix)
     }
+}
 
+impl crate::plot::Chart for XyChart {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         root.fill(&WHITE).map_err(err)?;
         let all = self.series.iter().flat_map(|s| &s.points).filter(|p| p.0.is_finite() && p.1.is_finite());
