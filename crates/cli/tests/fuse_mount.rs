@@ -722,3 +722,66 @@ fn foreground_mount_unmounts_on_sigterm() {
     assert!(!is_mounted(mp.path()), "still mounted after the daemon exited");
     assert_eq!(fs::read(export.path().join("kept")).unwrap(), b"written before SIGTERM");
 }
+
+/// Reads `NAME count` lines of a `serve --stats-file`.
+fn stat_count(stats: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, c)| c.trim().parse().unwrap())
+}
+
+#[test]
+fn disk_cache_serves_a_reread_after_restarts_without_reads_on_the_wire() {
+    require_fuse!("disk_cache_serves_a_reread_after_restarts");
+    if ganesha_override()
+        && skip("disk_cache_serves_a_reread_after_restarts", "counts calls with eagernfs's --stats-file")
+    {
+        return;
+    }
+    let export = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let data = pattern_bytes(11, 0, 3 * (1 << 20) + 4321);
+    fs::write(export.path().join("f"), &data).unwrap();
+    let options = format!("cache={}", cache.path().display());
+    // One server, restarted between clients (same handle key, so the same file handles):
+    // each instance writes its call counts to the stats file when it stops.
+    let stats = scratch.path().join("stats");
+    let mut server = Server::eagernfs(
+        export.path(),
+        &["-o", "rw,no_root_squash", "--stats-file", stats.to_str().unwrap()],
+    );
+    let reads_of_last_instance = || stat_count(&fs::read_to_string(&stats).unwrap(), "READ");
+
+    // First client: reads through the server and fills the disk cache.
+    {
+        let m = FuseMount::new(&server.url(""), &options);
+        assert!(fs::read(m.path("f")).unwrap() == data, "first read differs");
+    }
+    server.restart();
+    assert!(reads_of_last_instance() > 0, "the first read went to the server");
+
+    // A new client process after a server restart: the re-read comes from the disk cache.
+    {
+        let m = FuseMount::new(&server.url(""), &options);
+        assert!(fs::read(m.path("f")).unwrap() == data, "cached re-read differs");
+    }
+    server.restart();
+    assert_eq!(reads_of_last_instance(), 0, "the re-read went to the wire");
+
+    // The file changes on the server: the validator no longer matches, the data is read again.
+    let mut changed = data.clone();
+    changed[100] ^= 0xff;
+    fs::write(export.path().join("f"), &changed).unwrap();
+    {
+        let m = FuseMount::new(&server.url(""), &options);
+        assert!(
+            fs::read(m.path("f")).unwrap() == changed,
+            "a changed file was served stale from the disk cache"
+        );
+    }
+    server.stop();
+    assert!(reads_of_last_instance() > 0, "the changed file was not read from the server");
+}
