@@ -34,7 +34,7 @@ const COLOURS: [RGBColor; 8] = [
     RGBColor(188, 189, 34),
 ];
 
-fn colour(i: usize) -> RGBColor {
+pub(crate) fn colour(i: usize) -> RGBColor {
     COLOURS[i % COLOURS.len()]
 }
 
@@ -79,7 +79,7 @@ pub(crate) fn render(chart: &impl Chart, prefix: &Path) -> Result<Vec<PathBuf>, 
     Ok(vec![svg, png])
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 

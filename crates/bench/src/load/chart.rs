@@ -10,17 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
 
-use crate::plot::FONT;
-const COLOURS: [RGBColor; 8] = [
-    RGBColor(31, 100, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-    RGBColor(255, 127, 14),
-    RGBColor(23, 190, 207),
-    RGBColor(90, 90, 90),
-    RGBColor(188, 189, 34),
-];
+use crate::plot::{colour, err, FONT};
 
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +43,6 @@ pub struct XyChart {
     pub y_desc: String,
     /// The series, drawn in order (legend in the same order).
     pub series: Vec<Series>,
-}
-
-fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
 }
 
 impl XyChart {
@@ -95,7 +81,7 @@ impl crate::plot::Chart for XyChart {
             .draw()
             .map_err(err)?;
         for (i, s) in self.series.iter().enumerate() {
-            let c = COLOURS[i % COLOURS.len()];
+            let c = colour(i);
             let points: Vec<(f64, f64)> =
                 s.points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite()).collect();
             match s.style {
