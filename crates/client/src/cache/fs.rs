@@ -2,21 +2,21 @@
 //! and its metadata operations. Data I/O is in `io`, directories in `dir`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use eagernfs_proto::nfs3::*;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dir::DirHandle;
 use super::disk::{file_key, DiskCache};
-use super::inode::{Dentry, Inode, InodeState, InodeTable, DIR_ENTRIES_MAX, ROOT_INO};
+use super::inode::{Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 use crate::options::{LookupCache, MountOptions};
@@ -99,6 +99,38 @@ pub(crate) struct OpenFile {
     pub(crate) cred: Cred,
     /// Write-back errors this handle has already reported (errseq).
     pub(crate) err_seen: AtomicU64,
+    /// The cache, told when this handle goes away (a silly-renamed file
+    /// is REMOVEd at its last close). Weak: a handle must not keep the
+    /// cache alive.
+    pub(crate) owner: Weak<dyn LastClose>,
+}
+
+/// What an [`OpenFile`] needs from the cache when it goes away; a trait
+/// so the handle need not be generic over the client.
+pub(crate) trait LastClose: Send + Sync {
+    /// `inode` has no open handle left and was unlinked while open:
+    /// REMOVE its hidden name in the background.
+    fn remove_silly_later(self: Arc<Self>, inode: Arc<Inode>, silly: SillyName);
+}
+
+impl Drop for OpenFile {
+    /// `release` drops the handle's last reference after it has written
+    /// back, committed and counted the handle out of `open_count`, so this
+    /// is where the last close of an unlinked file is seen. (A read still
+    /// in flight on the handle holds a reference and delays this to its end.)
+    fn drop(&mut self) {
+        let silly = {
+            let mut st = self.inode.state.lock();
+            if st.open_count == 0 {
+                st.silly.take()
+            } else {
+                None
+            }
+        };
+        if let (Some(silly), Some(owner)) = (silly, self.owner.upgrade()) {
+            owner.remove_silly_later(self.inode.clone(), silly);
+        }
+    }
 }
 
 /// State shared by the API object and the background tasks.
@@ -128,6 +160,11 @@ pub(crate) struct Shared<C> {
     /// Cleared when the server answers READDIRPLUS with NOTSUPP.
     pub(crate) readdirplus: AtomicBool,
     pub(crate) counters: Counters,
+    /// Makes hidden names for files unlinked while open unique.
+    pub(crate) silly_counter: AtomicU32,
+    /// Deferred REMOVEs of hidden names still running, so unmount (and a
+    /// test) can wait for them.
+    pub(crate) removes_pending: watch::Sender<usize>,
 }
 
 /// The caching file layer over an [`NfsOps`] client: inode numbers, open
@@ -158,6 +195,10 @@ fn check_name(name: &[u8]) -> FsResult<()> {
     }
     Ok(())
 }
+
+/// Hidden names tried per silly rename before giving up: each is checked
+/// with a LOOKUP, and a directory full of our hidden names is broken.
+const SILLY_TRIES_MAX: u32 = 64;
 
 fn sattr_mode(mode: u32) -> Sattr3 {
     Sattr3 { mode: Some(mode & 0o7777), ..Sattr3::default() }
@@ -205,6 +246,8 @@ impl<C: NfsOps> CachedFs<C> {
             disk,
             readdirplus: AtomicBool::new(true),
             counters: Counters::default(),
+            silly_counter: AtomicU32::new(0),
+            removes_pending: watch::Sender::new(0),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -365,6 +408,9 @@ impl<C: NfsOps> CachedFs<C> {
         {
             let mut st = inode.state.lock();
             st.end_change(r.as_ref().ok(), now, min);
+            // A chmod or chown changes who may do what; even a failed
+            // SETATTR may have changed something before failing.
+            st.access.clear();
             if let Some(size) = attrs.size {
                 if r.is_ok() {
                     // Chunks past the new end are wrong; a shrink or growth
@@ -402,23 +448,37 @@ impl<C: NfsOps> CachedFs<C> {
         if mask & libc::R_OK != 0 {
             want |= ACCESS3_READ;
         }
+        let write_bits = if inode.is_dir() {
+            ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+        } else {
+            ACCESS3_MODIFY | ACCESS3_EXTEND
+        };
         if mask & libc::W_OK != 0 {
             if s.cfg.read_only {
                 return Err(FsError::ReadOnly);
             }
-            want |= ACCESS3_MODIFY | ACCESS3_EXTEND;
-            if inode.is_dir() {
-                want |= ACCESS3_DELETE;
-            }
+            want |= write_bits;
         }
+        let exec_bit = if inode.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
         if mask & libc::X_OK != 0 {
-            want |= if inode.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+            want |= exec_bit;
         }
-        let r = s.client.access(cred, &inode.fh, want).await?;
-        if let Some(a) = r.obj_attributes {
-            s.fresh_attrs(&inode, a, false);
-        }
-        if r.access & want == want {
+        let cached = inode.state.lock().cached_access(cred, want, Instant::now());
+        let granted = match cached {
+            Some(granted) => granted,
+            None => {
+                // Ask about everything access(2) can ask, as Linux does, so
+                // the one answer serves this caller's later masks too.
+                let asked = ACCESS3_READ | write_bits | exec_bit;
+                let r = s.client.access(cred, &inode.fh, asked).await?;
+                if let Some(a) = r.obj_attributes {
+                    s.fresh_attrs(&inode, a, false);
+                }
+                inode.state.lock().remember_access(cred, asked, r.access);
+                r.access
+            }
+        };
+        if granted & want == want {
             Ok(())
         } else {
             Err(NfsError::Nfs(Nfsstat3::Acces).into())
@@ -578,8 +638,18 @@ impl<C: NfsOps> CachedFs<C> {
         s.finish_dir_change(&dir, r, newname, cred).await
     }
 
-    /// Remove a file.
+    /// Remove a file. A file still open here is not removed but renamed
+    /// to a hidden `.nfs…` name in the same directory (NFS has no "delete
+    /// on last close", and a REMOVE would make the open handle stale); the
+    /// hidden name is removed when the last handle is released.
     pub async fn unlink(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<()> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let dir = s.inode(parent)?;
+        check_name(name)?;
+        if let Some(child) = s.open_child(&dir, name, cred).await {
+            return s.silly_rename(&dir, name, &child, cred).await;
+        }
         self.remove_name(parent, name, cred, false).await
     }
 
@@ -631,6 +701,22 @@ impl<C: NfsOps> CachedFs<C> {
         let to = s.inode(newparent)?;
         check_name(name)?;
         check_name(newname)?;
+        if let Some(target) = s.open_child(&to, newname, cred).await {
+            // The RENAME would unlink an open file: hide it first, as
+            // unlink does, unless it is the very object being moved (a
+            // rename onto another link of itself changes nothing).
+            let source = match from.state.lock().names.get(name) {
+                Some(Dentry::Positive(fh)) => Some(fh.clone()),
+                _ => None,
+            };
+            let source = match source {
+                Some(fh) => Some(fh),
+                None => s.client.lookup(cred, &from.fh, name).await.ok().map(|r| r.object),
+            };
+            if source.as_ref() != Some(&target.fh) {
+                s.silly_rename(&to, newname, &target, cred).await?;
+            }
+        }
         from.state.lock().begin_change();
         if newparent != parent {
             to.state.lock().begin_change();
@@ -680,8 +766,9 @@ impl<C: NfsOps> CachedFs<C> {
         })
     }
 
-    /// Write back and commit every file (unmount, `sync`). Returns the
-    /// first error any file had.
+    /// Write back and commit every file (unmount, `sync`), and wait for
+    /// the removal of hidden names of unlinked files already closed.
+    /// Returns the first error any file had.
     pub async fn sync_all(&self) -> FsResult<()> {
         let s = &self.shared;
         let files: Vec<Arc<Inode>> = s.dirty_inodes.lock().values().cloned().collect();
@@ -693,7 +780,18 @@ impl<C: NfsOps> CachedFs<C> {
                 }
             }
         }
+        self.wait_deferred_removes().await;
         first
+    }
+
+    /// Wait until every hidden name whose file has had its last close is
+    /// REMOVEd (that happens in the background once `release` of the last
+    /// handle returns). Their errors are only logged: nobody is left to
+    /// report them to.
+    pub async fn wait_deferred_removes(&self) {
+        let mut rx = self.shared.removes_pending.subscribe();
+        // The sender lives in `shared`, which we hold: this cannot fail.
+        let _ = rx.wait_for(|n| *n == 0).await;
     }
 }
 
@@ -714,16 +812,120 @@ impl<C: NfsOps> Shared<C> {
         }
     }
 
-    fn open_handle(&self, inode: &Arc<Inode>, cred: &Cred) -> u64 {
+    fn open_handle(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred) -> u64 {
         let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
         let seen = {
             let mut st = inode.state.lock();
             st.open_count += 1;
             st.file.err_seq
         };
-        let of = OpenFile { inode: inode.clone(), cred: cred.clone(), err_seen: AtomicU64::new(seen) };
+        let owner: Weak<dyn LastClose> = Arc::downgrade(self) as Weak<dyn LastClose>;
+        let of = OpenFile { inode: inode.clone(), cred: cred.clone(), err_seen: AtomicU64::new(seen), owner };
         self.handles.lock().insert(id, Arc::new(of));
         id
+    }
+
+    /// The file `name` in `dir` if it is a regular file open here and not
+    /// already hidden: removing its name must go through a silly rename.
+    /// The lookup cache usually knows the name (the kernel looked it up
+    /// before unlinking it); otherwise, and only while some file is open,
+    /// the server is asked. Any failure means "not open": the REMOVE or
+    /// RENAME that follows reports the real error.
+    async fn open_child(&self, dir: &Inode, name: &[u8], cred: &Cred) -> Option<Arc<Inode>> {
+        let cached = match dir.state.lock().names.get(name) {
+            Some(Dentry::Positive(fh)) => Some(fh.clone()),
+            _ => None,
+        };
+        let fh = match cached {
+            Some(fh) => fh,
+            None if self.handles.lock().is_empty() => return None,
+            None => self.client.lookup(cred, &dir.fh, name).await.ok()?.object,
+        };
+        let child = self.inodes.by_fh(&fh)?;
+        let st = child.state.lock();
+        let open = child.ftype == Ftype3::Reg && st.open_count > 0 && st.silly.is_none();
+        drop(st);
+        open.then_some(child)
+    }
+
+    /// Rename open file `child`, known as `name` in `dir`, to a hidden name
+    /// in `dir` that does not exist yet, and remember it on the inode for
+    /// the last close. If the file was closed meanwhile, remove it now.
+    async fn silly_rename(
+        &self,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        child: &Arc<Inode>,
+        cred: &Cred,
+    ) -> FsResult<()> {
+        let fileid = child.state.lock().attr.fileid;
+        let min = self.cfg.ac_bounds(true).0;
+        for _ in 0..SILLY_TRIES_MAX {
+            let n = self.silly_counter.fetch_add(1, Ordering::Relaxed);
+            let hidden = Bytes::from(format!(".nfs{fileid:016x}{n:08x}"));
+            // RENAME silently replaces an existing target, so make sure
+            // there is none (someone else's file, or a leftover).
+            match self.client.lookup(cred, &dir.fh, &hidden).await {
+                Ok(_) => continue,
+                Err(NfsError::Nfs(Nfsstat3::Noent)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            dir.state.lock().begin_change();
+            let r = self.client.rename(cred, &dir.fh, name, &dir.fh, &hidden).await;
+            {
+                let mut st = dir.state.lock();
+                st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), Instant::now(), min);
+                if r.is_ok() {
+                    st.names.remove(name);
+                    st.names.remove(&hidden);
+                }
+            }
+            match r {
+                // Created between our LOOKUP and RENAME: try another name.
+                Err(NfsError::Nfs(Nfsstat3::Exist)) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(_) => {}
+            }
+            let silly = SillyName { dir: dir.clone(), name: hidden, cred: cred.clone() };
+            let closed_meanwhile = {
+                let mut st = child.state.lock();
+                // The rename moved the file's ctime.
+                st.attr_timeout = Duration::ZERO;
+                if st.open_count > 0 {
+                    st.silly = Some(silly);
+                    None
+                } else {
+                    Some(silly)
+                }
+            };
+            if let Some(silly) = closed_meanwhile {
+                self.remove_silly(child, silly).await;
+            }
+            return Ok(());
+        }
+        tracing::warn!(fileid, "no free hidden name for a file unlinked while open");
+        Err(NfsError::Nfs(Nfsstat3::Exist).into())
+    }
+
+    /// REMOVE the hidden name of a file whose last handle is gone. Errors
+    /// are logged: the unlink that asked for this has long returned.
+    async fn remove_silly(&self, child: &Inode, silly: SillyName) {
+        let SillyName { dir, name, cred } = silly;
+        dir.state.lock().begin_change();
+        let r = self.client.remove(&cred, &dir.fh, &name).await;
+        {
+            let mut st = dir.state.lock();
+            st.names.remove(&name);
+            st.end_change(r.as_ref().ok(), Instant::now(), self.cfg.ac_bounds(true).0);
+        }
+        child.state.lock().attr_timeout = Duration::ZERO;
+        if let Err(e) = r {
+            tracing::warn!(
+                name = %String::from_utf8_lossy(&name),
+                error = %e,
+                "could not remove the hidden name of a file unlinked while open"
+            );
+        }
     }
 
     /// Ask the server for attributes if the cached ones have expired.
@@ -821,6 +1023,25 @@ impl<C: NfsOps> Shared<C> {
             self.remember_name(dir, key, Dentry::Positive(fh));
         }
         Ok(self.reference(&inode))
+    }
+}
+
+impl<C: NfsOps> LastClose for Shared<C> {
+    fn remove_silly_later(self: Arc<Self>, inode: Arc<Inode>, silly: SillyName) {
+        // Counted before the task exists, so a waiter that starts once
+        // `release` has returned cannot miss it.
+        self.removes_pending.send_modify(|n| *n += 1);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            // Dropped outside a runtime (only at teardown): the hidden
+            // file stays, as after a client crash.
+            self.removes_pending.send_modify(|n| *n -= 1);
+            tracing::warn!("hidden name of an unlinked file left behind: no runtime to remove it");
+            return;
+        };
+        rt.spawn(async move {
+            self.remove_silly(&inode, silly).await;
+            self.removes_pending.send_modify(|n| *n -= 1);
+        });
     }
 }
 

@@ -41,6 +41,10 @@ const REMAP_BASE: u64 = 1 << 63;
 const WCC_PENDING_MAX: usize = 1024;
 /// Names cached per directory before the lookup cache starts over.
 pub(crate) const DIR_ENTRIES_MAX: usize = 65536;
+/// Callers whose ACCESS answers are kept per inode. A file is rarely
+/// checked by more than a few identities at once; past this the oldest
+/// answer goes, so the cost per inode stays a few hundred bytes.
+pub(crate) const ACCESS_ENTRIES_MAX: usize = 8;
 
 /// What cached data is valid against: the attributes that change when a
 /// file's content does.
@@ -243,6 +247,30 @@ pub(crate) enum Dentry {
     Negative { until: Instant },
 }
 
+/// The hidden name a file unlinked while open lives on under (Linux's
+/// "silly rename"): REMOVEd when the last open handle is released.
+pub(crate) struct SillyName {
+    /// The directory holding the hidden name.
+    pub(crate) dir: Arc<Inode>,
+    /// The hidden name, `.nfs<fileid><counter>`.
+    pub(crate) name: Bytes,
+    /// Who unlinked the file: the deferred REMOVE is theirs.
+    pub(crate) cred: Cred,
+}
+
+/// What the server answered to one caller's ACCESS (Linux's access cache).
+#[derive(Clone, Debug)]
+pub(crate) struct AccessEntry {
+    pub(crate) cred: Cred,
+    /// The ACCESS3 bits asked about.
+    pub(crate) asked: u32,
+    /// Of those, the bits the server granted.
+    pub(crate) granted: u32,
+    /// The answer is trusted no longer than the attributes that came with
+    /// it were.
+    pub(crate) until: Instant,
+}
+
 /// The lock-protected state of an inode.
 pub(crate) struct InodeState {
     pub(crate) attr: Fattr3,
@@ -266,6 +294,14 @@ pub(crate) struct InodeState {
     pub(crate) file: FileData,
     /// Directories: name → cached lookup result.
     pub(crate) names: HashMap<Bytes, Dentry>,
+    /// Set once the file was unlinked (or renamed over) while open and
+    /// lives on under a hidden name until its last close.
+    pub(crate) silly: Option<SillyName>,
+    /// ACCESS answers by caller, oldest first, at most
+    /// `ACCESS_ENTRIES_MAX`. Each expires with the attributes it came
+    /// with; all are cleared when fresh attributes show a new mode or
+    /// owner, and by our SETATTRs.
+    pub(crate) access: Vec<AccessEntry>,
 }
 
 impl InodeState {
@@ -282,7 +318,35 @@ impl InodeState {
             nlookup: 0,
             file: FileData::new(mem_bytes),
             names: HashMap::new(),
+            silly: None,
+            access: Vec::new(),
         }
+    }
+
+    /// The server's cached answer to `cred` asking for `want` (ACCESS3
+    /// bits): `Some(granted & want)` if an answer covering every bit of
+    /// `want` is still trusted.
+    pub(crate) fn cached_access(&self, cred: &Cred, want: u32, now: Instant) -> Option<u32> {
+        if !self.attr_valid(now) {
+            return None;
+        }
+        let e = self.access.iter().find(|e| e.cred == *cred)?;
+        (now < e.until && want & !e.asked == 0).then_some(e.granted & want)
+    }
+
+    /// Remember the server's ACCESS answer for `cred`, trusted as long as
+    /// the attributes are now.
+    pub(crate) fn remember_access(&mut self, cred: &Cred, asked: u32, granted: u32) {
+        let until = self.attr_fetched + self.attr_timeout;
+        if self.attr_timeout.is_zero() {
+            // noac: nothing may be trusted, so keep nothing.
+            return;
+        }
+        self.access.retain(|e| e.cred != *cred);
+        if self.access.len() >= ACCESS_ENTRIES_MAX {
+            self.access.remove(0);
+        }
+        self.access.push(AccessEntry { cred: cred.clone(), asked, granted: granted & asked, until });
     }
 
     /// Whether the attributes may be used without asking the server.
@@ -310,6 +374,19 @@ impl InodeState {
         self.names.clear();
     }
 
+    /// New attributes are about to replace `self.attr`: a new mode or
+    /// owner changes who may do what, so the ACCESS answers go. Not ctime:
+    /// every WRITE moves it, and dropping the answers at each would cost
+    /// an ACCESS per write-heavy open (Linux also looks at mode and owner
+    /// only; anything else, such as an ACL, is bounded by the answers'
+    /// own expiry).
+    fn check_access_against(&mut self, a: &Fattr3) {
+        let old = &self.attr;
+        if old.mode != a.mode || old.uid != a.uid || old.gid != a.gid {
+            self.access.clear();
+        }
+    }
+
     /// Attributes fresh from the server that are not the result of one of
     /// our changes (GETATTR, LOOKUP, READ, ACCESS replies).
     /// `revalidation`: this was a check of expired attributes, so an
@@ -322,6 +399,7 @@ impl InodeState {
         revalidation: bool,
     ) {
         let (min, max) = bounds;
+        self.check_access_against(&a);
         if self.changes_in_flight > 0 {
             // Our own changes are moving the attributes; the WCC chain
             // decides about the cache once they drain. Only take newer ones.
@@ -356,6 +434,7 @@ impl InodeState {
         self.changes_in_flight = self.changes_in_flight.saturating_sub(1);
         if let Some(w) = wcc {
             if let Some(post) = &w.after {
+                self.check_access_against(post);
                 if time_key(post.ctime) >= time_key(self.attr.ctime) {
                     self.attr = *post;
                 }
@@ -546,6 +625,51 @@ mod tests {
         s.end_change(Some(&wcc(&a2, &a3)), now, Duration::from_secs(3));
         assert_eq!(s.file.chunk_count(), 0);
         assert_eq!(s.validator, Validator::of(&a3));
+    }
+
+    #[test]
+    fn access_answers_expire_with_the_attributes_and_stay_bounded() {
+        let a = attr(1, 1);
+        let now = Instant::now();
+        let mut s = InodeState::new(a, now, Duration::from_secs(3), Arc::default());
+        let cred = |uid| Cred { uid, gid: uid, groups: vec![] };
+        s.remember_access(&cred(1), 0b11, 0b01);
+        assert_eq!(s.cached_access(&cred(1), 0b01, now), Some(0b01));
+        assert_eq!(s.cached_access(&cred(1), 0b10, now), Some(0), "a refusal is an answer too");
+        assert_eq!(s.cached_access(&cred(1), 0b100, now), None, "never asked about that bit");
+        assert_eq!(s.cached_access(&cred(2), 0b01, now), None, "another caller");
+        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(3)), None, "expired");
+        // The attributes were revalidated unchanged: the answer still
+        // expires when the attributes it came with did.
+        s.fresh_attrs(
+            a,
+            now + Duration::from_secs(2),
+            (Duration::from_secs(3), Duration::from_secs(60)),
+            true,
+        );
+        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(4)), None);
+        // A new mode drops every answer.
+        s.remember_access(&cred(1), 0b11, 0b11);
+        let mut chmodded = a;
+        chmodded.mode = 0o600;
+        s.fresh_attrs(
+            chmodded,
+            now + Duration::from_secs(2),
+            (Duration::from_secs(3), Duration::from_secs(60)),
+            false,
+        );
+        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(2)), None);
+        // Bounded: the oldest caller goes first.
+        for uid in 0..(ACCESS_ENTRIES_MAX as u32 + 1) {
+            s.remember_access(&cred(uid), 1, 1);
+        }
+        assert_eq!(s.access.len(), ACCESS_ENTRIES_MAX);
+        assert_eq!(s.cached_access(&cred(0), 1, now + Duration::from_secs(2)), None);
+        assert_eq!(s.cached_access(&cred(1), 1, now + Duration::from_secs(2)), Some(1));
+        // noac: nothing is kept.
+        let mut noac = InodeState::new(a, now, Duration::ZERO, Arc::default());
+        noac.remember_access(&cred(1), 1, 1);
+        assert!(noac.access.is_empty());
     }
 
     #[test]
