@@ -41,6 +41,13 @@
 //! - **Directories**: READDIRPLUS (READDIR if the server says NOTSUPP)
 //!   fills the attribute and lookup caches; `lookupcache=all|pos|none`,
 //!   negative entries expire with the directory's attributes.
+//! - **Access** (Linux's access cache): ACCESS answers per inode and
+//!   caller (uid, gid, groups), a few callers per inode, trusted while the
+//!   attributes they came with are; a new mode or owner, or our SETATTR,
+//!   drops them.
+//! - **Unlink of an open file** (Linux's "silly rename"): the file is
+//!   renamed to a hidden `.nfs…` name instead of removed, so open handles
+//!   keep working; the hidden name is removed after the last release.
 //! - **Disk cache** (`cache=DIR`, CacheFS / FS-Cache style): chunks on
 //!   disk with their file's validator, served after a client restart once
 //!   a GETATTR shows the file unchanged; bounded, least recently used
