@@ -155,8 +155,29 @@ impl NfsClient {
         Self::start(mounted, options).await
     }
 
+    /// A client whose root is `root` (a directory inside this export,
+    /// e.g. from [`NfsClient::lookup_path`]), over this client's
+    /// connections: no new TCP connection, no MOUNT call. One FSINFO on
+    /// `root` sets the transfer sizes, because the directory may be on
+    /// another of the server's file systems with other limits.
+    ///
+    /// The result still names this client's export, so
+    /// [`NfsClient::unmount`] on either one UMNTs the export that was
+    /// mounted; its [`NfsClient::path_inside`] is `/` (it is rooted at the
+    /// path). The connections close when the last client sharing them is
+    /// dropped.
+    pub async fn rooted_at(&self, root: NfsFh3) -> NfsResult<NfsClient> {
+        let mounted = Mounted { root, path_inside: "/".into(), ..self.inner.mounted.clone() };
+        Self::start_on(self.inner.rpc.clone(), mounted, self.inner.options.clone()).await
+    }
+
     async fn start(mounted: Mounted, options: MountOptions) -> NfsResult<NfsClient> {
         let rpc = RpcClient::new(TransportConfig::new(mounted.nfs_addr, &options));
+        Self::start_on(rpc, mounted, options).await
+    }
+
+    /// Ask FSINFO on `mounted.root` over `rpc` and build the client.
+    async fn start_on(rpc: RpcClient, mounted: Mounted, options: MountOptions) -> NfsResult<NfsClient> {
         let cred = default_cred(&options);
         let args = Fsinfo3Args { fsroot: mounted.root.clone() };
         let body = rpc.call(NFS_PROGRAM, NFS_V3, NFSPROC3_FSINFO, &cred, &args).await?;
@@ -164,6 +185,13 @@ impl NfsClient {
         let rsize = transfer_size(fsinfo.rtmax, options.rsize);
         let wsize = transfer_size(fsinfo.wtmax, options.wsize);
         Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize }) })
+    }
+
+    /// Whether `self` and `other` send their calls over the same
+    /// connections (clones, or one made from the other by
+    /// [`NfsClient::rooted_at`]).
+    pub fn shares_connections_with(&self, other: &NfsClient) -> bool {
+        std::ptr::eq(self.inner.rpc.connection_stats().as_ptr(), other.inner.rpc.connection_stats().as_ptr())
     }
 
     /// Largest READ to send: min(server rtmax, `rsize` option).
@@ -476,5 +504,85 @@ mod tests {
         assert_eq!(transfer_size(100_000, None), 98304, "whole pages");
         assert_eq!(transfer_size(0, Some(8192)), 8192, "server says nothing: the option");
         assert_eq!(transfer_size(1000, None), 1000);
+    }
+
+    /// An in-process server with one in-memory export, `/export`, on an
+    /// ephemeral loopback port; stops when the token is cancelled.
+    async fn memory_server() -> (SocketAddr, tokio_util::sync::CancellationToken) {
+        use eagernfs_server::{exports, ExportSpec, Server, ServerConfig};
+        use eagernfs_vfs::memory::{MemoryBackend, MemoryConfig};
+        let (mut parsed, _) = exports::parse("/export 127.0.0.0/8(rw,insecure,no_root_squash)").unwrap();
+        let spec = ExportSpec {
+            id: 1,
+            mount_paths: vec!["/export".into()],
+            access: parsed.entries.remove(0),
+            backend: Arc::new(MemoryBackend::new(MemoryConfig::default())),
+        };
+        let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let server = Server::bind(ServerConfig::default(), vec![spec], &[listen]).await.unwrap();
+        let addr = server.local_addrs()[0];
+        let token = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(server.run(token.clone()));
+        (addr, token)
+    }
+
+    /// Successful connects over all of a client's connections.
+    fn connects(c: &NfsClient) -> u64 {
+        c.rpc().connection_stats().iter().map(|s| s.connects.load(std::sync::atomic::Ordering::Relaxed)).sum()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rooted_client_shares_the_connection() {
+        // Fail instead of hanging (generous: debug build, busy machine).
+        let wait = std::time::Duration::from_secs(60);
+        tokio::time::timeout(wait, rooted_client_shares_the_connection_body()).await.expect("test timed out");
+    }
+
+    async fn rooted_client_shares_the_connection_body() {
+        let (addr, stop) = memory_server().await;
+        let url = format!("nfs://127.0.0.1:{}/export/sub?nconnect=2", addr.port());
+        let cred = Cred::root();
+        // The path does not exist yet: connect mounts /export and keeps /sub.
+        let c = NfsClient::connect(&url).await.unwrap();
+        assert_eq!((c.export(), c.path_inside()), ("/export", "/sub"));
+        let sub = c.mkdir(&cred, &c.root(), b"sub", Sattr3::default()).await.unwrap().obj.unwrap();
+        let (found, _) = c.lookup_path(&cred, c.path_inside()).await.unwrap();
+        assert_eq!(found, sub);
+        let before = connects(&c);
+        assert!(before >= 1, "the calls above connected");
+
+        let r = c.rooted_at(sub.clone()).await.unwrap();
+        assert!(r.shares_connections_with(&c) && c.shares_connections_with(&r));
+        assert_eq!(r.root(), sub);
+        assert_eq!((r.export(), r.path_inside()), ("/export", "/"));
+        assert_eq!((r.rsize(), r.wsize()), (c.rsize(), c.wsize()));
+        // Work through the rooted client lands in the directory, and opens
+        // no connection of its own.
+        let f = r
+            .create(&cred, &r.root(), b"f", Createhow3::Unchecked(Sattr3::default()))
+            .await
+            .unwrap()
+            .obj
+            .unwrap();
+        r.write(&cred, &f, 0, Bytes::from_static(b"hello"), StableHow::FileSync).await.unwrap();
+        let (via_parent, attrs) = c.lookup_path(&cred, "/sub/f").await.unwrap();
+        assert_eq!((via_parent, attrs.size), (f.clone(), 5));
+        // Both nconnect connections in use, through both clients: each
+        // connected once.
+        for _ in 0..4 {
+            r.getattr(&cred, &f).await.unwrap();
+            c.getattr(&cred, &f).await.unwrap();
+        }
+        assert_eq!(connects(&r), connects(&c));
+        assert!(connects(&c) <= 2, "nconnect=2 but {} connects", connects(&c));
+
+        // A separately connected client does not share.
+        let other = NfsClient::connect(&url).await.unwrap();
+        assert!(!other.shares_connections_with(&c));
+        // A rooted client keeps the connections alive after its parent is dropped.
+        drop(c);
+        assert_eq!(r.read(&cred, &f, 0, 5).await.unwrap().data, Bytes::from_static(b"hello"));
+        r.unmount().await.unwrap();
+        stop.cancel();
     }
 }

@@ -151,7 +151,10 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
     let client = NfsClient::connect_url(&spec.url).await.map_err(server_err)?;
     let inside = client.path_inside().to_string();
     // A URL below the export: the mount's root is that directory, served
-    // by a client whose root handle is it.
+    // by a client whose root handle is it, over the same connections (a
+    // second connection would double the server's per-client state, and
+    // its retransmissions would not share one duplicate-cache identity).
+    // UMNT still goes through `client`, which names the mounted export.
     let root_client = if inside == "/" {
         client.clone()
     } else {
@@ -165,7 +168,7 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
         if attr.ftype != Ftype3::Dir {
             return Err(MountError::NotADirectory { url, export: client.export().into(), path: inside });
         }
-        NfsClient::with_root(client.server(), fh, spec.url.options.clone()).await.map_err(server_err)?
+        client.rooted_at(fh).await.map_err(server_err)?
     };
     let fs = CachedFs::new(root_client, &spec.url.options)
         .await

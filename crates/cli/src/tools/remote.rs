@@ -49,24 +49,36 @@ impl Remote {
     /// inside the mount whenever the server allows: a server that mounts
     /// subdirectories (eagernfs, Linux) would otherwise make a URL naming a
     /// directory the root of its own mount, and `rm` or `mkdir` could not
-    /// reach the directory it lives in. The parent is then mounted as the
-    /// export instead; if that is refused, the URL really names an export.
+    /// reach the directory it lives in. So the parent is tried as the export
+    /// first; if that is refused, the URL is mounted as [`Remote::connect`]
+    /// does (its object is then below the export, or is an export itself).
+    ///
+    /// The parent goes first so that only one NFS connection is ever made:
+    /// mounting the URL and then its parent would open (and FSINFO) a
+    /// connection only to throw it away.
     pub(crate) async fn connect_with_parent(url: &str) -> anyhow::Result<Remote> {
-        let remote = Remote::connect(url).await?;
-        if remote.path != "/" {
-            return Ok(remote);
+        let display = url.split('?').next().unwrap_or(url).trim_end_matches('/').to_string();
+        let parsed = url.parse::<NfsUrl>().ok();
+        let parent = parsed.as_ref().filter(|p| p.export.is_none()).and_then(|p| {
+            // `export=` in the URL: the user said where the export is.
+            let (parent, name) = split_parent(&p.path)?;
+            Some((NfsUrl { path: parent.to_string(), export: Some(parent.to_string()), ..p.clone() }, name))
+        });
+        if let Some((parent_url, name)) = parent {
+            match NfsClient::connect_url(&parent_url).await {
+                Ok(client) => {
+                    let cred = client.default_cred();
+                    return Ok(Remote { client, cred, display, path: format!("/{name}") });
+                }
+                // The server is unreachable: asking again for the URL itself
+                // would only wait as long a second time.
+                Err(e @ (NfsError::Connection(_) | NfsError::TimedOut)) => {
+                    return Err(nfs_error(&display, e))
+                }
+                Err(_) => {}
+            }
         }
-        let Ok(parsed) = url.parse::<NfsUrl>() else { return Ok(remote) };
-        let Some((parent, name)) = split_parent(&parsed.path) else { return Ok(remote) };
-        if parsed.export.is_some() {
-            return Ok(remote); // the user said where the export is
-        }
-        let parent_url =
-            NfsUrl { path: parent.to_string(), export: Some(parent.to_string()), ..parsed.clone() };
-        match NfsClient::connect_url(&parent_url).await {
-            Ok(client) => Ok(Remote { client, path: format!("/{name}"), ..remote }),
-            Err(_) => Ok(remote),
-        }
+        Remote::connect(url).await
     }
 
     /// The handle and attributes of the URL's own object.
