@@ -151,11 +151,16 @@ impl ForegroundMount {
         }
     }
 
+    /// Kills the daemon (if it has not exited) and detaches the mount.
     fn kill(&self) {
-        // SAFETY: signalling our own child, which the waiter thread has not
-        // reaped unless it exited (then the signal is harmless: the pid is
-        // not reused while we hold no other children by that number).
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        // Once the waiter thread has reaped the daemon its pid may belong to
+        // someone else: signal only a daemon not yet reported as exited.
+        // (A reap racing this check is possible but needs the pid to be
+        // reused within microseconds.)
+        if matches!(self.exited.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+            // SAFETY: a plain syscall on our own, still running child.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
         let _ = Command::new(bin()).args(["umount", "-z"]).arg(&self.path).status();
     }
 }

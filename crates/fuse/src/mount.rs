@@ -152,8 +152,8 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
     let inside = client.path_inside().to_string();
     // A URL below the export: the mount's root is that directory, served
     // by a client whose root handle is it, over the same connections (a
-    // second connection would double the server's per-client state, and
-    // its retransmissions would not share one duplicate-cache identity).
+    // second one would cost the server a socket and the client a second
+    // reconnect, and "not responding" report, whenever the server restarts).
     // UMNT still goes through `client`, which names the mounted export.
     let root_client = if inside == "/" {
         client.clone()
