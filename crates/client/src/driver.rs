@@ -15,7 +15,7 @@
 //! - [`TransportEvent`]: connection news (for logs and tests).
 //! - `connection_task` / `writer_task` / `connect`: the I/O.
 
-use crate::core::{Call, CoreConfig, CoreStats, Event, RpcCore, Token};
+use crate::core::{Call, CoreConfig, CoreStats, Event, Record, RpcCore, Token};
 use crate::ops::{Cred, NfsError, NfsResult};
 use crate::options::MountOptions;
 use bytes::{Bytes, BytesMut};
@@ -24,12 +24,12 @@ use eagernfs_rpc::{AuthSys, OpaqueAuth, RecordDecoder};
 use eagernfs_xdr::{Encode, Opaque};
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -264,7 +264,7 @@ struct Conn {
     reader: OwnedReadHalf,
     buf: BytesMut,
     decoder: RecordDecoder,
-    writer_tx: mpsc::UnboundedSender<Bytes>,
+    writer_tx: mpsc::UnboundedSender<Record>,
     /// Fires if the writer task fails.
     writer_failed: oneshot::Receiver<io::Error>,
     writer: tokio::task::JoinHandle<()>,
@@ -461,30 +461,59 @@ fn start_connection(stream: TcpStream, max_record_bytes: usize) -> Conn {
     }
 }
 
-/// Write records as they come, many per `write` when they queue up.
+/// Write records as they come, many per `writev` when they queue up.
 ///
 /// The channel is unbounded, but what flows through it is bounded by the
 /// core: at most `slots_max` calls are outstanding, and each is queued
 /// again only after a timeout or a reconnect (which starts a new writer).
 async fn writer_task(
-    writer: OwnedWriteHalf,
-    mut records: mpsc::UnboundedReceiver<Bytes>,
+    mut writer: OwnedWriteHalf,
+    mut records: mpsc::UnboundedReceiver<Record>,
     failed: oneshot::Sender<io::Error>,
 ) {
-    let mut w = BufWriter::with_capacity(256 * 1024, writer);
+    let mut batch: Vec<Record> = Vec::new();
     while let Some(first) = records.recv().await {
-        let mut result = w.write_all(&first).await;
-        while result.is_ok() {
+        let mut pieces = 1 + first.tail.len();
+        batch.push(first);
+        while pieces < WRITEV_PIECES_MAX {
             match records.try_recv() {
-                Ok(r) => result = w.write_all(&r).await,
+                Ok(r) => {
+                    pieces += 1 + r.tail.len();
+                    batch.push(r);
+                }
                 Err(_) => break,
             }
         }
-        if let Err(e) = result.and(w.flush().await) {
+        if let Err(e) = write_records(&mut writer, &batch).await {
             let _ = failed.send(e);
             return;
         }
+        batch.clear();
     }
+}
+
+/// Buffers handed to one `writev`: enough to batch many small calls,
+/// well below the kernel's limit (`UIO_MAXIOV`, 1024).
+const WRITEV_PIECES_MAX: usize = 64;
+
+/// Write `batch` in order, heads and tails straight from their buffers.
+async fn write_records(w: &mut OwnedWriteHalf, batch: &[Record]) -> io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = batch
+        .iter()
+        .flat_map(|r| std::iter::once(&r.head).chain(r.tail.iter()))
+        .filter(|b| !b.is_empty())
+        .map(|b| IoSlice::new(b))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let k = rest.len().min(1024);
+        let n = w.write_vectored(&rest[..k]).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut rest, n);
+    }
+    Ok(())
 }
 
 /// Linux's default range for reserved source ports (`min_resvport`..`max_resvport`).

@@ -13,6 +13,7 @@
 //! - the [`NfsOps`] impl: the 22 procedures.
 //! - `NfsRes`: turns each `XxxRes` into `Ok(resok)` or `Err(status)`.
 
+use crate::core::Call;
 use crate::driver::{RpcClient, TransportConfig};
 use crate::mount::{self, Mounted};
 use crate::ops::{Cred, NfsError, NfsOps, NfsResult};
@@ -362,9 +363,18 @@ impl NfsOps for NfsClient {
         stable: StableHow,
     ) -> NfsResult<Write3ResOk> {
         self.writable()?;
-        let hint = data.len();
         let args = Write3Args { file: fh.clone(), offset, count: data.len() as u32, stable, data };
-        self.call::<_, Write3Res>(cred, NFSPROC3_WRITE, &args, hint).await
+        // The data goes on the wire from the caller's buffer, not copied.
+        let rpc = &self.inner.rpc;
+        let call = Call::with_opaque_tail(
+            NFS_PROGRAM,
+            NFS_V3,
+            NFSPROC3_WRITE,
+            &rpc.auth_sys(cred),
+            &Write3ArgsHead(&args),
+            args.data.clone(),
+        );
+        decode::<Write3Res>(NFSPROC3_WRITE, rpc.submit(call).await?)?.into_result()
     }
 
     async fn create(

@@ -464,6 +464,22 @@ fn oversized_write_is_an_error() {
 }
 
 #[test]
+fn write_args_head_is_the_encoding_up_to_the_data() {
+    for n in [0usize, 1, 3, 4, 5, 4097] {
+        let args = Write3Args {
+            file: fh(b"file"),
+            offset: 77,
+            count: n as u32,
+            stable: StableHow::FileSync,
+            data: Bytes::from(vec![0xa5; n]),
+        };
+        let mut split = to_vec(&Write3ArgsHead(&args));
+        encode_opaque(&mut split, &args.data);
+        assert_eq!(split, to_vec(&args), "{n} bytes of data");
+    }
+}
+
+#[test]
 fn claimed_length_without_data_is_truncated_not_allocated() {
     // A READ reply claiming a 1 MiB payload but carrying none.
     let mut buf = Vec::new();

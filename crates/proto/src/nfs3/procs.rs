@@ -407,6 +407,22 @@ impl Encode for Write3Args {
         encode_opaque(buf, &self.data);
     }
 }
+/// The part of [`Write3Args`] before the data: what a sender encodes
+/// when it writes the data (its length word, the bytes and their padding)
+/// from its own buffers instead of copying them into the record.
+#[derive(Debug, Clone, Copy)]
+pub struct Write3ArgsHead<'a>(pub &'a Write3Args);
+
+impl Encode for Write3ArgsHead<'_> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        let a = self.0;
+        a.file.encode(buf);
+        a.offset.encode(buf);
+        a.count.encode(buf);
+        a.stable.encode(buf);
+    }
+}
+
 impl Decode for Write3Args {
     fn decode(buf: &mut Bytes) -> Result<Self> {
         let file = NfsFh3::decode(buf)?;
