@@ -389,6 +389,19 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        // Most writes only copy into the cache: answer them on this
+        // reader thread (see `CachedFs::try_write` for why that matters).
+        let done = {
+            let _rt = self.rt.enter();
+            self.fs.try_write(fh.0, offset, data)
+        };
+        if let Some(r) = done {
+            match r {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(&e)),
+            }
+            return;
+        }
         // The request buffer is reused for the next request: copy.
         let data = data.to_vec();
         self.spawn(req, move |fs, _cred| async move {
