@@ -20,7 +20,7 @@ use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use eagernfs_client::cache::{CachedFs, Entry, FsError};
 use eagernfs_client::{Cred, LookupCache, NfsClient, NfsOps};
@@ -32,7 +32,6 @@ use fuser::{
 };
 use tokio::runtime::Handle;
 
-use crate::access::AccessCache;
 use crate::attr::{file_attr, file_type, sattr};
 use crate::creds::CredCache;
 
@@ -53,8 +52,6 @@ pub struct NfsFuse<C: NfsOps> {
     rt: Handle,
     /// Supplementary groups of callers, briefly cached.
     creds: Arc<CredCache>,
-    /// What the server let each caller do at open, while attributes hold.
-    grants: Arc<AccessCache>,
     /// `lookupcache=none`: the kernel may not cache names either.
     names_uncached: bool,
     /// Told MOUNT UMNT at unmount (advisory, as the Linux client does).
@@ -81,14 +78,7 @@ impl<C: NfsOps> NfsFuse<C> {
     /// Serve `fs`, running request tasks on `rt`.
     pub fn new(fs: CachedFs<C>, rt: Handle) -> Self {
         let names_uncached = fs.config().lookupcache == LookupCache::None;
-        NfsFuse {
-            fs,
-            rt,
-            creds: Arc::new(CredCache::new()),
-            grants: Arc::new(AccessCache::new()),
-            names_uncached,
-            umnt: None,
-        }
+        NfsFuse { fs, rt, creds: Arc::new(CredCache::new()), names_uncached, umnt: None }
     }
 
     /// Send MOUNT UMNT through `client` when the file system is unmounted.
@@ -194,7 +184,6 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         // Bookkeeping only, no I/O: done in place.
         self.fs.forget(ino.0, nlookup);
-        self.grants.forget_inode(ino.0);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -225,10 +214,6 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         reply: ReplyAttr,
     ) {
         let attrs = sattr(mode, uid, gid, size, atime, mtime);
-        if mode.is_some() || uid.is_some() || gid.is_some() {
-            // Who may do what changes with these.
-            self.grants.forget_inode(ino.0);
-        }
         self.spawn(req, move |fs, cred| async move {
             match fs.setattr(ino.0, attrs, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
@@ -337,16 +322,11 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         if flags.0 & libc::O_TRUNC != 0 {
             mask |= libc::W_OK;
         }
-        let grants = self.grants.clone();
         self.spawn(req, move |fs, cred| async move {
-            if !grants.allows(ino.0, &cred, mask, Instant::now()) {
-                if let Err(e) = fs.access(ino.0, mask, &cred).await {
-                    return reply.error(errno(&e));
-                }
-                // The reply refreshed the attributes: this TTL is theirs.
-                if let Ok(e) = fs.getattr(ino.0, &cred).await {
-                    grants.grant(ino.0, &cred, mask, Instant::now(), e.ttl);
-                }
+            // CachedFs remembers the answer per caller while the file's
+            // attributes are trusted: most opens cost no ACCESS call.
+            if let Err(e) = fs.access(ino.0, mask, &cred).await {
+                return reply.error(errno(&e));
             }
             match fs.open(ino.0, flags.0, &cred).await {
                 // No FOPEN_KEEP_CACHE: the kernel drops its pages of the

@@ -16,9 +16,7 @@
 //! - [`fs`]: [`NfsFuse`], the `fuser::Filesystem` implementation.
 //! - [`attr`]: NFS ↔ FUSE attribute conversions.
 //! - [`creds`]: callers' supplementary groups from /proc, briefly cached.
-//! - [`access`]: ACCESS grants per caller, kept while attributes hold.
 
-pub mod access;
 pub mod attr;
 pub mod creds;
 pub mod fs;
