@@ -463,9 +463,14 @@ fn ac_secs(name: &str, value: Option<&str>) -> Result<Duration, OptionError> {
     Ok(Duration::from_secs(num(name, value, 0, AC_TIMEOUT_MAX.as_secs())?))
 }
 
-/// A byte count with an optional K/M/G/T suffix (powers of 1024).
+/// A byte count with an optional K/M/G/T suffix, or KiB/MiB/GiB/TiB
+/// (both powers of 1024).
 fn size(name: &str, value: Option<&str>) -> Result<u64, OptionError> {
-    let v = need(name, value)?;
+    let whole = need(name, value)?;
+    let v = match whole.len().checked_sub(2) {
+        Some(at) if whole.is_char_boundary(at) && whole[at..].eq_ignore_ascii_case("ib") => &whole[..at],
+        _ => whole,
+    };
     let (digits, shift) = match v.as_bytes().last().map(u8::to_ascii_uppercase) {
         Some(b'K') => (&v[..v.len() - 1], 10),
         Some(b'M') => (&v[..v.len() - 1], 20),
@@ -473,10 +478,10 @@ fn size(name: &str, value: Option<&str>) -> Result<u64, OptionError> {
         Some(b'T') => (&v[..v.len() - 1], 40),
         _ => (v, 0),
     };
-    let n: u64 = digits.parse().map_err(|_| bad(name, v, "expected a size like 512M or 4G"))?;
+    let n: u64 = digits.parse().map_err(|_| bad(name, whole, "expected a size like 512M, 512MiB or 4G"))?;
     n.checked_mul(1u64 << shift)
         .filter(|b| *b > 0)
-        .ok_or_else(|| bad(name, v, "size must be positive and below 16 EiB"))
+        .ok_or_else(|| bad(name, whole, "size must be positive and below 16 EiB"))
 }
 
 #[cfg(test)]
@@ -538,6 +543,20 @@ mod tests {
         assert!(MountOptions::parse("lookupcache=some").is_err());
         assert!(MountOptions::parse("rsize=100").is_err());
         assert!(MountOptions::parse("cachesize=0").is_err());
+        // Sizes: a bare count, K/M/G/T or KiB/MiB/GiB/TiB, all powers of 1024.
+        for (text, bytes) in
+            [("4096", 4096u64), ("64M", 64 << 20), ("64MiB", 64 << 20), ("2gib", 2 << 30), ("8k", 8192)]
+        {
+            assert_eq!(
+                MountOptions::parse(&format!("dirtymax={text}")).unwrap().dirty_bytes_max,
+                Some(bytes),
+                "{text}"
+            );
+        }
+        for text in ["64MB", "iB", "M", "MiBiB", "1.5G"] {
+            let e = MountOptions::parse(&format!("dirtymax={text}")).unwrap_err().to_string();
+            assert!(e.contains(text) && e.contains("512MiB"), "{text}: {e}");
+        }
         assert!(MountOptions::parse("srcaddr=127.0.0.300").unwrap_err().to_string().contains("'srcaddr'"));
         assert_eq!(MountOptions::parse("srcaddr=[::1]").unwrap().srcaddr, Some("::1".parse().unwrap()));
     }
