@@ -279,6 +279,43 @@ async fn reads_see_our_unwritten_data_and_cached_data_is_not_read_twice() {
 // ----- flow control ----------------------------------------------------
 
 #[tokio::test]
+async fn try_write_buffers_without_waiting_and_leaves_a_full_bound_to_write() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let mut cfg = config();
+    cfg.dirty_bytes_max = 256 * KIB;
+    let fs = mount(&fake, cfg.clone()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    // WRITEs are held at the server: nothing gives bytes back.
+    let gate = fake.gate(NFSPROC3_WRITE);
+    let block = pattern(8192, 9);
+    let mut accepted = 0u64;
+    while let Some(r) = fs.try_write(fh, accepted, &block) {
+        assert_eq!(r.unwrap(), 8192);
+        accepted += 8192;
+        assert!(accepted <= cfg.dirty_bytes_max, "try_write went past the dirty bound");
+    }
+    assert_eq!(accepted, cfg.dirty_bytes_max, "try_write took everything up to the bound");
+    assert_eq!(fs.stats().writes_waited, 0, "try_write never waits");
+    // Refused again without taking anything: once WRITEs complete, the
+    // waiting write() gets in and the file is whole.
+    assert!(fs.try_write(fh, accepted, &block).is_none());
+    let pending = {
+        let fs = fs.clone();
+        let block = block.clone();
+        tokio::spawn(async move { fs.write(fh, accepted, &block).await })
+    };
+    gate.add_permits(1 << 20);
+    fake.ungate(NFSPROC3_WRITE);
+    assert_eq!(pending.await.unwrap().unwrap(), 8192);
+    fs.flush(fh).await.unwrap();
+    let want: Vec<u8> = (0..accepted / 8192 + 1).flat_map(|_| block.clone()).collect();
+    assert_eq!(fake.stable(id), want);
+    // A bad handle is an answer (an error), not "use write instead".
+    assert!(fs.try_write(u64::MAX, 0, &block).unwrap().is_err(), "unknown handle");
+}
+
+#[tokio::test]
 async fn flow_control_has_no_stalls_and_never_waits_for_a_commit() {
     let fake = Fake::new();
     let id = fake.add_file("f", b"");
