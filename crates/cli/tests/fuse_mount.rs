@@ -15,6 +15,7 @@
 //! - mount failures reported with a reason and exit status; foreground
 //!   mode unmounting on SIGTERM.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -28,37 +29,6 @@ use std::time::{Duration, Instant};
 
 /// How long `eagernfs mount` may take to report (debug build, busy CI).
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_eagernfs")
-}
-
-/// Why FUSE tests cannot run here, if they cannot.
-fn fuse_unavailable() -> Option<&'static str> {
-    if !is_root() {
-        return Some("needs root (FUSE mounts, setuid children)");
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing");
-    }
-    None
-}
-
-macro_rules! require_fuse {
-    ($name:expr) => {
-        if let Some(why) = fuse_unavailable() {
-            skip($name, why);
-            return;
-        }
-    };
-}
-
-/// Whether `path` is a mount point now, per /proc/self/mounts.
-fn is_mounted(path: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
-    let want = path.to_str().unwrap();
-    mounts.lines().any(|l| l.split_whitespace().nth(1) == Some(want))
-}
 
 /// A mount made with `eagernfs mount` (daemon mode), unmounted on drop.
 struct FuseMount {
@@ -74,7 +44,7 @@ impl FuseMount {
         chmod(dir.path(), 0o755);
         let path = dir.path().join("mnt");
         fs::create_dir(&path).unwrap();
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(eagernfs_bin());
         cmd.arg("mount").arg(url).arg(&path);
         if !options.is_empty() {
             cmd.args(["-o", options]);
@@ -96,12 +66,12 @@ impl FuseMount {
 
 impl Drop for FuseMount {
     fn drop(&mut self) {
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(eagernfs_bin());
         cmd.arg("umount").arg(&self.path);
         let out = run_command(cmd, MOUNT_TIMEOUT);
         if !out.status.success() {
             // Leave nothing mounted behind a failed test.
-            let mut lazy = Command::new(bin());
+            let mut lazy = Command::new(eagernfs_bin());
             lazy.args(["umount", "-z"]).arg(&self.path);
             run_command(lazy, MOUNT_TIMEOUT);
             if !std::thread::panicking() {
@@ -639,7 +609,7 @@ fn server_decides_permissions_for_each_caller() {
 // Mounting and unmounting.
 
 fn mount_fails(url: &str, mountpoint: &Path, options: &str) -> String {
-    let mut cmd = Command::new(bin());
+    let mut cmd = Command::new(eagernfs_bin());
     cmd.arg("mount").arg(url).arg(mountpoint);
     if !options.is_empty() {
         cmd.args(["-o", options]);
@@ -684,7 +654,7 @@ fn foreground_mount_unmounts_on_sigterm() {
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
     let mp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(bin())
+    let mut child = Command::new(eagernfs_bin())
         .arg("mount")
         .arg("-f")
         .arg(server.url(""))
@@ -713,7 +683,7 @@ fn foreground_mount_unmounts_on_sigterm() {
         Err(_) => {
             // SAFETY: our child, which did not exit in time.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            let _ = Command::new(bin()).args(["umount", "-z"]).arg(mp.path()).status();
+            let _ = Command::new(eagernfs_bin()).args(["umount", "-z"]).arg(mp.path()).status();
             panic!("foreground mount did not exit within {MOUNT_TIMEOUT:?} of SIGTERM");
         }
     };

@@ -16,6 +16,7 @@
 //! and knows its pid. Needs root and /dev/fuse; otherwise each test prints
 //! why it skips.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -23,7 +24,7 @@ use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -36,37 +37,6 @@ const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a blocked hard-mount operation may take to finish once the
 /// server is back: the client's reconnect backoff is at most 10 s.
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_eagernfs")
-}
-
-/// Why FUSE tests cannot run here, if they cannot.
-fn fuse_unavailable() -> Option<&'static str> {
-    if !is_root() {
-        return Some("needs root (FUSE mounts)");
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing");
-    }
-    None
-}
-
-macro_rules! require_fuse {
-    ($name:expr) => {
-        if let Some(why) = fuse_unavailable() {
-            skip($name, why);
-            return;
-        }
-    };
-}
-
-/// Whether `path` is a mount point now, per /proc/self/mounts.
-fn is_mounted(path: &Path) -> bool {
-    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
-    let want = path.to_str().unwrap();
-    mounts.lines().any(|l| l.split_whitespace().nth(1) == Some(want))
-}
 
 /// `major` from nfs(5): `timeo` is in deciseconds, and a call is given up
 /// (soft) or reported (hard) after `timeo × (retrans + 1)`.
@@ -93,7 +63,7 @@ impl ForegroundMount {
         let dir = tempfile::Builder::new().prefix("eagernfs-mnt-").tempdir().unwrap();
         let path = dir.path().join("mnt");
         fs::create_dir(&path).unwrap();
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(eagernfs_bin());
         cmd.args(["mount", "-f"]).arg(url).arg(&path);
         if !options.is_empty() {
             cmd.args(["-o", options]);
@@ -161,13 +131,13 @@ impl ForegroundMount {
             // SAFETY: a plain syscall on our own, still running child.
             unsafe { libc::kill(self.pid, libc::SIGKILL) };
         }
-        let _ = Command::new(bin()).args(["umount", "-z"]).arg(&self.path).status();
+        let _ = Command::new(eagernfs_bin()).args(["umount", "-z"]).arg(&self.path).status();
     }
 }
 
 impl Drop for ForegroundMount {
     fn drop(&mut self) {
-        let mut cmd = Command::new(bin());
+        let mut cmd = Command::new(eagernfs_bin());
         cmd.arg("umount").arg(&self.path);
         let out = run_command(cmd, MOUNT_TIMEOUT);
         if !out.status.success() {

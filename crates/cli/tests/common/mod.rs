@@ -741,3 +741,39 @@ impl Drop for Nfsop {
         }
     }
 }
+
+// ----- FUSE mounts ------------------------------------------------------
+
+/// The `eagernfs` binary under test.
+pub(crate) fn eagernfs_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_eagernfs")
+}
+
+/// Why FUSE tests cannot run here, if they cannot.
+pub(crate) fn fuse_unavailable() -> Option<&'static str> {
+    if !is_root() {
+        return Some("needs root (FUSE mounts, setuid children)");
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing");
+    }
+    None
+}
+
+/// Return from the calling test (saying why) when FUSE tests cannot run.
+#[allow(unused_macros)] // only the FUSE test binaries use it
+macro_rules! require_fuse {
+    ($name:expr) => {
+        if let Some(why) = fuse_unavailable() {
+            skip($name, why);
+            return;
+        }
+    };
+}
+
+/// Whether `path` is a mount point now, per /proc/self/mounts.
+pub(crate) fn is_mounted(path: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    let want = path.to_str().unwrap();
+    mounts.lines().any(|l| l.split_whitespace().nth(1) == Some(want))
+}
