@@ -75,21 +75,21 @@ impl Extents {
         let mut rest = data;
         while !rest.is_empty() {
             // The last block ends at 2^64, which does not fit: saturate.
+            let block_start = at & !(BLOCK_BYTES - 1);
             let block_end = (at | (BLOCK_BYTES - 1)).saturating_add(1);
             let n = rest.len().min((block_end - at) as usize);
-            grown += self.insert_in_block(at, &rest[..n], block_end);
+            grown += self.insert_in_block(at, &rest[..n], block_start..block_end);
             at += n as u64;
             rest = &rest[n..];
         }
         grown
     }
 
-    /// [`Extents::insert`] of data that lies inside the block ending at
-    /// `block_end`.
-    fn insert_in_block(&mut self, offset: u64, data: &[u8], block_end: u64) -> u64 {
+    /// [`Extents::insert`] of data that lies inside `block`.
+    fn insert_in_block(&mut self, offset: u64, data: &[u8], block: Range<u64>) -> u64 {
         let len = data.len() as u64;
         let end = offset + len;
-        let block_start = block_end - BLOCK_BYTES.min(block_end);
+        let Range { start: block_start, end: block_end } = block;
         // The sequential-writer case: continue the last run in place.
         if let Some(mut last) = self.runs.last_entry() {
             let run_start = *last.key();
@@ -342,6 +342,20 @@ mod tests {
         assert_eq!(piece.as_ptr(), ptr);
         assert_eq!(piece.len(), block);
         assert!(piece.iter().enumerate().all(|(j, b)| *b == ((block + j) / write) as u8));
+    }
+
+    #[test]
+    fn blocks_split_runs_up_to_the_end_of_the_offset_range() {
+        let mut e = Extents::default();
+        let last_block = u64::MAX - (BLOCK_BYTES - 1);
+        e.insert(last_block - 5, &[1; 10]);
+        e.insert(u64::MAX - 10, &[2; 10]);
+        let runs: Vec<(u64, usize)> = e.iter().collect();
+        assert_eq!(runs, vec![(last_block - 5, 5), (last_block, 5), (u64::MAX - 10, 10)]);
+        // Filling the gap merges inside the last block only.
+        e.insert(last_block, &vec![3; (BLOCK_BYTES - 11) as usize]);
+        let runs: Vec<(u64, usize)> = e.iter().collect();
+        assert_eq!(runs, vec![(last_block - 5, 5), (last_block, (BLOCK_BYTES - 1) as usize)]);
     }
 
     #[test]

@@ -43,13 +43,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// error not yet reported through this handle is returned instead.
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let s = self.shared();
-        let of = s.handle(fh)?;
-        s.check_writable()?;
-        s.take_error(&of.inode, &of.err_seen)?;
-        if data.is_empty() {
-            return Ok(0);
-        }
-        offset.checked_add(data.len() as u64).ok_or(FsError::Invalid("write beyond 2^64"))?;
+        let Some(of) = s.write_checks(fh, offset, data)? else { return Ok(0) };
         s.buffer_write(&of.inode, &of.cred, offset, data).await?;
         if s.cfg.noac {
             // nfs(5): noac makes writes synchronous.
@@ -68,28 +62,20 @@ impl<C: NfsOps> CachedFs<C> {
     /// request reader: answering there, without a hop to the async
     /// runtime, saves two context switches per call, and keeps the write
     /// path off the runtime's threads, which may be busy sending a 1 MiB
-    /// WRITE. On one CPU the kernel preempts that send for a woken reader;
-    /// a task queued behind it on the same runtime thread would wait for
-    /// it. Must be called inside the runtime's context
+    /// WRITE (the driver yields the CPU between 64 KiB pieces of a send;
+    /// a task queued behind it on the same runtime thread would still
+    /// wait for all of it). Must be called inside the runtime's context
     /// (`Handle::enter`): write-back may start here.
     pub fn try_write(&self, fh: u64, offset: u64, data: &[u8]) -> Option<FsResult<u32>> {
         let s = self.shared();
         if s.cfg.noac {
             return None;
         }
-        let of = match s.handle(fh) {
-            Ok(of) => of,
+        let of = match s.write_checks(fh, offset, data) {
+            Ok(Some(of)) => of,
+            Ok(None) => return Some(Ok(0)),
             Err(e) => return Some(Err(e)),
         };
-        if let Err(e) = s.check_writable().and_then(|()| s.take_error(&of.inode, &of.err_seen)) {
-            return Some(Err(e));
-        }
-        if data.is_empty() {
-            return Some(Ok(0));
-        }
-        if offset.checked_add(data.len() as u64).is_none() {
-            return Some(Err(FsError::Invalid("write beyond 2^64")));
-        }
         let len = data.len() as u64;
         let file_take = match &of.inode.file_budget {
             Some(b) => {
@@ -160,6 +146,20 @@ enum Done {
 }
 
 impl<C: NfsOps> Shared<C> {
+    /// What every write checks first: the handle, a read-only mount, a
+    /// write-back error still to report through this handle, the range.
+    /// `None`: an empty write, nothing to do.
+    fn write_checks(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<Option<Arc<super::fs::OpenFile>>> {
+        let of = self.handle(fh)?;
+        self.check_writable()?;
+        self.take_error(&of.inode, &of.err_seen)?;
+        if data.is_empty() {
+            return Ok(None);
+        }
+        offset.checked_add(data.len() as u64).ok_or(FsError::Invalid("write beyond 2^64"))?;
+        Ok(Some(of))
+    }
+
     /// Report (once per handle) a write-back error the file had.
     pub(crate) fn take_error(&self, inode: &Inode, seen: &std::sync::atomic::AtomicU64) -> FsResult<()> {
         let st = inode.state.lock();
