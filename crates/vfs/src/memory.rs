@@ -271,6 +271,25 @@ fn dir_of_mut(st: &mut State) -> FsResult<&mut Dir> {
     }
 }
 
+/// Whether `cred` may add `name` to the directory `st`, checked in the
+/// order a local file system answers: stale, not a directory, search
+/// permission, a bad name, the name taken, write permission.
+fn check_can_add(cred: &Credentials, st: &State, name: &[u8]) -> FsResult<()> {
+    live(st)?;
+    let d = dir_of(st)?;
+    if !perm::allowed(cred, &st.attr, X) {
+        return Err(FsError::Access);
+    }
+    check_new_name(name)?;
+    if d.get(name).is_some() {
+        return Err(FsError::Exist);
+    }
+    if !perm::allowed(cred, &st.attr, W) {
+        return Err(FsError::Access);
+    }
+    Ok(())
+}
+
 fn live(st: &State) -> FsResult<()> {
     if st.removed {
         Err(FsError::Stale)
@@ -502,18 +521,7 @@ impl MemoryBackend {
         let NewNode { ftype, rdev, body } = new;
         let dir = self.inode(dir_fh)?;
         let mut dst = dir.state.write();
-        live(&dst)?;
-        let d = dir_of(&dst)?;
-        if !perm::allowed(cred, &dst.attr, X) {
-            return Err(FsError::Access);
-        }
-        check_new_name(name)?;
-        if d.get(name).is_some() {
-            return Err(FsError::Exist);
-        }
-        if !perm::allowed(cred, &dst.attr, W) {
-            return Err(FsError::Access);
-        }
+        check_can_add(cred, &dst, name)?;
         if ftype == FileType::Directory && dst.attr.nlink >= LINK_MAX {
             return Err(FsError::MLink);
         }
@@ -1169,18 +1177,7 @@ impl Backend for MemoryBackend {
         let mut locked = Locked::new(&[&dir, &file]);
         let dattr = {
             let dst = locked.st(dir.ino);
-            live(dst)?;
-            let d = dir_of(dst)?;
-            if !perm::allowed(cred, &dst.attr, X) {
-                return Err(FsError::Access);
-            }
-            check_new_name(name)?;
-            if d.get(name).is_some() {
-                return Err(FsError::Exist);
-            }
-            if !perm::allowed(cred, &dst.attr, W) {
-                return Err(FsError::Access);
-            }
+            check_can_add(cred, dst, name)?;
             dst.attr.clone()
         };
         let fst = locked.st(file.ino);
