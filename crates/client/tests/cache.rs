@@ -570,6 +570,47 @@ async fn disk_cache_serves_a_reread_after_restart_without_reads() {
 }
 
 #[tokio::test]
+async fn sync_all_waits_for_read_ahead_to_reach_the_disk_cache() {
+    // Unmount calls sync_all and then the process exits: a read-ahead still
+    // fetching or storing then loses its chunks, and the next client reads
+    // them from the server again.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::new();
+    let data = pattern(1024 * KIB as usize, 8);
+    fake.add_file("f", &data);
+    let mut cfg = config();
+    cfg.readahead_bytes = 256 * KIB;
+    cfg.disk_cache_dir = Some(dir.path().to_path_buf());
+    let fs = mount(&fake, cfg).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    // A sequential reader: its first read fetches chunk 0 and reads chunks
+    // 1..=4 ahead (the 256 KiB window past its chunk); once it is in chunk
+    // 3 the lead is under half the window and chunks 5..=7 are fetched.
+    // Those READs are held at the server.
+    let step = 16 * KIB;
+    let gate_at = 3 * 64 * KIB;
+    for off in (0..=gate_at).step_by(step as usize) {
+        if off == gate_at {
+            fake.gate(NFSPROC3_READ);
+        }
+        let got = fs.read(fh, off, step as u32).await.unwrap();
+        assert_eq!(&got[..], &data[off as usize..(off + step) as usize]);
+    }
+    let sync = tokio::spawn({
+        let fs = fs.clone();
+        async move { fs.sync_all().await }
+    });
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!sync.is_finished(), "sync_all returned with a read-ahead still waiting for its READs");
+    fake.ungate(NFSPROC3_READ);
+    sync.await.unwrap().unwrap();
+    assert_eq!(walk(dir.path()).len(), 8, "every chunk fetched is on disk");
+    assert_eq!(fs.stats().readahead_chunks, 7);
+}
+
+#[tokio::test]
 async fn disk_cache_survives_damage_and_stays_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let fake = Fake::new();

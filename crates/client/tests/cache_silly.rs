@@ -120,14 +120,14 @@ async fn a_file_unlinked_while_open_lives_on_until_its_last_release() {
 
     // Not the last handle: the hidden file stays.
     within(fs.release(fh1)).await.unwrap();
-    within(fs.wait_deferred_removes()).await;
+    within(fs.wait_background()).await;
     assert_eq!(hidden(&server_names(&fs).await).len(), 1);
     assert_eq!(&within(fs.read(fh2, 0, 100)).await.unwrap()[..], b"BEFORE unlink");
     assert_eq!(s.stats.nfs3(NFSPROC3_REMOVE), removes);
 
     // The last release removes it.
     within(fs.release(fh2)).await.unwrap();
-    within(fs.wait_deferred_removes()).await;
+    within(fs.wait_background()).await;
     assert_eq!(s.stats.nfs3(NFSPROC3_REMOVE), removes + 1);
     assert_eq!(server_names(&fs).await, Vec::<String>::new(), "hidden file gone");
 }
@@ -160,7 +160,7 @@ async fn a_file_renamed_over_while_open_lives_on_until_its_last_release() {
     assert_eq!(&within(fs.read(old_fh, 0, 100)).await.unwrap()[..], b"OLD contents");
 
     within(fs.release(old_fh)).await.unwrap();
-    within(fs.wait_deferred_removes()).await;
+    within(fs.wait_background()).await;
     assert_eq!(server_names(&fs).await, vec!["target".to_string()]);
     // And the moved file was not disturbed.
     let fh = within(fs.open(now_target.ino, libc::O_RDONLY, &c)).await.unwrap();
@@ -197,7 +197,7 @@ async fn a_directory_holding_only_a_hidden_file_is_not_empty() {
     within(fs.unlink(d.ino, b"f", &c)).await.unwrap();
     assert_eq!(errno(within(fs.rmdir(ROOT_INO, b"d", &c)).await), libc::ENOTEMPTY);
     within(fs.release(fh)).await.unwrap();
-    within(fs.wait_deferred_removes()).await;
+    within(fs.wait_background()).await;
     within(fs.rmdir(ROOT_INO, b"d", &c)).await.unwrap();
 }
 

@@ -162,9 +162,51 @@ pub(crate) struct Shared<C> {
     pub(crate) counters: Counters,
     /// Makes hidden names for files unlinked while open unique.
     pub(crate) silly_counter: AtomicU32,
-    /// Deferred REMOVEs of hidden names still running, so unmount (and a
-    /// test) can wait for them.
-    pub(crate) removes_pending: watch::Sender<usize>,
+    /// Background tasks whose work must not be lost (deferred REMOVEs of
+    /// hidden names, read-ahead fetches and their disk-cache stores), so
+    /// unmount (and a test) can wait for them.
+    pub(crate) background: BackgroundTasks,
+}
+
+/// Counts tasks that run on after the call that started them returned,
+/// so that [`CachedFs::sync_all`] (unmount) can wait for them: a process
+/// that exits with a read-ahead still storing chunks loses them from the
+/// disk cache, and one with a REMOVE pending leaves a hidden file behind.
+pub(crate) struct BackgroundTasks {
+    running: Arc<watch::Sender<usize>>,
+}
+
+/// One counted task: the count goes down when this is dropped, whether the
+/// task finished or was cancelled.
+pub(crate) struct BackgroundGuard {
+    running: Arc<watch::Sender<usize>>,
+}
+
+impl BackgroundTasks {
+    fn new() -> Self {
+        BackgroundTasks { running: Arc::new(watch::Sender::new(0)) }
+    }
+
+    /// Count a task from now: call it before spawning, so a waiter that
+    /// starts once the spawning call has returned cannot miss the task,
+    /// and move the guard into the task.
+    pub(crate) fn start(&self) -> BackgroundGuard {
+        self.running.send_modify(|n| *n += 1);
+        BackgroundGuard { running: self.running.clone() }
+    }
+
+    /// Wait until no counted task is running.
+    pub(crate) async fn idle(&self) {
+        let mut rx = self.running.subscribe();
+        // The sender lives in `self`, which we borrow: this cannot fail.
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+impl Drop for BackgroundGuard {
+    fn drop(&mut self) {
+        self.running.send_modify(|n| *n -= 1);
+    }
 }
 
 /// The caching file layer over an [`NfsOps`] client: inode numbers, open
@@ -247,7 +289,7 @@ impl<C: NfsOps> CachedFs<C> {
             readdirplus: AtomicBool::new(true),
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
-            removes_pending: watch::Sender::new(0),
+            background: BackgroundTasks::new(),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -780,18 +822,17 @@ impl<C: NfsOps> CachedFs<C> {
                 }
             }
         }
-        self.wait_deferred_removes().await;
+        self.wait_background().await;
         first
     }
 
-    /// Wait until every hidden name whose file has had its last close is
-    /// REMOVEd (that happens in the background once `release` of the last
-    /// handle returns). Their errors are only logged: nobody is left to
-    /// report them to.
-    pub async fn wait_deferred_removes(&self) {
-        let mut rx = self.shared.removes_pending.subscribe();
-        // The sender lives in `shared`, which we hold: this cannot fail.
-        let _ = rx.wait_for(|n| *n == 0).await;
+    /// Wait until the background work already started is done: every
+    /// hidden name whose file has had its last close is REMOVEd (that
+    /// happens once `release` of the last handle returns), and every
+    /// read-ahead has fetched and stored its chunks. Their errors are only
+    /// logged: nobody is left to report them to.
+    pub async fn wait_background(&self) {
+        self.shared.background.idle().await;
     }
 }
 
@@ -1028,19 +1069,16 @@ impl<C: NfsOps> Shared<C> {
 
 impl<C: NfsOps> LastClose for Shared<C> {
     fn remove_silly_later(self: Arc<Self>, inode: Arc<Inode>, silly: SillyName) {
-        // Counted before the task exists, so a waiter that starts once
-        // `release` has returned cannot miss it.
-        self.removes_pending.send_modify(|n| *n += 1);
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             // Dropped outside a runtime (only at teardown): the hidden
             // file stays, as after a client crash.
-            self.removes_pending.send_modify(|n| *n -= 1);
             tracing::warn!("hidden name of an unlinked file left behind: no runtime to remove it");
             return;
         };
+        let counted = self.background.start();
         rt.spawn(async move {
             self.remove_silly(&inode, silly).await;
-            self.removes_pending.send_modify(|n| *n -= 1);
+            drop(counted);
         });
     }
 }

@@ -201,7 +201,10 @@ impl<C: NfsOps> Shared<C> {
             let end = (offset + size as u64).min(file_size);
             if let Some((from, to)) = ra {
                 let (me, inode, cred) = (self.clone(), inode.clone(), cred.clone());
+                // Unmount waits for it: its chunks go to the disk cache.
+                let counted = self.background.start();
                 tokio::spawn(async move {
+                    let _counted = counted;
                     let first = from / CHUNK_BYTES;
                     let last = (to - 1) / CHUNK_BYTES;
                     // Read-ahead is a hint: a failure shows up when the
