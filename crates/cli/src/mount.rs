@@ -9,11 +9,23 @@
 //! connections), so the child is a clean copy; the child does the whole
 //! mount and tells the parent the outcome through a pipe, and the parent
 //! exits with it.
+//!
+//! `umount` returns once the process serving the mount has exited, as
+//! umount(8) of a kernel NFS mount returns once dirty data is written:
+//! the server holds an `flock` on a file named after the mount point
+//! ([`daemon_lock_path`]) for as long as it lives, and `umount` takes that
+//! lock after fusermount has detached the file system. A script that
+//! unmounts and then stops the NFS server therefore never cuts off the
+//! daemon's last writes, REMOVEs or disk-cache stores.
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use clap::Args;
@@ -46,9 +58,101 @@ pub(crate) struct UmountArgs {
     lazy: bool,
 }
 
+/// How long `umount` waits for the daemon to finish its last writes
+/// before it returns anyway (saying so). Write-back of what close(2)
+/// left is bounded by the mount's own timeouts; this only keeps a wedged
+/// daemon from hanging the caller for ever.
+const DAEMON_EXIT_WAIT: Duration = Duration::from_secs(120);
+
 pub(crate) fn run_umount(args: UmountArgs) -> anyhow::Result<()> {
+    // Opened before the unmount: the daemon exits soon after it.
+    let lock = daemon_lock_path(&args.mountpoint).and_then(|p| File::open(p).ok());
     unmount(&args.mountpoint, args.lazy)?;
+    // A lazy unmount detaches now and finishes when the last user is gone:
+    // nothing to wait for yet.
+    if let (Some(lock), false) = (lock, args.lazy) {
+        if !wait_for_lock(lock, DAEMON_EXIT_WAIT) {
+            eprintln!(
+                "eagernfs umount: unmounted, but the daemon serving {} is still writing back after {} s",
+                args.mountpoint.display(),
+                DAEMON_EXIT_WAIT.as_secs()
+            );
+        }
+    }
     Ok(())
+}
+
+/// The file the process serving `mountpoint` keeps locked while it runs:
+/// in `/run/eagernfs` for root, `$XDG_RUNTIME_DIR/eagernfs` (or
+/// `/tmp/eagernfs-UID`) otherwise, named by a hash of the mount point's
+/// canonical path. The parent is canonicalized, not the mount point: a
+/// dead FUSE mount cannot be stat'ed. `None` if the path cannot be formed.
+pub(crate) fn daemon_lock_path(mountpoint: &Path) -> Option<PathBuf> {
+    let name = mountpoint.file_name()?;
+    let parent = match mountpoint.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.canonicalize().ok()?,
+        _ => std::env::current_dir().ok()?,
+    };
+    let canonical = parent.join(name);
+    // FNV-1a: stable across releases, so an old daemon's lock is found.
+    let hash = canonical
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    Some(runtime_dir().join(format!("mount-{hash:016x}.lock")))
+}
+
+fn runtime_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return PathBuf::from("/run/eagernfs");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("eagernfs"),
+        _ => std::env::temp_dir().join(format!("eagernfs-{uid}")),
+    }
+}
+
+/// Create and lock the daemon's lock file for `mountpoint`; the lock
+/// lasts as long as the returned file is open (the process's life).
+/// Failing only costs `umount` its wait, so it is logged, not fatal.
+fn hold_daemon_lock(mountpoint: &Path) -> Option<File> {
+    let path = daemon_lock_path(mountpoint)?;
+    let dir = path.parent()?;
+    let made = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    let file = made.and_then(|()| {
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&path)
+    });
+    match file {
+        // SAFETY: flock on a descriptor we own.
+        Ok(f) if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 => Some(f),
+        Ok(_) => {
+            tracing::warn!(
+                "{} is locked by another process; umount will not wait for this one",
+                path.display()
+            );
+            None
+        }
+        Err(e) => {
+            tracing::warn!("cannot create {}: {e}; umount will not wait for this daemon", path.display());
+            None
+        }
+    }
+}
+
+/// Wait until nobody holds `lock` (the daemon exited), at most `timeout`.
+fn wait_for_lock(lock: File, timeout: Duration) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    // flock has no timeout: block in a thread, and stop caring about it
+    // (the process exits) if it takes too long.
+    std::thread::spawn(move || {
+        // SAFETY: flock on a descriptor this thread owns.
+        let r = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) };
+        let _ = tx.send(r);
+    });
+    matches!(rx.recv_timeout(timeout), Ok(0))
 }
 
 pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
@@ -56,6 +160,7 @@ pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
     let spec = MountSpec::parse(&args.url, &args.mountpoint, options.as_deref())?;
     if args.foreground {
         let mount = Mount::start(&spec)?;
+        let _lock = hold_daemon_lock(mount.mountpoint());
         tracing::info!("mounted {} on {}", spec.source(), spec.mountpoint.display());
         return serve(mount);
     }
@@ -149,6 +254,8 @@ fn daemon_child(spec: &MountSpec, write_end: OwnedFd) -> i32 {
             return 1;
         }
     };
+    // Held until this process exits: `umount` waits for that.
+    let _lock = hold_daemon_lock(mount.mountpoint());
     // Leave the caller's directory: it may be on a file system someone
     // wants to unmount.
     let _ = std::env::set_current_dir("/");

@@ -693,6 +693,44 @@ fn foreground_mount_unmounts_on_sigterm() {
     assert_eq!(fs::read(export.path().join("kept")).unwrap(), b"written before SIGTERM");
 }
 
+/// Pids of `eagernfs mount` processes whose command line names `mountpoint`.
+fn mount_daemons(mountpoint: &Path) -> Vec<u32> {
+    let want = mountpoint.as_os_str().as_encoded_bytes();
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"mount"[..]) && args.contains(&want) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn umount_returns_once_the_daemon_has_exited() {
+    require_fuse!("umount_returns_once_the_daemon_has_exited");
+    let export = tempfile::tempdir().unwrap();
+    fs::write(export.path().join("f"), pattern_bytes(3, 0, 4 << 20)).unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    assert_eq!(mount_daemons(&m.path).len(), 1, "one daemon serves the mount");
+    // Leave work behind: read-ahead of a file read halfway, a written file.
+    let mut f = File::open(m.path("f")).unwrap();
+    let mut half = vec![0; 2 << 20];
+    f.read_exact(&mut half).unwrap();
+    drop(f);
+    fs::write(m.path("g"), b"last words").unwrap();
+    let path = m.path.clone();
+    drop(m);
+    // umount(8) semantics: once it returns, nothing is left serving (or
+    // writing to the server on behalf of) the mount, so stopping the server
+    // now cannot cut anything off.
+    assert_eq!(mount_daemons(&path), Vec::<u32>::new(), "the daemon outlived umount");
+    assert_eq!(fs::read(export.path().join("g")).unwrap(), b"last words");
+}
+
 /// Reads `NAME count` lines of a `serve --stats-file`.
 fn stat_count(stats: &str, name: &str) -> u64 {
     stats
