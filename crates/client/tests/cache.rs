@@ -256,6 +256,22 @@ async fn write_and_commit_errors_are_reported_once_per_handle() {
 }
 
 #[tokio::test]
+async fn a_close_through_a_shared_handle_leaves_the_error_for_fsync() {
+    // One open file, two processes (fork): the child's close(2) sees the
+    // write-back error, and the parent's fsync(2) must still report it.
+    let fake = Fake::new();
+    fake.add_file("f", b"");
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    fake.fail(NFSPROC3_WRITE, Nfsstat3::Nospc, Some(1));
+    fs.write(fh, 0, &[1u8; 1000]).await.expect("buffered: the error comes later");
+    assert_eq!(fs.flush(fh).await.unwrap_err().errno(), libc::ENOSPC, "the close that wrote back");
+    assert_eq!(fs.fsync(fh).await.unwrap_err().errno(), libc::ENOSPC, "fsync after another close");
+    fs.fsync(fh).await.expect("each fsync error is reported once");
+    fs.flush(fh).await.expect("and a close after the fsync has nothing new to say");
+}
+
+#[tokio::test]
 async fn reads_see_our_unwritten_data_and_cached_data_is_not_read_twice() {
     let fake = Fake::new();
     let data = pattern(200 * 1024, 9);

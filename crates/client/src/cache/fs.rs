@@ -97,8 +97,14 @@ pub(crate) struct OpenFile {
     pub(crate) inode: Arc<Inode>,
     /// The opener's identity, used for this handle's I/O.
     pub(crate) cred: Cred,
-    /// Write-back errors this handle has already reported (errseq).
+    /// Write-back errors this handle has already reported from write or
+    /// close (errseq).
     pub(crate) err_seen: AtomicU64,
+    /// The same for fsync, which keeps its own cursor as Linux's does: an
+    /// open file is shared by every process that inherited it, and a
+    /// child's close(2) (exec closes inherited descriptors) must not take
+    /// the error the parent's fsync(2) is waiting to report.
+    pub(crate) fsync_err_seen: AtomicU64,
     /// The cache, told when this handle goes away (a silly-renamed file
     /// is REMOVEd at its last close). Weak: a handle must not keep the
     /// cache alive.
@@ -861,7 +867,13 @@ impl<C: NfsOps> Shared<C> {
             st.file.err_seq
         };
         let owner: Weak<dyn LastClose> = Arc::downgrade(self) as Weak<dyn LastClose>;
-        let of = OpenFile { inode: inode.clone(), cred: cred.clone(), err_seen: AtomicU64::new(seen), owner };
+        let of = OpenFile {
+            inode: inode.clone(),
+            cred: cred.clone(),
+            err_seen: AtomicU64::new(seen),
+            fsync_err_seen: AtomicU64::new(seen),
+            owner,
+        };
         self.handles.lock().insert(id, Arc::new(of));
         id
     }

@@ -108,9 +108,17 @@ impl<C: NfsOps> CachedFs<C> {
         r
     }
 
-    /// fsync: write back and COMMIT (the same as flush for NFSv3).
+    /// fsync: write back and COMMIT, as flush does, and report any
+    /// write-back error no fsync through this handle has reported yet
+    /// (whether or not a write or close already did).
     pub async fn fsync(&self, fh: u64) -> FsResult<()> {
-        self.flush(fh).await
+        let s = self.shared();
+        let of = s.handle(fh)?;
+        let r = s.sync_inode(&of.inode).await;
+        // Reported here: a later close need not say it again.
+        let _ = s.take_error(&of.inode, &of.err_seen);
+        s.take_error(&of.inode, &of.fsync_err_seen)?;
+        r
     }
 
     /// The last close of a handle: flush, then forget the handle. The
