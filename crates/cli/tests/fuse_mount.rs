@@ -27,60 +27,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// How long `eagernfs mount` may take to report (debug build, busy CI).
-const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A mount made with `eagernfs mount` (daemon mode), unmounted on drop.
-struct FuseMount {
-    /// Holds the mount point directory; its parent is 0755 so that
-    /// non-root test users can reach it.
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl FuseMount {
-    fn new(url: &str, options: &str) -> FuseMount {
-        let dir = tempfile::Builder::new().prefix("eagernfs-mnt-").tempdir().unwrap();
-        chmod(dir.path(), 0o755);
-        let path = dir.path().join("mnt");
-        fs::create_dir(&path).unwrap();
-        let mut cmd = Command::new(eagernfs_bin());
-        cmd.arg("mount").arg(url).arg(&path);
-        if !options.is_empty() {
-            cmd.args(["-o", options]);
-        }
-        let out = run_command(cmd, MOUNT_TIMEOUT);
-        assert!(out.status.success(), "eagernfs mount {url} -o {options} failed: {}", out.stderr);
-        assert!(is_mounted(&path), "mount returned success but {} is not mounted", path.display());
-        FuseMount { _dir: dir, path }
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        if rel.is_empty() {
-            self.path.clone()
-        } else {
-            self.path.join(rel)
-        }
-    }
-}
-
-impl Drop for FuseMount {
-    fn drop(&mut self) {
-        let mut cmd = Command::new(eagernfs_bin());
-        cmd.arg("umount").arg(&self.path);
-        let out = run_command(cmd, MOUNT_TIMEOUT);
-        if !out.status.success() {
-            // Leave nothing mounted behind a failed test.
-            let mut lazy = Command::new(eagernfs_bin());
-            lazy.args(["umount", "-z"]).arg(&self.path);
-            run_command(lazy, MOUNT_TIMEOUT);
-            if !std::thread::panicking() {
-                panic!("eagernfs umount {} failed: {}", self.path.display(), out.stderr);
-            }
-        }
-    }
-}
-
 // ---------------------------------------------------------------------
 // fsx: random operations against an in-memory reference copy.
 

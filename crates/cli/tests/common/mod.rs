@@ -557,30 +557,80 @@ pub(crate) fn chown(path: &Path, uid: u32, gid: u32) {
     std::os::unix::fs::chown(path, Some(uid), Some(gid)).unwrap();
 }
 
+/// Compiles `tests/clients/NAME.c` with `extra` flags into the cargo target dir (next to the
+/// eagernfs binary under test) and returns the binary's path.
+fn compile_c_client(name: &str, extra: &[String]) -> PathBuf {
+    let source = repo_root().join(format!("tests/clients/{name}.c"));
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_eagernfs")).parent().unwrap().join(format!("{name}-client"));
+    fs::create_dir_all(&bin_dir).unwrap();
+    let target = bin_dir.join(name);
+    // Several test binaries may compile at once: build under a unique name, then rename
+    // atomically over the final path.
+    let tmp = bin_dir.join(format!("{name}.tmp.{}", std::process::id()));
+    let mut cmd = Command::new("cc");
+    cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o"]).arg(&tmp).arg(&source).args(extra);
+    run_command(cmd, Duration::from_secs(120)).assert_success(&format!("compile tests/clients/{name}.c"));
+    fs::rename(&tmp, &target).unwrap();
+    target
+}
+
 /// Path of the compiled nfsop client, built once per test process from tests/clients/nfsop.c.
 pub(crate) fn nfsop_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        let source = repo_root().join("tests/clients/nfsop.c");
-        // Next to the eagernfs binary under test, i.e. inside the cargo target dir.
-        let bin_dir = Path::new(env!("CARGO_BIN_EXE_eagernfs")).parent().unwrap().join("nfsop-client");
-        fs::create_dir_all(&bin_dir).unwrap();
-        let target = bin_dir.join("nfsop");
         let flags = run_tool("pkg-config", ["--cflags", "--libs", "libnfs"]);
         flags.assert_success("pkg-config libnfs (run scripts/install-deps.sh)");
-        let flags = flags.stdout_text();
-        // Several test binaries may compile at once: build under a unique name, then rename
-        // atomically over the final path.
-        let tmp = bin_dir.join(format!("nfsop.tmp.{}", std::process::id()));
-        let mut cmd = Command::new("cc");
-        cmd.args(["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&tmp)
-            .arg(&source)
-            .args(flags.split_whitespace());
-        run_command(cmd, Duration::from_secs(120)).assert_success("compile tests/clients/nfsop.c");
-        fs::rename(&tmp, &target).unwrap();
-        target
+        let flags: Vec<String> = flags.stdout_text().split_whitespace().map(str::to_owned).collect();
+        compile_c_client("nfsop", &flags)
     })
+}
+
+/// Who runs a [`posixop`]: root, or a uid with a primary gid and supplementary groups.
+#[derive(Clone, Debug)]
+pub(crate) struct As {
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+    pub(crate) groups: Vec<u32>,
+}
+
+impl As {
+    pub(crate) fn root() -> As {
+        As { uid: 0, gid: 0, groups: vec![] }
+    }
+
+    /// `nobody` (65534), the usual unprivileged test user.
+    pub(crate) fn nobody() -> As {
+        As { uid: 65534, gid: 65534, groups: vec![] }
+    }
+}
+
+/// Runs `tests/clients/posixop.c` once as `who` and returns its one-line answer: exactly one
+/// POSIX call (or fixed sequence) made by that user, through whatever mount the paths name.
+#[track_caller]
+pub(crate) fn posixop(who: &As, args: &[&str]) -> Reply {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    let bin = BINARY.get_or_init(|| compile_c_client("posixop", &[]));
+    let mut cmd = Command::new(bin);
+    cmd.args(args);
+    let (uid, gid, groups) = (who.uid, who.gid, who.groups.clone());
+    // SAFETY: only async-signal-safe calls (setgroups/setgid/setuid) between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = run_command(cmd, TOOL_TIMEOUT);
+    let text = out.stdout_text();
+    let line = text.lines().next().unwrap_or_else(|| {
+        panic!("posixop {args:?} as {who:?} printed nothing ({}): {}", out.status, out.stderr)
+    });
+    Reply::parse(line)
 }
 
 /// One nfsop reply line.
@@ -743,6 +793,60 @@ impl Drop for Nfsop {
 }
 
 // ----- FUSE mounts ------------------------------------------------------
+
+/// How long `eagernfs mount` may take to report (debug build, busy CI).
+pub(crate) const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A mount made with `eagernfs mount` (daemon mode), unmounted on drop.
+pub(crate) struct FuseMount {
+    /// Holds the mount point directory; its parent is 0755 so that
+    /// non-root test users can reach it.
+    _dir: tempfile::TempDir,
+    pub(crate) path: PathBuf,
+}
+
+impl FuseMount {
+    pub(crate) fn new(url: &str, options: &str) -> FuseMount {
+        let dir = tempfile::Builder::new().prefix("eagernfs-mnt-").tempdir().unwrap();
+        chmod(dir.path(), 0o755);
+        let path = dir.path().join("mnt");
+        fs::create_dir(&path).unwrap();
+        let mut cmd = Command::new(eagernfs_bin());
+        cmd.arg("mount").arg(url).arg(&path);
+        if !options.is_empty() {
+            cmd.args(["-o", options]);
+        }
+        let out = run_command(cmd, MOUNT_TIMEOUT);
+        assert!(out.status.success(), "eagernfs mount {url} -o {options} failed: {}", out.stderr);
+        assert!(is_mounted(&path), "mount returned success but {} is not mounted", path.display());
+        FuseMount { _dir: dir, path }
+    }
+
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
+        if rel.is_empty() {
+            self.path.clone()
+        } else {
+            self.path.join(rel)
+        }
+    }
+}
+
+impl Drop for FuseMount {
+    fn drop(&mut self) {
+        let mut cmd = Command::new(eagernfs_bin());
+        cmd.arg("umount").arg(&self.path);
+        let out = run_command(cmd, MOUNT_TIMEOUT);
+        if !out.status.success() {
+            // Leave nothing mounted behind a failed test.
+            let mut lazy = Command::new(eagernfs_bin());
+            lazy.args(["umount", "-z"]).arg(&self.path);
+            run_command(lazy, MOUNT_TIMEOUT);
+            if !std::thread::panicking() {
+                panic!("eagernfs umount {} failed: {}", self.path.display(), out.stderr);
+            }
+        }
+    }
+}
 
 /// The `eagernfs` binary under test.
 pub(crate) fn eagernfs_bin() -> &'static str {
