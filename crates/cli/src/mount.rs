@@ -40,7 +40,7 @@ pub(crate) struct MountArgs {
     /// Options, comma separated (repeatable). NFS (nfs(5) names): ro, rw, rsize=, wsize=,
     /// acregmin=, acregmax=, acdirmin=, acdirmax=, actimeo=, noac, cto, nocto,
     /// lookupcache=all|pos|none, hard, soft, timeo=, retrans=, nconnect=, cache=DIR, eager,
-    /// nfsport=, mountport=. FUSE: allow_other, allow_root, default_permissions,
+    /// nfsport=, mountport=. FUSE: allow_other, allow_root, nodefault_permissions,
     /// auto_unmount, fsname=, subtype=, suid, dev, noexec, noatime, threads=N.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,

@@ -19,16 +19,16 @@ use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use eagernfs_client::cache::{CachedFs, Entry, FsError};
 use eagernfs_client::{Cred, LookupCache, NfsClient, NfsOps};
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
@@ -56,6 +56,9 @@ pub struct NfsFuse<C: NfsOps> {
     names_uncached: bool,
     /// Told MOUNT UMNT at unmount (advisory, as the Linux client does).
     umnt: Option<NfsClient>,
+    /// Tells the kernel to drop what it cached about an inode or a name
+    /// when we know better (set once the session exists).
+    kernel: Arc<OnceLock<Notifier>>,
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -78,7 +81,31 @@ impl<C: NfsOps> NfsFuse<C> {
     /// Serve `fs`, running request tasks on `rt`.
     pub fn new(fs: CachedFs<C>, rt: Handle) -> Self {
         let names_uncached = fs.config().lookupcache == LookupCache::None;
-        NfsFuse { fs, rt, creds: Arc::new(CredCache::new()), names_uncached, umnt: None }
+        NfsFuse {
+            fs,
+            rt,
+            creds: Arc::new(CredCache::new()),
+            names_uncached,
+            umnt: None,
+            kernel: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Where to put the session's notifier once it exists: the kernel's
+    /// caches can then be corrected when the server changed something
+    /// the kernel would not ask about again.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.kernel.clone()
+    }
+
+    /// The kernel's cached attributes of `ino` are stale: drop them (not
+    /// its cached data), so the next stat asks us. Best effort: without a
+    /// notifier (tests) or if the kernel has forgotten the inode, there is
+    /// nothing to correct.
+    fn forget_kernel_attrs(&self, ino: u64) {
+        if let Some(k) = self.kernel.get() {
+            let _ = k.inval_inode(INodeNo(ino), -1, 0);
+        }
     }
 
     /// Send MOUNT UMNT through `client` when the file system is unmounted.
@@ -148,9 +175,16 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // Lookups and readdirs in one directory may run at once, and the
         // kernel drops its cached pages when it sees mtime or size change
         // (another client wrote), as NFS's attribute revalidation does.
-        for cap in
-            [InitFlags::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_AUTO_INVAL_DATA, InitFlags::FUSE_MAX_PAGES]
-        {
+        // HANDLE_KILLPRIV_V2: a write, truncate or chown that must clear
+        // set-id bits is flagged for us instead of being preceded by a
+        // chmod as the writer, which the server refuses to anyone but the
+        // owner (the write then failed with EPERM and its data was lost).
+        for cap in [
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_AUTO_INVAL_DATA,
+            InitFlags::FUSE_MAX_PAGES,
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+        ] {
             let _ = config.add_capabilities(cap);
         }
         Ok(())
@@ -310,10 +344,11 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        // The server decides who may open what (we mount without
-        // default_permissions): ask it with ACCESS, as Linux's NFS client
-        // does at open, so a refused open fails at open(2) and not at the
-        // first read(2). The cache's open itself only checks freshness.
+        // The kernel has checked mode bits (default_permissions); the
+        // server has the last word (root squashing, ACLs): ask it with
+        // ACCESS, as Linux's NFS client does at open, so a refused open
+        // fails at open(2) and not at the first read(2). The cache's open
+        // itself only checks freshness.
         let mut mask = match flags.acc_mode() {
             OpenAccMode::O_RDONLY => libc::R_OK,
             OpenAccMode::O_WRONLY => libc::W_OK,
@@ -360,15 +395,23 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            // The kernel keeps the mode it had: make it ask again.
+            match self.fs.drop_setid_bits(fh.0) {
+                Ok(true) => self.forget_kernel_attrs(ino.0),
+                Ok(false) => {}
+                Err(e) => return reply.error(errno(&e)),
+            }
+        }
         // Most writes only copy into the cache: answer them on this
         // reader thread (see `CachedFs::try_write` for why that matters).
         let done = {

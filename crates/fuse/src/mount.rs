@@ -196,10 +196,12 @@ impl Mount {
             .map_err(MountError::Runtime)?;
         let (fs, client) = runtime.block_on(connect(spec))?;
         let fsfs = NfsFuse::new(fs, runtime.handle().clone()).umnt_on_destroy(client);
+        let notifier = fsfs.notifier_slot();
         let session = Session::new(fsfs, &mountpoint, &spec.fuse_config()).map_err(|source| {
             let hint = fuse_hint(&source);
             MountError::Fuse { path: mountpoint.clone(), source, hint }
         })?;
+        let _ = notifier.set(session.notifier());
         Ok(Mount { session, runtime, mountpoint })
     }
 

@@ -16,9 +16,18 @@ pub struct FuseOptions {
     pub allow_other: bool,
     /// `allow_root`: the mounting user and root.
     pub allow_root: bool,
-    /// `default_permissions`: let the kernel check mode bits against the
-    /// cached attributes before asking us. Off by default, because the
-    /// server is the authority (it knows ACLs, squashing, its own groups).
+    /// `default_permissions` (the default): the kernel checks mode bits
+    /// against the cached attributes on every path component and before
+    /// every operation, as a local file system does. Without it FUSE never
+    /// asks anyone about search permission on a directory whose entries
+    /// the kernel has cached, nor about write permission for `truncate`,
+    /// nor about opening a FIFO or device node: a user denied a directory
+    /// could still reach files below it through a cached path. The server
+    /// still decides every call (root squashing, ACLs, its own groups) on
+    /// top of this. `nodefault_permissions` leaves every decision to the
+    /// server and the ACCESS cache (open and access(2) only), for exports
+    /// whose server-side identity mapping (`all_squash`, `anonuid`) makes
+    /// mode bits seen from here wrong, accepting those gaps.
     pub default_permissions: bool,
     /// `auto_unmount`: unmount when the daemon dies (needs `allow_other`
     /// or `allow_root`, a fusermount3 restriction).
@@ -49,9 +58,13 @@ pub const READER_THREADS_DEFAULT: usize = 2;
 pub const READER_THREADS_MAX: usize = 16;
 
 impl FuseOptions {
-    /// The defaults (`threads=2`, nosuid, nodev).
+    /// The defaults (`threads=2`, `default_permissions`, nosuid, nodev).
     pub fn new() -> Self {
-        FuseOptions { reader_threads: READER_THREADS_DEFAULT, ..FuseOptions::default() }
+        FuseOptions {
+            reader_threads: READER_THREADS_DEFAULT,
+            default_permissions: true,
+            ..FuseOptions::default()
+        }
     }
 
     /// Apply one FUSE option. `Err(Unknown)` if it is not one of ours.
@@ -64,6 +77,7 @@ impl FuseOptions {
             "allow_other" => self.allow_other = flag(value)?,
             "allow_root" => self.allow_root = flag(value)?,
             "default_permissions" => self.default_permissions = flag(value)?,
+            "nodefault_permissions" => self.default_permissions = !flag(value)?,
             "auto_unmount" => self.auto_unmount = flag(value)?,
             "suid" => self.suid = flag(value)?,
             "nosuid" => self.suid = !flag(value)?,
@@ -130,7 +144,7 @@ mod tests {
         let mut fuse = FuseOptions::new();
         apply_mount_options("allow_other,ro,timeo=50,fsname=srv:/x,noac,threads=4", &mut nfs, &mut fuse)
             .unwrap();
-        assert!(fuse.allow_other && !fuse.default_permissions);
+        assert!(fuse.allow_other && fuse.default_permissions);
         assert_eq!(fuse.fsname.as_deref(), Some("srv:/x"));
         assert_eq!(fuse.reader_threads, 4);
         assert!(nfs.ro);
@@ -170,5 +184,10 @@ mod tests {
         let mut fuse = FuseOptions::new();
         apply_mount_options("suid,nosuid,noexec,exec", &mut nfs, &mut fuse).unwrap();
         assert!(!fuse.suid && !fuse.noexec);
+        assert!(fuse.default_permissions, "the kernel checks mode bits unless told not to");
+        apply_mount_options("nodefault_permissions", &mut nfs, &mut fuse).unwrap();
+        assert!(!fuse.default_permissions);
+        apply_mount_options("nodefault_permissions,default_permissions", &mut nfs, &mut fuse).unwrap();
+        assert!(fuse.default_permissions);
     }
 }

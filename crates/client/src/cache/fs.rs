@@ -443,8 +443,16 @@ impl<C: NfsOps> CachedFs<C> {
     /// new end), then drops cached data past the new size.
     pub async fn setattr(&self, ino: u64, attrs: Sattr3, cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
-        s.check_writable()?;
         let inode = s.inode(ino)?;
+        if attrs == Sattr3::default() {
+            // Nothing to change: FUSE sends this before a write that must
+            // clear set-id bits (the write itself carries that; see
+            // `drop_setid_bits`). A SETATTR would cost a round trip, and
+            // a read-only mount must not refuse it.
+            s.revalidate(&inode, cred).await?;
+            return Ok(s.entry_for(&inode));
+        }
+        s.check_writable()?;
         let touches_data = attrs.size.is_some() || attrs.mtime != SetTime::DontChange;
         if touches_data && inode.ftype == Ftype3::Reg {
             s.sync_inode(&inode).await?;
@@ -459,6 +467,10 @@ impl<C: NfsOps> CachedFs<C> {
             // A chmod or chown changes who may do what; even a failed
             // SETATTR may have changed something before failing.
             st.access.clear();
+            if attrs.mode.is_some() && r.is_ok() {
+                // A mode set after a set-id-clearing write is what counts.
+                st.file.setid_dropped = None;
+            }
             if let Some(size) = attrs.size {
                 if r.is_ok() {
                     // Chunks past the new end are wrong; a shrink or growth

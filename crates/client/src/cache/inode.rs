@@ -46,6 +46,21 @@ pub(crate) const DIR_ENTRIES_MAX: usize = 65536;
 /// answer goes, so the cost per inode stays a few hundred bytes.
 pub(crate) const ACCESS_ENTRIES_MAX: usize = 8;
 
+/// S_ISUID | S_ISGID.
+pub(crate) const SETID_BITS: u32 = 0o6000;
+
+/// `mode` as Linux (6.x, `setattr_should_drop_sgid`) leaves it after a
+/// write by someone without CAP_FSETID: set-uid always goes; set-gid goes
+/// with group execute, or without it when the writer is not in the file's
+/// group (`writer_in_group`).
+pub(crate) fn mode_without_setid(mode: u32, writer_in_group: bool) -> u32 {
+    let mut m = mode & !0o4000;
+    if m & 0o2000 != 0 && (m & 0o010 != 0 || !writer_in_group) {
+        m &= !0o2000;
+    }
+    m
+}
+
 /// What cached data is valid against: the attributes that change when a
 /// file's content does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +158,9 @@ pub(crate) struct FileData {
     pub(crate) write_cred: Cred,
     /// One past the last byte we wrote and the server may not reflect yet.
     pub(crate) written_end: u64,
+    /// A write by a caller who may not keep set-id bits (this one) is not
+    /// on the server yet: show the mode without them (`visible_attr`).
+    pub(crate) setid_dropped: Option<Cred>,
 
     /// Write-back errors so far (Linux's errseq): an open handle reports
     /// each error once, on its next write, flush or fsync.
@@ -174,6 +192,7 @@ impl FileData {
             stalled: false,
             write_cred: Cred::default(),
             written_end: 0,
+            setid_dropped: None,
             err_seq: 0,
             last_err: None,
         }
@@ -360,10 +379,15 @@ impl InodeState {
     }
 
     /// The attributes as a local program should see them: the size
-    /// includes our writes the server has not seen yet.
+    /// includes our writes the server has not seen yet, and set-id bits a
+    /// pending write will clear are shown cleared.
     pub(crate) fn visible_attr(&self) -> Fattr3 {
         let mut a = self.attr;
         a.size = a.size.max(self.file.written_end);
+        if let Some(writer) = &self.file.setid_dropped {
+            let in_group = writer.gid == a.gid || writer.groups.contains(&a.gid);
+            a.mode = mode_without_setid(a.mode, in_group);
+        }
         a
     }
 

@@ -15,7 +15,7 @@ use super::budget::{ByteBudget, Release};
 use super::config::CHUNK_BYTES;
 use super::extents::{copy_overlap, subtract, BLOCK_BYTES};
 use super::fs::{CachedFs, Shared};
-use super::inode::{Chunk, Inode, InodeState, Unstable};
+use super::inode::{Chunk, Inode, InodeState, Unstable, SETID_BITS};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 
@@ -96,6 +96,27 @@ impl<C: NfsOps> CachedFs<C> {
         }
         s.buffered(&of.inode, &of.cred, offset, data, take, file_take);
         Some(Ok(data.len() as u32))
+    }
+
+    /// A write through `fh` is by a caller who may not keep the file's
+    /// set-id bits (FUSE's `FUSE_WRITE_KILL_SUIDGID`: the kernel decided,
+    /// from the writer's capabilities, as it does on a local disk). The
+    /// server clears them when the data reaches it (a POSIX server writes
+    /// with the caller's identity); until the file is clean the cached mode
+    /// shows them cleared already, so `fstat` right after `write` agrees
+    /// with a local file system.
+    ///
+    /// Returns whether the mode seen from here changed (a caller with a
+    /// cache of its own, the kernel's, should drop it).
+    pub fn drop_setid_bits(&self, fh: u64) -> FsResult<bool> {
+        let of = self.shared().handle(fh)?;
+        let mut st = of.inode.state.lock();
+        let before = st.visible_attr().mode;
+        if before & SETID_BITS == 0 {
+            return Ok(false);
+        }
+        st.file.setid_dropped = Some(of.cred.clone());
+        Ok(st.visible_attr().mode != before)
     }
 
     /// Close-to-open: write back and COMMIT everything before returning
@@ -861,7 +882,9 @@ impl<C: NfsOps> Shared<C> {
             st.file.background = false;
         }
         if st.file.clean() {
+            // The server has everything: its attributes are the truth.
             st.file.written_end = 0;
+            st.file.setid_dropped = None;
         }
         let clean = st.file.clean();
         drop(st);

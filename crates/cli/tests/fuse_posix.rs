@@ -1,0 +1,255 @@
+//! POSIX answers through `eagernfs mount`, as an unprivileged user (uid 65534), compared with
+//! what a local file system (or the Linux NFS client) answers. Issue 12's cases, each a test
+//! that failed before its fix, run against eagernfs and against nfs-ganesha as the server.
+//!
+//! Every call under test is made by `tests/clients/posixop.c` running as the user (see
+//! [`posixop`]), so nothing but that one system call decides the answer. Setup and checks that
+//! are not under test use root through the same mount, or the export directory directly.
+//!
+//! Needs root and /dev/fuse; otherwise each test says why it skips.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// A server (eagernfs with `no_root_squash`, or ganesha) exporting a fresh directory anyone may
+/// create in, and a mount of it open to every user (`allow_other`).
+struct Setup {
+    mount: FuseMount,
+    server: Server,
+    _export: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new(ganesha: bool, fuse_options: &str) -> Option<Setup> {
+        let export = tempfile::tempdir().unwrap();
+        chmod(export.path(), 0o1777);
+        let server = if ganesha {
+            Server::ganesha(export.path())?
+        } else {
+            Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"])
+        };
+        let options = if fuse_options.is_empty() {
+            "allow_other".to_string()
+        } else {
+            format!("allow_other,{fuse_options}")
+        };
+        let mount = FuseMount::new(&server.url(""), &options);
+        Some(Setup { mount, server, _export: export })
+    }
+
+    /// `rel` inside the mount, as a string for posixop.
+    fn at(&self, rel: &str) -> String {
+        self.mount.path(rel).to_str().unwrap().to_owned()
+    }
+
+    /// `rel` in the export directory on the server's disk.
+    fn on_server(&self, rel: &str) -> std::path::PathBuf {
+        self.server.dir().join(rel)
+    }
+}
+
+#[track_caller]
+fn ok(r: Reply, what: &str) -> String {
+    match r {
+        Reply::Ok(payload) => payload,
+        Reply::Err { kind, .. } => panic!("{what}: want success, got {kind}"),
+    }
+}
+
+#[track_caller]
+fn denied(r: Reply, what: &str) {
+    assert_eq!(r.err_kind(), Some("EACCES"), "{what}: want EACCES, got {r:?}");
+}
+
+fn mkfifo(path: &Path, mode: u32) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), mode) }, 0, "mkfifo: {}", std::io::Error::last_os_error());
+}
+
+fn mknod_char(path: &Path, mode: u32, major: u32, minor: u32) {
+    let c = CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | mode, libc::makedev(major, minor)) };
+    assert_eq!(r, 0, "mknod: {}", std::io::Error::last_os_error());
+}
+
+// ----- 1. search permission on a cached path --------------------------------------------------
+
+fn search_permission_is_enforced_on_cached_paths(ganesha: bool) {
+    let Some(s) = Setup::new(ganesha, "") else { return };
+    let nobody = As::nobody();
+    fs::create_dir(s.mount.path("d")).unwrap();
+    chmod(&s.mount.path("d"), 0o777);
+    fs::write(s.mount.path("d/f"), b"below a directory").unwrap();
+    chmod(&s.mount.path("d/f"), 0o666);
+    // The user walks the path once: the kernel now has every component cached.
+    ok(posixop(&nobody, &["lstat", &s.at("d/f")]), "lstat before the chmod");
+    ok(posixop(&nobody, &["open", &s.at("d/f"), "rdonly"]), "open before the chmod");
+    // The directory's owner takes search permission away from everybody else.
+    chmod(&s.mount.path("d"), 0o700);
+    let f = s.at("d/f");
+    denied(posixop(&nobody, &["lstat", &f]), "lstat");
+    denied(posixop(&nobody, &["chmod", &f, "600"]), "chmod");
+    denied(posixop(&nobody, &["chown", &f, "65534", "65534"]), "chown");
+    denied(posixop(&nobody, &["truncate", &f, "0"]), "truncate");
+    denied(posixop(&nobody, &["open", &f, "rdonly"]), "open");
+    denied(posixop(&nobody, &["link", &f, &s.at("l")]), "link");
+    // Nothing happened to the file, and its owner still gets through.
+    assert_eq!(fs::read(s.on_server("d/f")).unwrap(), b"below a directory");
+    assert_eq!(fs::metadata(s.on_server("d/f")).unwrap().mode() & 0o7777, 0o666);
+    ok(posixop(&As::root(), &["truncate", &f, "5"]), "root's truncate");
+    assert_eq!(fs::read(s.on_server("d/f")).unwrap(), b"below");
+}
+
+#[test]
+fn search_permission_is_enforced_on_cached_paths_eagernfs() {
+    require_fuse!("search_permission_is_enforced_on_cached_paths_eagernfs");
+    search_permission_is_enforced_on_cached_paths(false);
+}
+
+#[test]
+fn search_permission_is_enforced_on_cached_paths_ganesha() {
+    require_fuse!("search_permission_is_enforced_on_cached_paths_ganesha");
+    search_permission_is_enforced_on_cached_paths(true);
+}
+
+// ----- 2. opening FIFOs and device nodes -----------------------------------------------------
+
+fn special_files_open_by_mode_bits(ganesha: bool) {
+    // `dev`: device nodes work on this mount, so a refusal is about the mode, not `nodev`.
+    let Some(s) = Setup::new(ganesha, "dev") else { return };
+    let nobody = As::nobody();
+    mkfifo(&s.mount.path("p"), 0o600);
+    mknod_char(&s.mount.path("null"), 0o600, 1, 3);
+    let (fifo, dev) = (s.at("p"), s.at("null"));
+    for flags in [&["rdwr"][..], &["rdonly", "nonblock"][..]] {
+        let mut args = vec!["open", &fifo];
+        args.extend_from_slice(flags);
+        denied(posixop(&nobody, &args), &format!("FIFO 0600 open {flags:?}"));
+        let mut args = vec!["open", &dev];
+        args.extend_from_slice(flags);
+        denied(posixop(&nobody, &args), &format!("char device 0600 open {flags:?}"));
+    }
+    // Their owner opens both, and once the mode allows it, so does everybody.
+    ok(posixop(&As::root(), &["open", &s.at("p"), "rdonly", "nonblock"]), "owner opens the FIFO");
+    ok(posixop(&As::root(), &["open", &s.at("null"), "rdwr"]), "owner opens the device");
+    chmod(&s.mount.path("p"), 0o666);
+    chmod(&s.mount.path("null"), 0o666);
+    ok(posixop(&nobody, &["open", &s.at("p"), "rdwr"]), "FIFO 0666 open rdwr");
+    ok(posixop(&nobody, &["open", &s.at("null"), "rdwr"]), "device 0666 open rdwr");
+}
+
+#[test]
+fn special_files_open_by_mode_bits_eagernfs() {
+    require_fuse!("special_files_open_by_mode_bits_eagernfs");
+    special_files_open_by_mode_bits(false);
+}
+
+#[test]
+fn special_files_open_by_mode_bits_ganesha() {
+    require_fuse!("special_files_open_by_mode_bits_ganesha");
+    special_files_open_by_mode_bits(true);
+}
+
+// ----- 3. truncate needs write permission ----------------------------------------------------
+
+fn truncate_needs_write_permission(ganesha: bool) {
+    let Some(s) = Setup::new(ganesha, "") else { return };
+    let nobody = As::nobody();
+    // Another user's file, readable by all.
+    fs::write(s.mount.path("theirs"), b"root's data").unwrap();
+    chmod(&s.mount.path("theirs"), 0o644);
+    denied(posixop(&nobody, &["truncate", &s.at("theirs"), "0"]), "truncate(2) of another's 0644 file");
+    denied(posixop(&nobody, &["open", &s.at("theirs"), "wronly", "trunc"]), "O_TRUNC of another's 0644 file");
+    assert_eq!(fs::read(s.on_server("theirs")).unwrap(), b"root's data");
+    // The caller's own file, made read-only: the owner may chmod it back, not write it (the
+    // NFS server lets an owner write regardless of mode; a POSIX truncate must not).
+    let mine = s.at("mine");
+    ok(posixop(&nobody, &["open", &mine, "wronly", "creat"]), "create own file");
+    ok(posixop(&nobody, &["append-fstat", &mine, "own data"]), "write own file");
+    ok(posixop(&nobody, &["chmod", &mine, "444"]), "chmod own file 0444");
+    denied(posixop(&nobody, &["truncate", &mine, "0"]), "truncate(2) of own 0444 file");
+    denied(posixop(&nobody, &["open", &mine, "wronly", "trunc"]), "O_TRUNC of own 0444 file");
+    denied(posixop(&nobody, &["open", &mine, "rdwr"]), "O_RDWR of own 0444 file");
+    assert_eq!(fs::read(s.on_server("mine")).unwrap(), b"own data");
+    ok(posixop(&nobody, &["chmod", &mine, "644"]), "chmod own file back to 0644");
+    ok(posixop(&nobody, &["truncate", &mine, "3"]), "truncate own 0644 file");
+    assert_eq!(fs::read(s.on_server("mine")).unwrap(), b"own");
+}
+
+#[test]
+fn truncate_needs_write_permission_eagernfs() {
+    require_fuse!("truncate_needs_write_permission_eagernfs");
+    truncate_needs_write_permission(false);
+}
+
+#[test]
+fn truncate_needs_write_permission_ganesha() {
+    require_fuse!("truncate_needs_write_permission_ganesha");
+    truncate_needs_write_permission(true);
+}
+
+// ----- 4. set-id bits after another user's write ---------------------------------------------
+
+fn write_by_another_user_clears_setid_bits(ganesha: bool) {
+    let Some(s) = Setup::new(ganesha, "") else { return };
+    let nobody = As::nobody();
+    // (mode, what a local ext4 leaves after a write by a user outside the file's group and
+    // without CAP_FSETID: set-uid goes, set-gid goes too, with or without group execute).
+    for (i, (mode, after)) in
+        [(0o4777, 0o777), (0o2777, 0o777), (0o6777, 0o777), (0o2767, 0o767)].into_iter().enumerate()
+    {
+        let name = format!("setid{i}");
+        fs::write(s.mount.path(&name), b"root's ").unwrap();
+        chmod(&s.mount.path(&name), mode);
+        let got =
+            ok(posixop(&nobody, &["append-fstat", &s.at(&name), "appended"]), &format!("append to {mode:o}"));
+        assert_eq!(
+            got,
+            format!("fd={after:o} path={after:o}"),
+            "mode {mode:o} after another user's write, from fstat and from stat"
+        );
+        assert_eq!(
+            fs::read(s.on_server(&name)).unwrap(),
+            b"root's appended",
+            "mode {mode:o}: the data arrived"
+        );
+        assert_eq!(
+            fs::metadata(s.on_server(&name)).unwrap().mode() & 0o7777,
+            after,
+            "mode {mode:o} on the server"
+        );
+        let seen = ok(posixop(&nobody, &["lstat", &s.at(&name)]), "lstat after");
+        assert_eq!(
+            field(&seen, "mode"),
+            Some(format!("{after:o}")),
+            "mode {mode:o} seen by a later stat: {seen}"
+        );
+    }
+    // Root (CAP_FSETID, not squashed) keeps the bits, as on a local disk.
+    fs::write(s.mount.path("kept"), b"x").unwrap();
+    chmod(&s.mount.path("kept"), 0o4755);
+    let got = ok(posixop(&As::root(), &["append-fstat", &s.at("kept"), "y"]), "root appends");
+    assert_eq!(got, "fd=4755 path=4755");
+    assert_eq!(fs::metadata(s.on_server("kept")).unwrap().mode() & 0o7777, 0o4755);
+}
+
+#[test]
+fn write_by_another_user_clears_setid_bits_eagernfs() {
+    require_fuse!("write_by_another_user_clears_setid_bits_eagernfs");
+    write_by_another_user_clears_setid_bits(false);
+}
+
+#[test]
+fn write_by_another_user_clears_setid_bits_ganesha() {
+    require_fuse!("write_by_another_user_clears_setid_bits_ganesha");
+    write_by_another_user_clears_setid_bits(true);
+}
