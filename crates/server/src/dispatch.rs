@@ -9,6 +9,7 @@
 
 use crate::exports::ExportOptions;
 use crate::stats::Program;
+use crate::svc::{IoOrder, Ticket};
 use crate::{drc, handle, ExportSpec, ServerState};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
@@ -33,11 +34,13 @@ pub(crate) struct Peer {
 #[derive(Debug)]
 pub(crate) struct Connection {
     pub(crate) peer: Peer,
+    /// Keeps one file's READs and WRITEs in arrival order.
+    pub(crate) order: IoOrder,
 }
 
 impl Connection {
     pub(crate) fn new(peer: Peer) -> Self {
-        Connection { peer }
+        Connection { peer, order: IoOrder::default() }
     }
 }
 
@@ -56,6 +59,8 @@ pub(crate) struct Call<'a> {
     pub(crate) conn: &'a Connection,
     pub(crate) header: &'a CallHeader,
     pub(crate) caller: Caller,
+    /// A READ or WRITE's place in its connection's order.
+    pub(crate) ticket: Option<&'a Ticket<'a>>,
 }
 
 /// An object named by a file handle, with the caller's rights on its export.
@@ -88,6 +93,14 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// Just before a READ or WRITE reaches the backend: wait until the
+    /// connection's earlier READs and WRITEs of the same file have.
+    pub(crate) fn io_turn(&self) {
+        if let Some(t) = self.ticket {
+            t.wait_turn();
+        }
+    }
+
     /// Find the export and backend handle behind a wire handle and check the caller may use it.
     pub(crate) fn resolve(&self, fh: &NfsFh3) -> Result<Resolved<'a>, Nfsstat3> {
         let (id, bfh) = handle::from_wire(fh)?;
@@ -110,7 +123,13 @@ pub(crate) enum Outcome {
 }
 
 /// Handle one record; `None` means send nothing (it was not a call).
-pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Bytes) -> Option<BytesMut> {
+/// `ticket`: the record's place in its connection's READ/WRITE order.
+pub(crate) fn handle_record(
+    state: &ServerState,
+    conn: &Connection,
+    record: Bytes,
+    ticket: Option<&Ticket<'_>>,
+) -> Option<BytesMut> {
     let mut body = record.clone();
     let header = match Message::decode(&mut body) {
         Ok(Message::Call(c)) => c,
@@ -186,7 +205,7 @@ pub(crate) fn handle_record(state: &ServerState, conn: &Connection, record: Byte
             }
         }
     }
-    let call = Call { state, conn, header: &header, caller };
+    let call = Call { state, conn, header: &header, caller, ticket };
     let mut out = BytesMut::with_capacity(512);
     let at = begin_record(&mut out);
     ReplyHeader::success(xid).encode(&mut out);

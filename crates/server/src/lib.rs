@@ -1,8 +1,10 @@
 //! The eagernfs NFSv3 server: transports, dispatch, exports and access control.
 //!
 //! # Layout
-//! - [`transport`](crate::transport): TCP accept loop and per-connection
-//!   reader/writer tasks; bounded in-flight calls per connection.
+//! - [`svc`](crate::svc): the service threads (knfsd's model): a thread
+//!   takes a ready socket, reads one call, runs it and sends the reply;
+//!   pools that grow under load; bounded connections and calls in flight;
+//!   READ/WRITE of a file kept in arrival order.
 //! - `dispatch`: one RPC record in, one reply record out: RPC-level checks
 //!   (version, program, procedure, authentication), then the program's
 //!   procedure table.
@@ -14,9 +16,9 @@
 //! - [`exports`]: the exports(5) configuration and client matching.
 //! - `stats`: per-procedure call counters (the procedure tables name them).
 //!
-//! A request's path: `transport` reads a record → `dispatch::handle_record`
-//! on a blocking worker → program handler → backend → reply encoded into
-//! one buffer → the connection's writer task.
+//! A request's path: a service thread reads a record → `dispatch::handle_record`
+//! → program handler → backend → reply encoded into one buffer → written to
+//! the socket by the same thread.
 
 pub mod exports;
 
@@ -29,9 +31,10 @@ mod nfs3;
 mod portmap;
 pub mod rpcbind;
 pub mod stats;
+mod svc;
 mod trace;
-mod transport;
 
+pub use svc::{PoolMode, SvcConfig};
 pub use trace::{IoEvent, IoKind};
 
 use eagernfs_vfs::Backend;
@@ -65,6 +68,8 @@ pub struct ServerConfig {
     /// Record the offsets of READ/WRITE in backend order, keeping at most
     /// this many (`None`: off). See [`Server::io_trace`].
     pub io_trace_max_events: Option<usize>,
+    /// Service threads: pools and how many.
+    pub svc: SvcConfig,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +82,7 @@ impl Default for ServerConfig {
             write_max_bytes: 1 << 20,
             drc_entries: 128 * 1024,
             io_trace_max_events: None,
+            svc: SvcConfig::default(),
         }
     }
 }
@@ -197,13 +203,13 @@ impl Server {
     /// Serve until `shutdown` is cancelled, then drain connections and flush
     /// every export to stable storage.
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
-        let mut tasks = tokio::task::JoinSet::new();
-        for l in self.listeners {
-            tasks.spawn(transport::serve_tcp(self.state.clone(), l, shutdown.clone()));
-        }
-        while tasks.join_next().await.is_some() {}
+        let listeners =
+            self.listeners.into_iter().map(|l| l.into_std()).collect::<std::io::Result<Vec<_>>>()?;
+        let svc = svc::Svc::start(self.state.clone(), self.state.config.svc.clone(), listeners)?;
+        shutdown.cancelled().await;
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
+            svc.shutdown();
             for e in &state.exports {
                 if let Err(err) = e.backend.sync_all() {
                     tracing::error!(export = ?e.mount_paths, "sync at shutdown failed: {err}");

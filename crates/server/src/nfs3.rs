@@ -180,6 +180,7 @@ fn read(call: &Call, a: Read3Args) -> Read3Res {
         Err(s) => return Read3Res::Fail(s, Default::default()),
     };
     let count = a.count.min(call.state.config.read_max_bytes);
+    call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
     let result = r.export.backend.read(&r.cred, &r.fh, a.offset, count);
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
@@ -208,6 +209,7 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
     }
     let data = &a.data[..a.count as usize];
     call.state.stats.count_write(a.stable);
+    call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
     let result = r.export.backend.write(&r.cred, &r.fh, a.offset, data, stable(a.stable));
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {

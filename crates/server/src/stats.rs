@@ -21,6 +21,10 @@ pub struct Stats {
     /// WRITE calls by the durability asked for (UNSTABLE, DATA_SYNC, FILE_SYNC):
     /// tells a benchmark or test whether a client writes safely-asynchronously.
     writes_by_stable: [AtomicU64; 3],
+    /// Service threads running now, and the most there ever were (the
+    /// pools grow under load and shrink when idle).
+    threads: AtomicU64,
+    threads_peak: AtomicU64,
 }
 
 /// The RPC programs we count.
@@ -54,6 +58,25 @@ impl Stats {
     /// WRITE calls that asked for `stable`.
     pub fn writes(&self, stable: eagernfs_proto::nfs3::StableHow) -> u64 {
         self.writes_by_stable[stable as usize].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn thread_started(&self) {
+        let now = self.threads.fetch_add(1, Ordering::Relaxed) + 1;
+        self.threads_peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    pub(crate) fn thread_ended(&self) {
+        self.threads.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Service threads running now.
+    pub fn threads(&self) -> u64 {
+        self.threads.load(Ordering::Relaxed)
+    }
+
+    /// Most service threads that ever ran at once.
+    pub fn threads_peak(&self) -> u64 {
+        self.threads_peak.load(Ordering::Relaxed)
     }
 
     pub(crate) fn count_replayed(&self) {
@@ -104,6 +127,9 @@ impl Stats {
         }
         if self.replayed() > 0 {
             s.push_str(&format!("DRC-REPLAYED {}\n", self.replayed()));
+        }
+        if self.threads_peak() > 0 {
+            s.push_str(&format!("THREADS-PEAK {}\n", self.threads_peak()));
         }
         s
     }

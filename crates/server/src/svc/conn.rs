@@ -1,0 +1,270 @@
+//! One TCP connection as the service threads see it: record-marked input
+//! read one record at a time, replies written by whichever thread finished
+//! the call, and the bookkeeping that bounds a connection's calls in
+//! flight.
+//!
+//! Input is read exactly one record at a time (the 4-byte mark, then the
+//! fragment), never further: what the kernel still holds for the socket
+//! keeps it readable, so re-arming its one-shot registration is enough for
+//! another thread to take the next call. Output goes straight to the
+//! socket from the thread that produced it; only what the socket does not
+//! take at once is queued, and a write-readiness registration on a second
+//! descriptor of the same socket drains the queue.
+
+use bytes::{Buf, Bytes, BytesMut};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+
+use crate::dispatch;
+
+/// Bytes read per `read` when a fragment is large: a 1 MiB WRITE arrives in
+/// a few reads, and the buffer is reserved once per fragment anyway.
+const READ_CHUNK_BYTES: usize = 1 << 20;
+/// Smallest buffer allocation for small records, so that many small calls
+/// share one allocation (each record keeps its part alive until dropped).
+const SMALL_ALLOC_BYTES: usize = 16 * 1024;
+
+/// Where a connection's record reading stands.
+#[derive(Debug, Default)]
+struct RecvState {
+    /// The record being assembled (fragments so far).
+    record: BytesMut,
+    /// The 4-byte record mark being read, and how much of it has arrived.
+    mark: [u8; 4],
+    mark_len: usize,
+    /// Bytes of the current fragment still to read.
+    fragment_left: usize,
+    /// The current fragment is the record's last.
+    last_fragment: bool,
+    /// Inside a fragment (its mark was read).
+    in_fragment: bool,
+    /// Records read so far: the next record's arrival number.
+    next_seq: u64,
+}
+
+/// Why a connection's input ended.
+#[derive(Debug)]
+pub(crate) enum RecvEnd {
+    /// The peer closed (or reset) the connection.
+    Closed,
+    /// A record larger than allowed: the peer is broken or hostile.
+    TooLarge(usize),
+    Io(io::Error),
+}
+
+/// What the output side holds.
+#[derive(Debug, Default)]
+pub(crate) struct OutState {
+    /// Replies (or their unwritten tails) waiting for the socket.
+    queue: VecDeque<Bytes>,
+    /// The write registration is armed (a thread will drain the queue).
+    pub(crate) out_armed: bool,
+    /// The write descriptor was ever registered with epoll.
+    pub(crate) out_registered: bool,
+    /// Calls read and not yet fully answered (their replies count until
+    /// written, so a client that stops reading cannot grow the queue).
+    pub(crate) inflight: usize,
+    /// Input is not armed because `inflight` reached the bound.
+    pub(crate) in_paused: bool,
+    /// No more input: end of stream, an error, or shutdown.
+    pub(crate) read_closed: bool,
+    /// Writing failed: replies are dropped.
+    pub(crate) broken: bool,
+    /// Removed from the service (nothing more happens on it).
+    pub(crate) gone: bool,
+}
+
+/// A connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub(crate) id: u64,
+    /// The pool whose threads serve it.
+    pub(crate) pool: usize,
+    /// Non-blocking; read by the thread holding the input, written by any
+    /// thread holding `out`.
+    pub(crate) stream: TcpStream,
+    /// A second descriptor of the same socket, registered for write
+    /// readiness (epoll keys registrations by descriptor).
+    pub(crate) out_fd: TcpStream,
+    /// What dispatch needs: the peer, the I/O ordering tickets.
+    pub(crate) info: dispatch::Connection,
+    recv: Mutex<RecvState>,
+    pub(crate) out: Mutex<OutState>,
+}
+
+/// Result of trying to write replies.
+pub(crate) struct Written {
+    /// Replies fully written (each releases one call in flight).
+    pub(crate) replies_done: usize,
+    /// The socket would block with data still queued.
+    pub(crate) blocked: bool,
+}
+
+impl Conn {
+    pub(crate) fn new(
+        id: u64,
+        pool: usize,
+        stream: TcpStream,
+        info: dispatch::Connection,
+    ) -> io::Result<Conn> {
+        stream.set_nonblocking(true)?;
+        let _ = stream.set_nodelay(true);
+        let out_fd = stream.try_clone()?;
+        Ok(Conn {
+            id,
+            pool,
+            stream,
+            out_fd,
+            info,
+            recv: Mutex::new(RecvState::default()),
+            out: Mutex::new(OutState::default()),
+        })
+    }
+
+    /// Read until one whole record is here. `Ok(None)`: the socket has no
+    /// more data for now (what was read is kept for the next call).
+    /// Only the thread that took the input event calls this.
+    pub(crate) fn recv_record(&self, max_record_bytes: usize) -> Result<Option<(Bytes, u64)>, RecvEnd> {
+        let mut st = self.recv.lock();
+        loop {
+            if !st.in_fragment {
+                let have = st.mark_len;
+                let mut mark = st.mark;
+                match read_some(&self.stream, &mut mark[have..]) {
+                    Ok(0) => return Err(RecvEnd::Closed),
+                    Ok(n) => {
+                        st.mark = mark;
+                        st.mark_len += n;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) => return Err(RecvEnd::Io(e)),
+                }
+                if st.mark_len < 4 {
+                    continue;
+                }
+                let word = u32::from_be_bytes(st.mark);
+                st.mark_len = 0;
+                st.last_fragment = word & 0x8000_0000 != 0;
+                st.fragment_left = (word & 0x7fff_ffff) as usize;
+                st.in_fragment = true;
+                let total = st.record.len() + st.fragment_left;
+                if total > max_record_bytes {
+                    return Err(RecvEnd::TooLarge(total));
+                }
+                let need = st.fragment_left;
+                if st.record.capacity() - st.record.len() < need {
+                    st.record.reserve(need.max(SMALL_ALLOC_BYTES));
+                }
+            }
+            while st.fragment_left > 0 {
+                let want = st.fragment_left.min(READ_CHUNK_BYTES);
+                match read_into(&self.stream, &mut st.record, want) {
+                    Ok(0) => return Err(RecvEnd::Closed),
+                    Ok(n) => st.fragment_left -= n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) => return Err(RecvEnd::Io(e)),
+                }
+            }
+            st.in_fragment = false;
+            if st.last_fragment {
+                let len = st.record.len();
+                let record = st.record.split_to(len).freeze();
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                return Ok(Some((record, seq)));
+            }
+        }
+    }
+
+    /// Write queued replies, then `reply` (if any), as far as the socket
+    /// takes them. Call with `out` locked.
+    pub(crate) fn write_locked(&self, out: &mut OutState, reply: Option<Bytes>) -> Written {
+        let mut done = 0;
+        if let Some(r) = reply {
+            out.queue.push_back(r);
+        }
+        if out.broken {
+            done += out.queue.len();
+            out.queue.clear();
+            return Written { replies_done: done, blocked: false };
+        }
+        while let Some(front) = out.queue.front_mut() {
+            match write_some(&self.stream, front) {
+                Ok(n) if n == front.len() => {
+                    out.queue.pop_front();
+                    done += 1;
+                }
+                Ok(n) => front.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Written { replies_done: done, blocked: true };
+                }
+                Err(e) => {
+                    tracing::debug!(peer = %self.info.peer.addr, "writing a reply failed: {e}");
+                    out.broken = true;
+                    done += out.queue.len();
+                    out.queue.clear();
+                }
+            }
+        }
+        Written { replies_done: done, blocked: false }
+    }
+
+    /// Nothing left to write.
+    pub(crate) fn out_idle(out: &OutState) -> bool {
+        out.queue.is_empty()
+    }
+}
+
+fn read_some(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for writes of its length.
+        let n = unsafe { libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Read up to `want` bytes onto the end of `buf` (whose spare capacity is
+/// at least `want`), without zeroing the space first.
+fn read_into(s: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize> {
+    debug_assert!(buf.capacity() - buf.len() >= want);
+    let spare = buf.spare_capacity_mut();
+    let want = want.min(spare.len());
+    loop {
+        // SAFETY: the spare capacity is valid for writes of `want` bytes;
+        // the kernel initialises the `n` bytes it reports.
+        let n = unsafe { libc::read(s.as_raw_fd(), spare.as_mut_ptr().cast(), want) };
+        if n >= 0 {
+            // SAFETY: `n` bytes past the old length were just written.
+            unsafe { buf.set_len(buf.len() + n as usize) };
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+fn write_some(s: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for reads of its length. MSG_NOSIGNAL: a
+        // closed peer is an error here, never a SIGPIPE.
+        let n = unsafe { libc::send(s.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

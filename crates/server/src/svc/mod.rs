@@ -1,0 +1,648 @@
+//! The service threads: knfsd's execution model (Banks, "Making the Linux
+//! NFS server suck faster") in user space.
+//!
+//! A thread waits for a socket with something to do, takes it, reads one
+//! call, runs it and writes the reply itself: a call costs no hand-off
+//! between threads, so no context switch beyond the wake-up of the thread
+//! that takes it. Each socket's registration is one-shot, so one thread
+//! at a time reads a connection; it re-arms the socket *before* running a
+//! call that may block (COMMIT, a stable or large WRITE, a large READ),
+//! letting another thread take the connection's next call, and *after* a
+//! quick one, reading the next call itself (up to [`BATCH_MAX`] in a row).
+//!
+//! Threads come in pools (one for the whole server, or one per CPU with
+//! each pool's threads bound to its CPU and each connection served by one
+//! pool). A pool has one *slot* per CPU; only a thread holding a slot waits
+//! for sockets and runs quick calls, so quick calls never make threads
+//! compete for a CPU (see `sched`). A call that may block gives its slot to
+//! another thread first (started if none waits, up to the pool's share of
+//! [`SvcConfig::threads_max`]); a watchdog does the same for a quick call
+//! still running after [`STUCK`]. Threads without a slot for
+//! [`SvcConfig::idle_exit`] end, down to [`SvcConfig::threads_min`]: the
+//! pool grows with the calls blocked at once and shrinks when they are
+//! done.
+//!
+//! Bounds: at most `max_connections` connections (the listener is not
+//! re-armed beyond that, so further clients wait in the backlog), at most
+//! `max_requests_per_connection` calls of one connection read and not yet
+//! answered (input is not re-armed beyond that, which pushes back on the
+//! client through TCP). A reply counts until it is written, so a client
+//! that stops reading cannot make the server queue without bound.
+//!
+//! Shutdown: stop accepting; keep serving until no call has arrived for
+//! [`DRAIN_IDLE`] (at most [`DRAIN_MAX`]); stop reading; wait for calls in
+//! flight and their replies (at most twice `DRAIN_MAX`); stop the threads.
+//!
+//! # Layout
+//! - `epoll`: one-shot registrations and the stop flag.
+//! - `conn`: a connection's record reading, reply writing, bookkeeping.
+//! - `peek`: which calls may block, and which are READ/WRITE of a file.
+//! - `order`: READ/WRITE of one file enter the backend in arrival order.
+//! - `sched`: slots, waiting threads, growing and shrinking.
+
+mod conn;
+mod epoll;
+mod order;
+mod peek;
+mod sched;
+
+pub(crate) use order::{IoOrder, Ticket};
+
+use crate::dispatch::{self, Peer};
+use crate::ServerState;
+use conn::{Conn, OutState, RecvEnd};
+use epoll::{Epoll, Flag, Interest};
+use parking_lot::{Condvar, Mutex, RwLock};
+use sched::{Sched, ThreadRec};
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Quick calls one thread serves from a connection before letting others
+/// have a turn (fairness between connections sharing a thread).
+const BATCH_MAX: usize = 16;
+/// A quick call running longer than this has its slot given to another
+/// thread by the watchdog (it is probably waiting for the disk).
+pub(crate) const STUCK: Duration = Duration::from_millis(3);
+/// How often the watchdog looks while calls are arriving, and while not.
+const WATCH_BUSY: Duration = Duration::from_millis(2);
+const WATCH_IDLE: Duration = Duration::from_millis(50);
+/// Connections accepted per listener wake-up (a mount storm arrives at once).
+const ACCEPT_BATCH: usize = 256;
+/// At shutdown, serving goes on until no call has arrived for this long…
+pub(crate) const DRAIN_IDLE: Duration = Duration::from_millis(50);
+/// …or for this long in any case.
+pub(crate) const DRAIN_MAX: Duration = Duration::from_secs(2);
+
+/// How threads are grouped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PoolMode {
+    /// One pool for the whole server; the scheduler places threads.
+    #[default]
+    Global,
+    /// One pool per CPU the process may run on, its threads bound to it
+    /// (Banks's per-node pools, per CPU here): a connection's calls stay on
+    /// one CPU's caches.
+    PerCpu,
+}
+
+/// Thread limits of the service.
+#[derive(Clone, Debug)]
+pub struct SvcConfig {
+    /// How threads are grouped.
+    pub pools: PoolMode,
+    /// Threads each pool keeps even when idle (at least one per slot).
+    pub threads_min: usize,
+    /// Most threads in all pools together.
+    pub threads_max: usize,
+    /// An idle thread above the minimum ends after waiting this long.
+    pub idle_exit: Duration,
+}
+
+impl Default for SvcConfig {
+    fn default() -> Self {
+        SvcConfig {
+            pools: PoolMode::Global,
+            threads_min: 2,
+            threads_max: 64,
+            idle_exit: Duration::from_secs(10),
+        }
+    }
+}
+
+// Tokens in epoll events: an id and what the event is about.
+const KIND_BITS: u32 = 2;
+const KIND_IN: u64 = 0;
+const KIND_OUT: u64 = 1;
+const KIND_LISTENER: u64 = 2;
+const KIND_STOP: u64 = 3;
+
+fn token(id: u64, kind: u64) -> u64 {
+    (id << KIND_BITS) | kind
+}
+
+/// A group of threads sharing one epoll.
+struct Pool {
+    epoll: Epoll,
+    /// The CPU its threads are bound to (per-CPU pools).
+    cpu: Option<usize>,
+    sched: Sched,
+}
+
+/// The running service.
+pub(crate) struct Svc {
+    state: Arc<ServerState>,
+    cfg: SvcConfig,
+    pools: Vec<Pool>,
+    listeners: Vec<TcpListener>,
+    /// Listeners not re-armed because `max_connections` was reached.
+    listeners_paused: Mutex<Vec<bool>>,
+    conns: RwLock<HashMap<u64, Arc<Conn>>>,
+    conn_count: AtomicUsize,
+    next_id: AtomicU64,
+    next_pool: AtomicUsize,
+    accepting: AtomicBool,
+    reading: AtomicBool,
+    stop: Flag,
+    /// Calls read and not fully answered, over all connections.
+    inflight_total: AtomicUsize,
+    /// When the last call arrived (ns since `epoch`), for the drain.
+    last_call_ns: AtomicU64,
+    epoch: Instant,
+    stopped: AtomicBool,
+    /// Threads alive (service threads and the watchdog), to wait for at
+    /// shutdown.
+    alive: Mutex<usize>,
+    all_gone: Condvar,
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return vec![0];
+    }
+    // SAFETY: CPU_ISSET reads the set we own.
+    (0..libc::CPU_SETSIZE as usize).filter(|c| unsafe { libc::CPU_ISSET(*c, &set) }).collect()
+}
+
+fn bind_to_cpu(cpu: usize) {
+    // SAFETY: as above; CPU_SET writes into the set we own.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is valid.
+    let _ = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+}
+
+impl Svc {
+    /// Start serving `listeners` with the pools' first threads.
+    pub(crate) fn start(
+        state: Arc<ServerState>,
+        cfg: SvcConfig,
+        listeners: Vec<TcpListener>,
+    ) -> io::Result<Arc<Svc>> {
+        let cpus = allowed_cpus();
+        let (pool_cpus, slots): (Vec<Option<usize>>, usize) = match cfg.pools {
+            PoolMode::Global => (vec![None], cpus.len().max(1)),
+            PoolMode::PerCpu => (cpus.into_iter().map(Some).collect(), 1),
+        };
+        let per_pool_max = (cfg.threads_max / pool_cpus.len()).max(1);
+        let stop = Flag::new()?;
+        let mut pools = Vec::new();
+        for cpu in pool_cpus {
+            let epoll = Epoll::new()?;
+            epoll.add_level(stop.raw(), token(0, KIND_STOP))?;
+            pools.push(Pool { epoll, cpu, sched: Sched::new(slots, cfg.threads_min, per_pool_max) });
+        }
+        for (i, l) in listeners.iter().enumerate() {
+            l.set_nonblocking(true)?;
+            pools[0].epoll.add(l.as_raw_fd(), Interest::Read, token(i as u64, KIND_LISTENER))?;
+        }
+        let svc = Arc::new(Svc {
+            listeners_paused: Mutex::new(vec![false; listeners.len()]),
+            listeners,
+            state,
+            cfg,
+            pools,
+            conns: RwLock::new(HashMap::new()),
+            conn_count: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            next_pool: AtomicUsize::new(0),
+            accepting: AtomicBool::new(true),
+            reading: AtomicBool::new(true),
+            stop,
+            inflight_total: AtomicUsize::new(0),
+            last_call_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+            stopped: AtomicBool::new(false),
+            alive: Mutex::new(0),
+            all_gone: Condvar::new(),
+        });
+        for p in 0..svc.pools.len() {
+            for _ in 0..svc.pools[p].sched.threads_min() {
+                if !svc.spawn_thread(p) {
+                    svc.shutdown();
+                    return Err(io::Error::other("cannot start service threads"));
+                }
+            }
+        }
+        *svc.alive.lock() += 1;
+        let watcher = svc.clone();
+        if let Err(e) =
+            std::thread::Builder::new().name("eagernfs-watch".into()).spawn(move || watcher.watchdog())
+        {
+            svc.thread_gone();
+            svc.shutdown();
+            return Err(e);
+        }
+        Ok(svc)
+    }
+
+    /// Start a thread in pool `p` if it is below its bound.
+    fn spawn_thread(self: &Arc<Self>, p: usize) -> bool {
+        if !self.pools[p].sched.reserve_thread() {
+            return false;
+        }
+        *self.alive.lock() += 1;
+        let svc = self.clone();
+        match std::thread::Builder::new().name(format!("eagernfs-svc{p}")).spawn(move || svc.worker(p)) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!("cannot start a service thread: {e}");
+                self.pools[p].sched.unreserve_thread();
+                self.thread_gone();
+                false
+            }
+        }
+    }
+
+    /// The calling thread gives its slot up (it is about to block).
+    fn hand_off(self: &Arc<Self>, p: usize, rec: &ThreadRec) {
+        if self.pools[p].sched.release(rec).0 {
+            self.spawn_thread(p);
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Give the slots of threads stuck in a quick call to others.
+    fn watchdog(self: Arc<Self>) {
+        while !self.stopped.load(Ordering::Acquire) {
+            let now = self.now_ns();
+            let recent = now.saturating_sub(self.last_call_ns.load(Ordering::Relaxed)) < 100_000_000;
+            std::thread::sleep(if recent { WATCH_BUSY } else { WATCH_IDLE });
+            let limit = self.now_ns().saturating_sub(STUCK.as_nanos() as u64);
+            for p in 0..self.pools.len() {
+                for rec in self.pools[p].sched.stuck(limit) {
+                    self.hand_off(p, &rec);
+                }
+            }
+        }
+        self.thread_gone();
+    }
+
+    fn thread_gone(&self) {
+        let mut alive = self.alive.lock();
+        *alive -= 1;
+        if *alive == 0 {
+            self.all_gone.notify_all();
+        }
+    }
+
+    fn worker(self: Arc<Self>, p: usize) {
+        let pool = &self.pools[p];
+        if let Some(cpu) = pool.cpu {
+            bind_to_cpu(cpu);
+        }
+        self.state.stats.thread_started();
+        let rec = Arc::new(ThreadRec::default());
+        pool.sched.register(&rec);
+        loop {
+            if !rec.has_slot() && !pool.sched.acquire(&rec, self.cfg.idle_exit) {
+                pool.sched.leave(&rec, false);
+                break;
+            }
+            rec.busy_since_ns.store(0, Ordering::Release);
+            let tok = match pool.epoll.wait_one(None) {
+                Ok(Some(t)) => t,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!("epoll_wait failed: {e}; service thread ends");
+                    pool.sched.leave(&rec, true);
+                    break;
+                }
+            };
+            let (id, kind) = (tok >> KIND_BITS, tok & ((1 << KIND_BITS) - 1));
+            if kind == KIND_STOP {
+                pool.sched.leave(&rec, true);
+                break;
+            }
+            rec.busy_since_ns.store(self.now_ns().max(1), Ordering::Release);
+            match kind {
+                KIND_LISTENER => self.accept(id as usize),
+                KIND_IN => {
+                    if let Some(c) = self.conn(id) {
+                        self.serve_input(&c, &rec);
+                    }
+                }
+                KIND_OUT => {
+                    if let Some(c) = self.conn(id) {
+                        self.drain_output(&c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.state.stats.thread_ended();
+        self.thread_gone();
+    }
+
+    fn conn(&self, id: u64) -> Option<Arc<Conn>> {
+        self.conns.read().get(&id).cloned()
+    }
+
+    // ----- connections ------------------------------------------------
+
+    fn accept(self: &Arc<Self>, i: usize) {
+        let listener = &self.listeners[i];
+        for _ in 0..ACCEPT_BATCH {
+            if !self.accepting.load(Ordering::Acquire) {
+                return;
+            }
+            if self.conn_count.load(Ordering::Acquire) >= self.state.config.max_connections {
+                self.listeners_paused.lock()[i] = true;
+                // A connection may have closed meanwhile and found us unpaused.
+                if self.conn_count.load(Ordering::Acquire) < self.state.config.max_connections {
+                    self.listeners_paused.lock()[i] = false;
+                    continue;
+                }
+                return;
+            }
+            match listener.accept() {
+                Ok((stream, peer)) => self.add_conn(stream, peer),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e)
+                    if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) =>
+                {
+                    // Out of descriptors: take no more until a connection closes.
+                    tracing::warn!("accept failed: {e}; waiting for a connection to close");
+                    self.listeners_paused.lock()[i] = true;
+                    return;
+                }
+                Err(e) => {
+                    // ECONNABORTED and the like concern one client only.
+                    tracing::debug!("accept failed: {e}");
+                }
+            }
+        }
+        self.arm_listener(i);
+    }
+
+    fn arm_listener(&self, i: usize) {
+        if let Err(e) = self.pools[0].epoll.rearm(
+            self.listeners[i].as_raw_fd(),
+            Interest::Read,
+            token(i as u64, KIND_LISTENER),
+        ) {
+            tracing::error!("cannot re-arm listener: {e}");
+        }
+    }
+
+    fn add_conn(&self, stream: TcpStream, peer: SocketAddr) {
+        let local_port = match stream.local_addr() {
+            Ok(a) => a.port(),
+            Err(_) => return,
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pool = self.next_pool.fetch_add(1, Ordering::Relaxed) % self.pools.len();
+        let info = dispatch::Connection::new(Peer { addr: peer, local_port });
+        let conn = match Conn::new(id, pool, stream, info) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                tracing::debug!(%peer, "cannot set up connection: {e}");
+                return;
+            }
+        };
+        self.conns.write().insert(id, conn.clone());
+        self.conn_count.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) =
+            self.pools[pool].epoll.add(conn.stream.as_raw_fd(), Interest::Read, token(id, KIND_IN))
+        {
+            tracing::warn!(%peer, "cannot watch connection: {e}");
+            self.close(&conn, &mut conn.out.lock());
+        }
+    }
+
+    fn arm_input(&self, c: &Conn) {
+        if !self.reading.load(Ordering::Acquire) {
+            self.input_ended(c);
+            return;
+        }
+        let r = self.pools[c.pool].epoll.rearm(c.stream.as_raw_fd(), Interest::Read, token(c.id, KIND_IN));
+        if let Err(e) = r {
+            tracing::debug!(peer = %c.info.peer.addr, "cannot re-arm connection: {e}");
+            self.input_ended(c);
+        }
+    }
+
+    /// Read and run calls of `c`; its input event was ours.
+    fn serve_input(self: &Arc<Self>, c: &Arc<Conn>, rec: &ThreadRec) {
+        let max_inflight = self.state.config.max_requests_per_connection;
+        for n in 0..BATCH_MAX {
+            if !self.reading.load(Ordering::Acquire) || c.out.lock().read_closed {
+                // Shutting down (or already closing): read nothing more.
+                return self.input_ended(c);
+            }
+            let (record, seq) = match c.recv_record(self.state.config.max_record_bytes) {
+                Ok(Some(r)) => r,
+                Ok(None) => return self.arm_input(c),
+                Err(end) => {
+                    match end {
+                        RecvEnd::Closed => {}
+                        RecvEnd::TooLarge(n) => tracing::warn!(
+                            peer = %c.info.peer.addr,
+                            "closing connection: record of {n} bytes exceeds the maximum of {}",
+                            self.state.config.max_record_bytes
+                        ),
+                        RecvEnd::Io(e) => tracing::debug!(peer = %c.info.peer.addr, "connection ended: {e}"),
+                    }
+                    return self.input_ended(c);
+                }
+            };
+            self.last_call_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let peeked = peek::peek(&record);
+            let room = {
+                let mut out = c.out.lock();
+                out.inflight += 1;
+                self.inflight_total.fetch_add(1, Ordering::AcqRel);
+                out.in_paused = out.inflight >= max_inflight;
+                !out.in_paused
+            };
+            let keep = room && !peeked.may_block && n + 1 < BATCH_MAX;
+            if peeked.may_block {
+                // Another thread serves the other sockets while this waits.
+                self.hand_off(c.pool, rec);
+            }
+            if room && !keep {
+                // Someone else reads the next call while this one runs.
+                self.arm_input(c);
+            }
+            let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
+            self.execute(c, record, ticket);
+            if !keep {
+                return;
+            }
+        }
+    }
+
+    fn execute(&self, c: &Arc<Conn>, record: bytes::Bytes, ticket: Option<Ticket<'_>>) {
+        let state = &self.state;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dispatch::handle_record(state, &c.info, record, ticket.as_ref())
+        }));
+        drop(ticket);
+        let reply = match result {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::error!(peer = %c.info.peer.addr, "a call panicked; it gets no reply");
+                None
+            }
+        };
+        let mut out = c.out.lock();
+        let (released, blocked) = match reply {
+            Some(r) => {
+                let w = c.write_locked(&mut out, Some(r.freeze()));
+                (w.replies_done, w.blocked)
+            }
+            None => (1, false),
+        };
+        self.after_output(c, &mut out, released, blocked);
+    }
+
+    fn drain_output(&self, c: &Arc<Conn>) {
+        let mut out = c.out.lock();
+        if out.gone {
+            return;
+        }
+        out.out_armed = false;
+        let w = c.write_locked(&mut out, None);
+        self.after_output(c, &mut out, w.replies_done, w.blocked);
+    }
+
+    /// Bookkeeping after replies were written: `released` calls are done;
+    /// the socket is `blocked` with replies queued.
+    fn after_output(&self, c: &Conn, out: &mut OutState, released: usize, blocked: bool) {
+        out.inflight -= released;
+        self.inflight_total.fetch_sub(released, Ordering::AcqRel);
+        if out.gone {
+            return;
+        }
+        if blocked && !out.out_armed {
+            let pool = &self.pools[c.pool].epoll;
+            let (fd, tok) = (c.out_fd.as_raw_fd(), token(c.id, KIND_OUT));
+            let r = if out.out_registered {
+                pool.rearm(fd, Interest::Write, tok)
+            } else {
+                pool.add(fd, Interest::Write, tok)
+            };
+            match r {
+                Ok(()) => {
+                    out.out_registered = true;
+                    out.out_armed = true;
+                }
+                Err(e) => {
+                    // Replies cannot be delivered: drop them and the connection.
+                    tracing::warn!(peer = %c.info.peer.addr, "cannot watch for write room: {e}; closing");
+                    out.read_closed = true;
+                    out.broken = true;
+                    let dropped = c.write_locked(out, None).replies_done;
+                    out.inflight -= dropped;
+                    self.inflight_total.fetch_sub(dropped, Ordering::AcqRel);
+                }
+            }
+        }
+        let resume =
+            out.in_paused && !out.read_closed && out.inflight < self.state.config.max_requests_per_connection;
+        if resume {
+            out.in_paused = false;
+        }
+        if out.read_closed && out.inflight == 0 && Conn::out_idle(out) {
+            self.close(c, out);
+            return;
+        }
+        if resume {
+            self.arm_input(c);
+        }
+    }
+
+    /// No more input on `c`: close it once its calls are answered.
+    fn input_ended(&self, c: &Conn) {
+        let mut out = c.out.lock();
+        out.read_closed = true;
+        out.in_paused = false;
+        if !out.gone && out.inflight == 0 && Conn::out_idle(&out) {
+            self.close(c, &mut out);
+        }
+    }
+
+    fn close(&self, c: &Conn, out: &mut OutState) {
+        if out.gone {
+            return;
+        }
+        out.gone = true;
+        let pool = &self.pools[c.pool].epoll;
+        pool.remove(c.stream.as_raw_fd());
+        if out.out_registered {
+            pool.remove(c.out_fd.as_raw_fd());
+        }
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        self.conns.write().remove(&c.id);
+        let left = self.conn_count.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left < self.state.config.max_connections && self.accepting.load(Ordering::Acquire) {
+            let mut paused = self.listeners_paused.lock();
+            for (i, p) in paused.iter_mut().enumerate() {
+                if *p {
+                    *p = false;
+                    self.arm_listener(i);
+                }
+            }
+        }
+    }
+
+    // ----- shutdown ---------------------------------------------------
+
+    /// Stop accepting, drain, stop the threads (see the module docs).
+    /// Blocks until every thread has ended.
+    pub(crate) fn shutdown(&self) {
+        self.accepting.store(false, Ordering::Release);
+        for l in &self.listeners {
+            self.pools[0].epoll.remove(l.as_raw_fd());
+        }
+        let started = Instant::now();
+        loop {
+            let last = Duration::from_nanos(self.last_call_ns.load(Ordering::Relaxed));
+            let quiet = self.epoch.elapsed().saturating_sub(last);
+            if quiet >= DRAIN_IDLE || started.elapsed() >= DRAIN_MAX {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.reading.store(false, Ordering::Release);
+        // Connections waiting for input get none now; the others end when
+        // their thread tries to re-arm them.
+        let conns: Vec<Arc<Conn>> = self.conns.read().values().cloned().collect();
+        for c in conns {
+            self.input_ended(&c);
+        }
+        let deadline = Instant::now() + DRAIN_MAX * 2;
+        while self.inflight_total.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if self.inflight_total.load(Ordering::Acquire) > 0 {
+            tracing::warn!(
+                "{} call(s) or replies still pending at shutdown; closing their connections",
+                self.inflight_total.load(Ordering::Acquire)
+            );
+        }
+        self.stopped.store(true, Ordering::Release);
+        self.stop.raise();
+        for p in &self.pools {
+            p.sched.stop();
+        }
+        let mut alive = self.alive.lock();
+        while *alive > 0 {
+            self.all_gone.wait(&mut alive);
+        }
+        drop(alive);
+        self.conns.write().clear();
+    }
+}

@@ -1,0 +1,111 @@
+//! Request ordering by arrival (Rago et al., "eager strategies"): READs and
+//! WRITEs of one file that one connection has in flight together enter the
+//! backend in the order they arrived.
+//!
+//! A client streams a file by sending calls in offset order, several at
+//! once. With several service threads each taking one call, the second
+//! call can reach the file system before the first, and the file system
+//! sees a random pattern: read-ahead collapses, writes are not clustered.
+//! Each such call gets a ticket (its arrival number on the connection)
+//! when it is read; before its backend call it waits until no earlier
+//! ticket of the same file is still waiting. Waits are short: the earlier
+//! call is already owned by a running thread, which gives its place up as
+//! soon as it enters the backend (not when it finishes), so calls still
+//! run in the backend concurrently.
+
+use parking_lot::{Condvar, Mutex};
+use std::collections::BTreeMap;
+
+/// The tickets of one connection.
+#[derive(Debug, Default)]
+pub(crate) struct IoOrder {
+    /// Arrival number → file, for calls that have not entered the backend.
+    waiting: Mutex<BTreeMap<u64, u64>>,
+    turn: Condvar,
+}
+
+impl IoOrder {
+    /// Take a ticket for call `seq` on `file`. Called in arrival order
+    /// (while reading the connection).
+    pub(crate) fn ticket(&self, seq: u64, file: u64) -> Ticket<'_> {
+        self.waiting.lock().insert(seq, file);
+        Ticket { order: self, seq }
+    }
+
+    fn wait_turn(&self, seq: u64) {
+        let mut w = self.waiting.lock();
+        let Some(&file) = w.get(&seq) else { return };
+        while w.range(..seq).any(|(_, f)| *f == file) {
+            self.turn.wait(&mut w);
+        }
+        w.remove(&seq);
+        drop(w);
+        self.turn.notify_all();
+    }
+
+    fn leave(&self, seq: u64) {
+        if self.waiting.lock().remove(&seq).is_some() {
+            self.turn.notify_all();
+        }
+    }
+}
+
+/// A call's place in its connection's order. Dropping it without taking
+/// the turn (the call failed before reaching the backend) lets later calls
+/// go.
+#[derive(Debug)]
+pub(crate) struct Ticket<'a> {
+    order: &'a IoOrder,
+    seq: u64,
+}
+
+impl Ticket<'_> {
+    /// Wait until every earlier call of the same file has entered the
+    /// backend, then give this call's place up: call just before the
+    /// backend call.
+    pub(crate) fn wait_turn(&self) {
+        self.order.wait_turn(self.seq);
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.order.leave(self.seq);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn later_calls_of_a_file_wait_for_earlier_ones_others_do_not() {
+        let order = Arc::new(IoOrder::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let first = order.ticket(1, 10);
+        let other_file = order.ticket(2, 20);
+        let second = order.ticket(3, 10);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                second.wait_turn();
+                tx.send("second").unwrap();
+            });
+            // A call on another file is not held up by file 10's.
+            other_file.wait_turn();
+            assert!(rx.try_recv().is_err(), "the second call of file 10 went before the first");
+            first.wait_turn();
+            assert_eq!(rx.recv().unwrap(), "second");
+        });
+    }
+
+    #[test]
+    fn a_dropped_ticket_lets_later_calls_go() {
+        let order = IoOrder::default();
+        let first = order.ticket(1, 10);
+        let second = order.ticket(2, 10);
+        drop(first);
+        second.wait_turn();
+        assert!(order.waiting.lock().is_empty());
+    }
+}

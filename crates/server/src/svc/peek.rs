@@ -1,0 +1,143 @@
+//! A look at a call before it is decoded: which NFSv3 procedure, which
+//! file, how much data, how stable. The service threads use it to decide
+//! whether a call may block (it then hands the connection to another
+//! thread before running it) and to keep one file's READs and WRITEs in
+//! arrival order. Anything unexpected is "not an NFS I/O call": the real
+//! decoder reports the error later.
+
+use eagernfs_proto::nfs3::{NFS3_FHSIZE, NFS_PROGRAM, NFS_V3};
+
+/// NFSv3 procedure numbers this looks at (RFC 1813).
+const READ: u32 = 6;
+const WRITE: u32 = 7;
+const COMMIT: u32 = 21;
+/// Bytes of READ or WRITE data above which a call counts as slow: a cold
+/// 1 MiB READ waits for the disk, a large WRITE may wait for write-back.
+const LARGE_IO_BYTES: u32 = 64 * 1024;
+/// Largest credential or verifier body RFC 5531 allows.
+const AUTH_BODY_MAX: usize = 400;
+
+/// What a call is, as far as scheduling cares.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Peeked {
+    /// The call may block in the backend for long (COMMIT, a stable or
+    /// large WRITE, a large READ): run it on a thread of its own.
+    pub(crate) may_block: bool,
+    /// An NFSv3 READ or WRITE of this file (a hash of its handle): such
+    /// calls of one connection enter the backend in arrival order.
+    pub(crate) io_file: Option<u64>,
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn u32(&mut self) -> Option<u32> {
+        let (head, rest) = self.b.split_first_chunk::<4>()?;
+        self.b = rest;
+        Some(u32::from_be_bytes(*head))
+    }
+
+    fn opaque(&mut self, max: usize) -> Option<&'a [u8]> {
+        let len = self.u32()? as usize;
+        if len > max {
+            return None;
+        }
+        let padded = len.checked_add(3)? & !3;
+        if self.b.len() < padded {
+            return None;
+        }
+        let (data, rest) = self.b.split_at(padded);
+        self.b = rest;
+        Some(&data[..len])
+    }
+
+    fn skip(&mut self, n: usize) -> Option<()> {
+        self.b = self.b.get(n..)?;
+        Some(())
+    }
+}
+
+/// Look at `record` (one RPC message).
+pub(crate) fn peek(record: &[u8]) -> Peeked {
+    inspect(record).unwrap_or_default()
+}
+
+fn inspect(record: &[u8]) -> Option<Peeked> {
+    let mut c = Cursor { b: record };
+    let _xid = c.u32()?;
+    if c.u32()? != 0 {
+        return None; // not a call
+    }
+    let _rpcvers = c.u32()?;
+    let (prog, vers, proc_) = (c.u32()?, c.u32()?, c.u32()?);
+    if prog != NFS_PROGRAM || vers != NFS_V3 {
+        return None;
+    }
+    for _ in 0..2 {
+        let _flavor = c.u32()?;
+        c.opaque(AUTH_BODY_MAX)?;
+    }
+    match proc_ {
+        COMMIT => Some(Peeked { may_block: true, io_file: None }),
+        READ | WRITE => {
+            let fh = c.opaque(NFS3_FHSIZE)?;
+            c.skip(8)?; // offset
+            let count = c.u32()?;
+            let stable_write = proc_ == WRITE && c.u32()? != 0;
+            Some(Peeked { may_block: stable_write || count > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)) })
+        }
+        _ => None,
+    }
+}
+
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(prog: u32, proc_: u32, args: &[u32]) -> Vec<u8> {
+        let mut v: Vec<u32> = vec![7, 0, 2, prog, 3, proc_];
+        // AUTH_SYS with a 4-byte body, then AUTH_NONE.
+        v.extend([1, 4, 0xdead, 0, 0]);
+        v.extend_from_slice(args);
+        v.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    /// fh of 8 bytes, offset, count, (stable).
+    fn io_args(fh: u32, count: u32, stable: Option<u32>) -> Vec<u32> {
+        let mut a = vec![8, fh, fh, 0, 4096, count];
+        a.extend(stable);
+        a
+    }
+
+    #[test]
+    fn classifies_nfs_calls() {
+        let r = peek(&call(NFS_PROGRAM, READ, &io_args(1, 8192, None)));
+        assert_eq!(r, Peeked { may_block: false, io_file: r.io_file });
+        assert!(r.io_file.is_some());
+        assert!(peek(&call(NFS_PROGRAM, READ, &io_args(1, 1 << 20, None))).may_block);
+        assert!(!peek(&call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(0)))).may_block, "small UNSTABLE");
+        assert!(peek(&call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(2)))).may_block, "FILE_SYNC");
+        assert!(peek(&call(NFS_PROGRAM, COMMIT, &[])).may_block);
+        assert_eq!(peek(&call(NFS_PROGRAM, 1, &[])), Peeked::default(), "GETATTR");
+        let a = peek(&call(NFS_PROGRAM, READ, &io_args(1, 10, None))).io_file;
+        let b = peek(&call(NFS_PROGRAM, WRITE, &io_args(2, 10, Some(0)))).io_file;
+        assert_ne!(a, b, "different files");
+    }
+
+    #[test]
+    fn anything_odd_is_plain() {
+        assert_eq!(peek(&call(100005, READ, &io_args(1, 1 << 20, None))), Peeked::default(), "MOUNT");
+        let mut short = call(NFS_PROGRAM, READ, &io_args(1, 8192, None));
+        short.truncate(short.len() - 4);
+        assert_eq!(peek(&short), Peeked::default());
+        assert_eq!(peek(&[]), Peeked::default());
+        let huge_fh = call(NFS_PROGRAM, READ, &[1000, 0, 0]);
+        assert_eq!(peek(&huge_fh), Peeked::default());
+    }
+}
