@@ -274,7 +274,6 @@ async fn hard_mount_keeps_trying_and_completes_when_the_server_is_back() {
         ServerConfig::default(),
         vec![spec(1, &["/export"], "/export 127.0.0.0/8(rw,insecure,no_root_squash)", memory())],
         vec![addr],
-        16,
     );
     within(pending).await.unwrap().unwrap();
     wait_event(&mut events, |e| matches!(e, TransportEvent::ServerOk { .. })).await;
@@ -289,7 +288,6 @@ fn local_server(dir: &Path, key: [u8; 16], listen: SocketAddr) -> TestServer {
         ServerConfig::default(),
         vec![spec(7, &["/local"], "/local 127.0.0.0/8(rw,insecure,no_root_squash)", Arc::new(backend))],
         vec![listen],
-        64,
     )
 }
 
@@ -420,7 +418,6 @@ async fn ipv6_urls_connect() {
         ServerConfig::default(),
         vec![spec(1, &["/export"], "/export *(rw,insecure,no_root_squash)", memory())],
         vec!["[::1]:0".parse().unwrap()],
-        16,
     );
     let c = within(NfsClient::connect(&format!("nfs://[::1]:{}/export", s.addr.port()))).await.unwrap();
     assert_eq!(c.server(), s.addr);

@@ -9,7 +9,7 @@
 
 use crate::exports::ExportOptions;
 use crate::stats::Program;
-use crate::svc::{IoOrder, Ticket};
+use crate::svc::{IoOrder, Ticket, Turn};
 use crate::{drc, handle, ExportSpec, ServerState};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
@@ -94,11 +94,10 @@ impl<'a> Call<'a> {
     }
 
     /// Just before a READ or WRITE reaches the backend: wait until the
-    /// connection's earlier READs and WRITEs of the same file have.
-    pub(crate) fn io_turn(&self) {
-        if let Some(t) = self.ticket {
-            t.wait_turn();
-        }
+    /// connection's earlier READs and WRITEs of the same file are done
+    /// there. Hold the result until this call's backend call returns.
+    pub(crate) fn io_turn(&self) -> Option<Turn<'a>> {
+        self.ticket.map(|t| t.wait_turn())
     }
 
     /// Find the export and backend handle behind a wire handle and check the caller may use it.

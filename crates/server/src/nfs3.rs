@@ -180,9 +180,10 @@ fn read(call: &Call, a: Read3Args) -> Read3Res {
         Err(s) => return Read3Res::Fail(s, Default::default()),
     };
     let count = a.count.min(call.state.config.read_max_bytes);
-    call.io_turn();
+    let turn = call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
     let result = r.export.backend.read(&r.cred, &r.fh, a.offset, count);
+    drop(turn);
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
         let fileid = result.as_ref().ok().and_then(|res| res.attr.as_ref()).map_or(0, |a| a.fileid);
         t.record(IoEvent { seq, kind: IoKind::Read, fileid, offset: a.offset, count });
@@ -209,9 +210,10 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
     }
     let data = &a.data[..a.count as usize];
     call.state.stats.count_write(a.stable);
-    call.io_turn();
+    let turn = call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
     let result = r.export.backend.write(&r.cred, &r.fh, a.offset, data, stable(a.stable));
+    drop(turn);
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
         let fileid = result.as_ref().ok().and_then(|w| w.wcc.after.as_ref()).map_or(0, |a| a.fileid);
         t.record(IoEvent { seq, kind: IoKind::Write, fileid, offset: a.offset, count: a.count });

@@ -88,17 +88,13 @@ fn shutdown_with_idle_and_partial_connections() {
 }
 
 /// A client that sends calls and never reads the replies must not take the
-/// worker threads other clients need. The runtime's blocking pool is kept
-/// small (8 threads) so a few stuck workers would show at once; with the
-/// default pool of 512, four such connections would do the same.
+/// service threads other clients need. The pool is kept small (8 threads)
+/// so a few stuck threads would show at once.
 #[test]
 fn a_client_that_never_reads_does_not_starve_others() {
-    let s = TestServer::start_custom(
-        ServerConfig::default(),
-        vec![rw_spec()],
-        vec!["127.0.0.1:0".parse().unwrap()],
-        8,
-    );
+    let mut config = ServerConfig::default();
+    config.svc.threads_max = 8;
+    let s = TestServer::start_with(config, vec![rw_spec()]);
     let mut setup = s.client();
     let root = setup.root("/mem");
     let file = setup.create(&root, "big");
@@ -148,7 +144,7 @@ fn a_client_that_never_reads_does_not_starve_others() {
 #[test]
 fn getport_names_the_port_the_client_used() {
     let listen: Vec<SocketAddr> = vec!["127.0.0.1:0".parse().unwrap(), "127.0.0.2:0".parse().unwrap()];
-    let s = TestServer::start_custom(ServerConfig::default(), vec![rw_spec()], listen, 512);
+    let s = TestServer::start_custom(ServerConfig::default(), vec![rw_spec()], listen);
     assert_ne!(s.addrs[0].port(), s.addrs[1].port());
     for addr in &s.addrs {
         let mut c = Client::connect(*addr);

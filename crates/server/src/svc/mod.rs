@@ -46,7 +46,7 @@ mod order;
 mod peek;
 mod sched;
 
-pub(crate) use order::{IoOrder, Ticket};
+pub(crate) use order::{IoOrder, Ticket, Turn};
 
 use crate::dispatch::{self, Peer};
 use crate::ServerState;
@@ -467,6 +467,9 @@ impl Svc {
                 out.in_paused = out.inflight >= max_inflight;
                 !out.in_paused
             };
+            // The ticket is taken before anyone can read the next call, so
+            // a later call never finds this one missing from the order.
+            let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
             let keep = room && !peeked.may_block && n + 1 < BATCH_MAX;
             if peeked.may_block {
                 // Another thread serves the other sockets while this waits.
@@ -476,7 +479,6 @@ impl Svc {
                 // Someone else reads the next call while this one runs.
                 self.arm_input(c);
             }
-            let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
             self.execute(c, record, ticket);
             if !keep {
                 return;

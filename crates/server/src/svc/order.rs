@@ -8,10 +8,12 @@
 //! sees a random pattern: read-ahead collapses, writes are not clustered.
 //! Each such call gets a ticket (its arrival number on the connection)
 //! when it is read; before its backend call it waits until no earlier
-//! ticket of the same file is still waiting. Waits are short: the earlier
-//! call is already owned by a running thread, which gives its place up as
-//! soon as it enters the backend (not when it finishes), so calls still
-//! run in the backend concurrently.
+//! ticket of the same file is still waiting, and it keeps its place until
+//! the backend call returns. The calls of one file from one connection
+//! therefore run one after the other, in order; that costs nothing on a
+//! local file system, where writes to one file hold the inode's lock
+//! anyway and a sequential reader is served from read-ahead. Other files
+//! and other connections are not held up.
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
@@ -38,9 +40,6 @@ impl IoOrder {
         while w.range(..seq).any(|(_, f)| *f == file) {
             self.turn.wait(&mut w);
         }
-        w.remove(&seq);
-        drop(w);
-        self.turn.notify_all();
     }
 
     fn leave(&self, seq: u64) {
@@ -60,11 +59,25 @@ pub(crate) struct Ticket<'a> {
 }
 
 impl Ticket<'_> {
-    /// Wait until every earlier call of the same file has entered the
-    /// backend, then give this call's place up: call just before the
-    /// backend call.
-    pub(crate) fn wait_turn(&self) {
+    /// Wait until every earlier call of the same file is done in the
+    /// backend; the call keeps its place until the returned turn is
+    /// dropped (when its own backend call has returned).
+    pub(crate) fn wait_turn(&self) -> Turn<'_> {
         self.order.wait_turn(self.seq);
+        Turn { ticket: self }
+    }
+}
+
+/// A call's turn in the backend: later calls of the file wait until it is
+/// dropped.
+#[derive(Debug)]
+pub(crate) struct Turn<'a> {
+    ticket: &'a Ticket<'a>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.ticket.order.leave(self.ticket.seq);
     }
 }
 
@@ -88,13 +101,14 @@ mod tests {
         let second = order.ticket(3, 10);
         std::thread::scope(|s| {
             s.spawn(|| {
-                second.wait_turn();
+                let _turn = second.wait_turn();
                 tx.send("second").unwrap();
             });
             // A call on another file is not held up by file 10's.
-            other_file.wait_turn();
-            assert!(rx.try_recv().is_err(), "the second call of file 10 went before the first");
-            first.wait_turn();
+            drop(other_file.wait_turn());
+            let turn = first.wait_turn();
+            assert!(rx.try_recv().is_err(), "the second call of file 10 went before the first was done");
+            drop(turn);
             assert_eq!(rx.recv().unwrap(), "second");
         });
     }
@@ -105,7 +119,7 @@ mod tests {
         let first = order.ticket(1, 10);
         let second = order.ticket(2, 10);
         drop(first);
-        second.wait_turn();
+        drop(second.wait_turn());
         assert!(order.waiting.lock().is_empty());
     }
 }

@@ -23,7 +23,7 @@ use eagernfs_rpc::record::{begin_record, finish_record};
 use eagernfs_rpc::{
     AcceptStat, AuthSys, CallHeader, Message, OpaqueAuth, RecordDecoder, ReplyBody, ReplyHeader,
 };
-use eagernfs_server::{exports, ExportSpec, Server, ServerConfig, Stats};
+use eagernfs_server::{exports, ExportSpec, IoTraceReader, Server, ServerConfig, Stats};
 use eagernfs_vfs::memory::{MemoryBackend, MemoryConfig};
 use eagernfs_vfs::Backend;
 use eagernfs_xdr::{decode_exact, Decode, Encode, Opaque};
@@ -66,6 +66,8 @@ pub struct TestServer {
     pub addrs: Vec<SocketAddr>,
     /// The server's call counters.
     pub stats: Arc<Stats>,
+    /// READ/WRITE in backend order (empty unless `io_trace_max_events` is set).
+    pub trace: IoTraceReader,
     shutdown: CancellationToken,
     thread: Option<JoinHandle<std::io::Result<()>>>,
     /// Receives once `run` has returned, so `stop` can wait with a deadline.
@@ -80,17 +82,15 @@ impl TestServer {
 
     /// A server with `config` on 127.0.0.1, port 0.
     pub fn start_with(config: ServerConfig, exports: Vec<ExportSpec>) -> TestServer {
-        Self::start_custom(config, exports, vec!["127.0.0.1:0".parse().unwrap()], 512)
+        Self::start_custom(config, exports, vec!["127.0.0.1:0".parse().unwrap()])
     }
 
-    /// A server listening on every address of `listen`, on a runtime whose
-    /// blocking pool (where calls execute) has at most `max_blocking_threads`.
+    /// A server listening on every address of `listen`.
     /// [`TestServer::addr`] is the first listener's address.
     pub fn start_custom(
         config: ServerConfig,
         exports: Vec<ExportSpec>,
         listen: Vec<SocketAddr>,
-        max_blocking_threads: usize,
     ) -> TestServer {
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done) = std::sync::mpsc::channel();
@@ -99,20 +99,19 @@ impl TestServer {
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
-                .max_blocking_threads(max_blocking_threads)
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
             let result = rt.block_on(async move {
                 let server = Server::bind(config, exports, &listen).await.expect("bind");
-                tx.send((server.local_addrs(), server.stats())).unwrap();
+                tx.send((server.local_addrs(), server.stats(), server.io_trace())).unwrap();
                 server.run(token).await
             });
             let _ = done_tx.send(());
             result
         });
-        let (addrs, stats) = rx.recv_timeout(WAIT).expect("server did not start");
-        TestServer { addr: addrs[0], addrs, stats, shutdown, thread: Some(thread), done }
+        let (addrs, stats, trace) = rx.recv_timeout(WAIT).expect("server did not start");
+        TestServer { addr: addrs[0], addrs, stats, trace, shutdown, thread: Some(thread), done }
     }
 
     /// The token that stops the server (for tests that cancel mid-flight).
@@ -512,4 +511,213 @@ pub fn enc<T: Encode + ?Sized>(v: &T) -> Vec<u8> {
 /// A handle made of `bytes`.
 pub fn fh(bytes: &[u8]) -> NfsFh3 {
     NfsFh3 { data: Opaque(Bytes::copy_from_slice(bytes)) }
+}
+
+/// A backend whose COMMITs wait at a gate until the test opens it, so a test can hold calls
+/// blocked in the backend (as a COMMIT waiting for a slow disk is). Everything else goes
+/// straight to the wrapped backend.
+pub struct GatedCommits {
+    inner: Arc<dyn Backend>,
+    gate: std::sync::Mutex<GateState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    open: bool,
+    waiting: usize,
+}
+
+impl GatedCommits {
+    pub fn new(inner: Arc<dyn Backend>) -> Arc<GatedCommits> {
+        Arc::new(GatedCommits {
+            inner,
+            gate: std::sync::Mutex::new(GateState::default()),
+            changed: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Wait until `n` COMMITs are held at the gate; false after `timeout`.
+    pub fn wait_for_waiting(&self, n: usize, timeout: Duration) -> bool {
+        let g = self.gate.lock().unwrap();
+        let (g, _) = self.changed.wait_timeout_while(g, timeout, |g| g.waiting < n).unwrap();
+        g.waiting >= n
+    }
+
+    /// Let every held and future COMMIT through.
+    pub fn open(&self) {
+        self.gate.lock().unwrap().open = true;
+        self.changed.notify_all();
+    }
+}
+
+impl Backend for GatedCommits {
+    fn root(&self) -> eagernfs_vfs::FileHandle {
+        self.inner.root()
+    }
+    fn getattr(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::Attr> {
+        self.inner.getattr(fh)
+    }
+    fn setattr(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        set: &eagernfs_vfs::SetAttr,
+        guard: Option<eagernfs_vfs::Timestamp>,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.setattr(cred, fh, set, guard)
+    }
+    fn lookup(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Lookup> {
+        self.inner.lookup(cred, dir, name)
+    }
+    fn access(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        want: u32,
+    ) -> eagernfs_vfs::FsResult<(u32, eagernfs_vfs::Attr)> {
+        self.inner.access(cred, fh, want)
+    }
+    fn readlink(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+    ) -> eagernfs_vfs::FsResult<(Bytes, eagernfs_vfs::Attr)> {
+        self.inner.readlink(cred, fh)
+    }
+    fn read(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::ReadResult> {
+        self.inner.read(cred, fh, offset, count)
+    }
+    fn write(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: eagernfs_vfs::StableHow,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::WriteResult> {
+        self.inner.write(cred, fh, offset, data, stable)
+    }
+    fn create(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        how: &eagernfs_vfs::CreateMode,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.create(cred, dir, name, how)
+    }
+    fn mkdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.mkdir(cred, dir, name, set)
+    }
+    fn symlink(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        target: &[u8],
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.symlink(cred, dir, name, target, set)
+    }
+    fn mknod(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        kind: eagernfs_vfs::NodeKind,
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.mknod(cred, dir, name, kind, set)
+    }
+    fn remove(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.remove(cred, dir, name)
+    }
+    fn rmdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.rmdir(cred, dir, name)
+    }
+    fn rename(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        from_dir: &eagernfs_vfs::FileHandle,
+        from_name: &[u8],
+        to_dir: &eagernfs_vfs::FileHandle,
+        to_name: &[u8],
+    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Wcc)> {
+        self.inner.rename(cred, from_dir, from_name, to_dir, to_name)
+    }
+    fn link(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<(Option<eagernfs_vfs::Attr>, eagernfs_vfs::Wcc)> {
+        self.inner.link(cred, fh, dir, name)
+    }
+    fn readdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        cookie: u64,
+        cookieverf: eagernfs_vfs::Verifier,
+        plus: bool,
+        sink: &mut dyn FnMut(&eagernfs_vfs::DirEntry) -> bool,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::DirInfo> {
+        self.inner.readdir(cred, dir, cookie, cookieverf, plus, sink)
+    }
+    fn fsstat(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::FsStat> {
+        self.inner.fsstat(fh)
+    }
+    fn properties(&self) -> eagernfs_vfs::FsProperties {
+        self.inner.properties()
+    }
+    fn commit(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Verifier)> {
+        let mut g = self.gate.lock().unwrap();
+        g.waiting += 1;
+        self.changed.notify_all();
+        let mut g = self.changed.wait_while(g, |g| !g.open).unwrap();
+        g.waiting -= 1;
+        drop(g);
+        self.inner.commit(cred, fh, offset, count)
+    }
+    fn write_verifier(&self) -> eagernfs_vfs::Verifier {
+        self.inner.write_verifier()
+    }
+    fn sync_all(&self) -> eagernfs_vfs::FsResult<()> {
+        self.inner.sync_all()
+    }
 }
