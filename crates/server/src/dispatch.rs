@@ -198,10 +198,7 @@ pub(crate) fn handle_record(
         match state.drc.begin(key) {
             drc::Lookup::New => {}
             drc::Lookup::InProgress => return None,
-            drc::Lookup::Replay(reply) => {
-                state.stats.count_replayed();
-                return Some(BytesMut::from(&reply[..]));
-            }
+            drc::Lookup::Replay(reply) => return Some(BytesMut::from(&reply[..])),
         }
     }
     let call = Call { state, conn, header: &header, caller, ticket };

@@ -18,6 +18,10 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::stats::Stats;
 
 const SHARDS: usize = 64;
 
@@ -78,14 +82,31 @@ pub(crate) struct Drc {
     shards: Vec<Mutex<Shard>>,
     /// Most entries a shard keeps.
     per_shard: usize,
+    /// Where hits, misses, drops and evictions are counted.
+    stats: Arc<Stats>,
+}
+
+/// Bytes one entry costs, counted generously: the key, the reply of a
+/// namespace call (a few hundred bytes with its attributes), the map and
+/// queue slots.
+pub(crate) const DRC_ENTRY_BYTES: u64 = 640;
+
+/// Entries for a machine with `memory_bytes` of RAM: 1/256 of it, between
+/// 32 Ki and 4 Mi entries. Banks's target is ~10^5 calls/s with entries
+/// living longer than a client's retry time (about 1.1 s over UDP); a
+/// 4 GiB machine gets 26 Ki entries' worth of memory → the 32 Ki floor,
+/// 24 GiB gets 157 Ki, enough for 10^5 non-idempotent calls/s.
+pub fn drc_entries_for_memory(memory_bytes: u64) -> usize {
+    (memory_bytes / 256 / DRC_ENTRY_BYTES).clamp(32 * 1024, 4 * 1024 * 1024) as usize
 }
 
 impl Drc {
     /// A cache of about `capacity` entries.
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, stats: Arc<Stats>) -> Self {
         Drc {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
+            stats,
         }
     }
 
@@ -93,10 +114,17 @@ impl Drc {
     pub(crate) fn begin(&self, key: Key) -> Lookup {
         let mut s = self.shards[key.shard()].lock();
         match s.map.get(&key) {
-            Some(Entry::InProgress) => return Lookup::InProgress,
-            Some(Entry::Done(r)) => return Lookup::Replay(r.clone()),
+            Some(Entry::InProgress) => {
+                self.stats.drc.in_progress.fetch_add(1, Ordering::Relaxed);
+                return Lookup::InProgress;
+            }
+            Some(Entry::Done(r)) => {
+                self.stats.drc.hits.fetch_add(1, Ordering::Relaxed);
+                return Lookup::Replay(r.clone());
+            }
             None => {}
         }
+        self.stats.drc.misses.fetch_add(1, Ordering::Relaxed);
         while let Some(&oldest) = s.order.front() {
             if s.order.len() < self.per_shard {
                 break;
@@ -108,6 +136,7 @@ impl Drc {
             }
             s.order.pop_front();
             s.map.remove(&oldest);
+            self.stats.drc.evicted.fetch_add(1, Ordering::Relaxed);
         }
         s.map.insert(key, Entry::InProgress);
         s.order.push_back(key);
@@ -140,7 +169,7 @@ mod tests {
 
     #[test]
     fn replays_a_finished_call() {
-        let d = Drc::new(100);
+        let d = Drc::new(100, Default::default());
         assert_eq!(d.begin(key(1, b"a")), Lookup::New);
         assert_eq!(d.begin(key(1, b"a")), Lookup::InProgress);
         d.finish(key(1, b"a"), Bytes::from_static(b"reply"));
@@ -149,7 +178,7 @@ mod tests {
 
     #[test]
     fn same_xid_other_arguments_is_a_new_call() {
-        let d = Drc::new(100);
+        let d = Drc::new(100, Default::default());
         assert_eq!(d.begin(key(1, b"a")), Lookup::New);
         d.finish(key(1, b"a"), Bytes::from_static(b"reply"));
         assert_eq!(d.begin(key(1, b"b")), Lookup::New);
@@ -157,7 +186,7 @@ mod tests {
 
     #[test]
     fn other_client_same_xid_is_a_new_call() {
-        let d = Drc::new(100);
+        let d = Drc::new(100, Default::default());
         let k = key(1, b"a");
         assert_eq!(d.begin(k), Lookup::New);
         let other = Key { client: "127.0.0.2".parse().unwrap(), ..k };
@@ -166,7 +195,7 @@ mod tests {
 
     #[test]
     fn bounded_and_oldest_first() {
-        let d = Drc::new(SHARDS); // one entry per shard
+        let d = Drc::new(SHARDS, Default::default()); // one entry per shard
         for xid in 0..10_000 {
             let k = key(xid, b"x");
             assert_eq!(d.begin(k), Lookup::New);
@@ -179,8 +208,27 @@ mod tests {
     }
 
     #[test]
+    fn counts_what_it_does() {
+        let d = Drc::new(100, Default::default());
+        assert_eq!(d.begin(key(1, b"a")), Lookup::New);
+        assert_eq!(d.begin(key(1, b"a")), Lookup::InProgress);
+        d.finish(key(1, b"a"), Bytes::new());
+        assert!(matches!(d.begin(key(1, b"a")), Lookup::Replay(_)));
+        let c = d.stats.drc_counts();
+        assert_eq!((c.misses, c.in_progress, c.hits), (1, 1, 1));
+    }
+
+    #[test]
+    fn sized_from_memory_for_banks_call_rate() {
+        assert_eq!(drc_entries_for_memory(1 << 30), 32 * 1024, "small machines get the floor");
+        // 24 GiB: at least 1.1 s of 10^5 calls/s.
+        assert!(drc_entries_for_memory(24 << 30) >= 110_000);
+        assert_eq!(drc_entries_for_memory(u64::MAX), 4 * 1024 * 1024);
+    }
+
+    #[test]
     fn abandon_forgets() {
-        let d = Drc::new(100);
+        let d = Drc::new(100, Default::default());
         assert_eq!(d.begin(key(5, b"a")), Lookup::New);
         d.abandon(key(5, b"a"));
         assert_eq!(d.begin(key(5, b"a")), Lookup::New);

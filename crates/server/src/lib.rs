@@ -44,7 +44,18 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use stats::Stats;
+pub use drc::drc_entries_for_memory;
+pub use stats::{DrcCounts, Stats};
+
+/// Physical memory, for defaults sized from it (0 if unknown).
+pub fn physical_memory_bytes() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    if pages <= 0 || page <= 0 {
+        return 0;
+    }
+    pages as u64 * page as u64
+}
 
 /// Limits and behaviour of the server. Every field is a bound or a choice the
 /// operator makes; the binary builds this from flags and files.
@@ -62,8 +73,10 @@ pub struct ServerConfig {
     /// Largest WRITE payload accepted and advertised (FSINFO wtmax).
     pub write_max_bytes: u32,
     /// Replies of non-idempotent calls remembered for retransmissions
-    /// (RENAME, REMOVE, CREATE, …). TCP clients retransmit after about a
-    /// minute, so this should cover a minute of such calls.
+    /// (RENAME, REMOVE, CREATE, …). Should cover the calls of a client's
+    /// retry time (about 1.1 s over UDP, a minute over TCP, where losses
+    /// are rare) at the highest call rate. Default: from the machine's
+    /// memory ([`drc_entries_for_memory`]).
     pub drc_entries: usize,
     /// Record the offsets of READ/WRITE in backend order, keeping at most
     /// this many (`None`: off). See [`Server::io_trace`].
@@ -80,7 +93,7 @@ impl Default for ServerConfig {
             max_record_bytes: (1 << 20) + 64 * 1024,
             read_max_bytes: 1 << 20,
             write_max_bytes: 1 << 20,
-            drc_entries: 128 * 1024,
+            drc_entries: drc_entries_for_memory(physical_memory_bytes()),
             io_trace_max_events: None,
             svc: SvcConfig::default(),
         }
@@ -173,12 +186,13 @@ impl Server {
             let l = bind_reuseaddr(*addr).map_err(|source| ServerError::Bind { addr: *addr, source })?;
             listeners.push(l);
         }
+        let stats = Arc::new(Stats::default());
         let state = Arc::new(ServerState {
-            drc: drc::Drc::new(config.drc_entries),
+            drc: drc::Drc::new(config.drc_entries, stats.clone()),
             io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
             config,
             exports,
-            stats: Arc::new(Stats::default()),
+            stats,
             mounts: Default::default(),
         });
         Ok(Server { state, listeners })

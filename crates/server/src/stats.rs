@@ -16,8 +16,8 @@ pub struct Stats {
     portmap: [AtomicU64; 6],
     /// Calls refused before reaching a procedure (bad program, version, auth, garbage).
     rejected: AtomicU64,
-    /// Retransmissions answered from the duplicate reply cache.
-    replayed: AtomicU64,
+    /// The duplicate reply cache's work.
+    pub(crate) drc: DrcCounters,
     /// WRITE calls by the durability asked for (UNSTABLE, DATA_SYNC, FILE_SYNC):
     /// tells a benchmark or test whether a client writes safely-asynchronously.
     writes_by_stable: [AtomicU64; 3],
@@ -25,6 +25,28 @@ pub struct Stats {
     /// pools grow under load and shrink when idle).
     threads: AtomicU64,
     threads_peak: AtomicU64,
+}
+
+/// The duplicate reply cache's counters (atomics, bumped by `drc`).
+#[derive(Debug, Default)]
+pub(crate) struct DrcCounters {
+    pub(crate) misses: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) in_progress: AtomicU64,
+    pub(crate) evicted: AtomicU64,
+}
+
+/// What the duplicate reply cache did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DrcCounts {
+    /// Non-idempotent calls seen for the first time (executed and remembered).
+    pub misses: u64,
+    /// Retransmissions answered with the remembered reply.
+    pub hits: u64,
+    /// Retransmissions dropped because the original was still running.
+    pub in_progress: u64,
+    /// Replies forgotten to stay within the cache's size.
+    pub evicted: u64,
 }
 
 /// The RPC programs we count.
@@ -79,13 +101,20 @@ impl Stats {
         self.threads_peak.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn count_replayed(&self) {
-        self.replayed.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Retransmitted non-idempotent calls answered from the duplicate reply cache.
     pub fn replayed(&self) -> u64 {
-        self.replayed.load(Ordering::Relaxed)
+        self.drc.hits.load(Ordering::Relaxed)
+    }
+
+    /// The duplicate reply cache's counters.
+    pub fn drc_counts(&self) -> DrcCounts {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DrcCounts {
+            misses: n(&self.drc.misses),
+            hits: n(&self.drc.hits),
+            in_progress: n(&self.drc.in_progress),
+            evicted: n(&self.drc.evicted),
+        }
     }
 
     /// How many times NFSv3 procedure `proc_` ran.
@@ -125,8 +154,12 @@ impl Stats {
                 s.push_str(&format!("WRITE/{name} {n}\n"));
             }
         }
-        if self.replayed() > 0 {
-            s.push_str(&format!("DRC-REPLAYED {}\n", self.replayed()));
+        let drc = self.drc_counts();
+        if drc.hits > 0 {
+            s.push_str(&format!("DRC-REPLAYED {}\n", drc.hits));
+        }
+        if drc.in_progress > 0 {
+            s.push_str(&format!("DRC-IN-PROGRESS {}\n", drc.in_progress));
         }
         if self.threads_peak() > 0 {
             s.push_str(&format!("THREADS-PEAK {}\n", self.threads_peak()));

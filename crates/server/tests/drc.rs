@@ -41,6 +41,9 @@ fn a_retransmitted_remove_gets_its_first_answer() {
     );
     assert_eq!(s.stats.replayed(), 1);
     assert_eq!(s.stats.nfs3(NFSPROC3_REMOVE), 1, "the REMOVE ran once");
+    let drc = s.stats.drc_counts();
+    // CREATE and the first REMOVE were new; the retransmission was a hit.
+    assert_eq!((drc.misses, drc.hits, drc.in_progress), (2, 1, 0), "{drc:?}");
 
     // A new xid is a new call: now the file really is gone.
     let fresh = again.header(NFS_PROGRAM, NFS_V3, NFSPROC3_REMOVE);
