@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use eagernfs_server::exports::{self, Export};
-use eagernfs_server::{export_id_for_path, ExportSpec, Server, ServerConfig};
+use eagernfs_server::{export_id_for_path, ExportSpec, PoolMode, Server, ServerConfig, SvcConfig};
 use eagernfs_vfs::local::{LocalBackend, LocalConfig};
 use eagernfs_vfs::memory::{MemoryBackend, MemoryConfig};
 use eagernfs_vfs::Backend;
@@ -69,9 +69,26 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     trace_io: Option<PathBuf>,
 
-    /// Worker threads for file-system calls.
-    #[arg(long, default_value_t = 64)]
-    io_threads: usize,
+    /// Most service threads (each receives a call, runs it and replies). A pool
+    /// keeps one thread per CPU running quick calls and adds threads only while
+    /// calls are blocked (COMMIT, stable writes, the disk), up to this many.
+    #[arg(long, alias = "io-threads", default_value_t = 64)]
+    threads_max: usize,
+
+    /// Service threads kept when idle (per pool; at least one per CPU).
+    #[arg(long, default_value_t = 2)]
+    threads_min: usize,
+
+    /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
+    /// CPU, its threads bound to it, each connection served by one pool (Banks).
+    #[arg(long, value_enum, default_value_t = Pools::Global)]
+    pools: Pools,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Pools {
+    Global,
+    Percpu,
 }
 
 fn default_state_dir() -> PathBuf {
@@ -214,17 +231,36 @@ fn fsid(export: &Export) -> Option<u32> {
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
     let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
     let exports = build_exports(&args, &state_dir)?;
+    if args.threads_max < 1 || args.threads_min > args.threads_max {
+        bail!(
+            "--threads-min {} and --threads-max {}: need 1 <= min <= max",
+            args.threads_min,
+            args.threads_max
+        );
+    }
     let config = ServerConfig {
         max_connections: args.max_connections,
         max_requests_per_connection: args.max_requests_per_connection,
         io_trace_max_events: args.trace_io.as_ref().map(|_| 10_000_000),
+        svc: SvcConfig {
+            pools: match args.pools {
+                Pools::Global => PoolMode::Global,
+                Pools::Percpu => PoolMode::PerCpu,
+            },
+            threads_min: args.threads_min,
+            threads_max: args.threads_max,
+            ..SvcConfig::default()
+        },
         ..ServerConfig::default()
     };
+    // Calls run on the server's own threads; the runtime only binds, waits
+    // for a signal and registers with rpcbind.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
-        .max_blocking_threads(args.io_threads.max(1))
         .thread_name("eagernfs")
         .build()?;
+    let drc_entries = config.drc_entries;
     runtime.block_on(async move {
         let paths: Vec<String> = exports.iter().map(|e| e.mount_paths[0].display().to_string()).collect();
         let server = Server::bind(config, exports, &args.listen).await?;
@@ -244,6 +280,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         stdout.flush()?;
         drop(stdout);
         tracing::info!("exporting {}", paths.join(", "));
+        tracing::info!("duplicate reply cache: {} entries", drc_entries);
         let shutdown = tokio_util::sync::CancellationToken::new();
         let trigger = shutdown.clone();
         tokio::spawn(async move {

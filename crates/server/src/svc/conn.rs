@@ -179,25 +179,35 @@ impl Conn {
         }
     }
 
-    /// Write queued replies, then `reply` (if any), as far as the socket
-    /// takes them. Call with `out` locked.
-    pub(crate) fn write_locked(&self, out: &mut OutState, reply: Option<Bytes>) -> Written {
+    /// Write queued replies, then `replies`, as far as the socket takes
+    /// them (several per system call). Call with `out` locked.
+    pub(crate) fn write_locked(
+        &self,
+        out: &mut OutState,
+        replies: impl IntoIterator<Item = Bytes>,
+    ) -> Written {
+        out.queue.extend(replies);
         let mut done = 0;
-        if let Some(r) = reply {
-            out.queue.push_back(r);
-        }
         if out.broken {
             done += out.queue.len();
             out.queue.clear();
             return Written { replies_done: done, blocked: false };
         }
-        while let Some(front) = out.queue.front_mut() {
-            match write_some(&self.stream, front) {
-                Ok(n) if n == front.len() => {
-                    out.queue.pop_front();
-                    done += 1;
+        while !out.queue.is_empty() {
+            match write_vectored(&self.stream, &out.queue) {
+                Ok(mut n) => {
+                    while n > 0 {
+                        let front = out.queue.front_mut().expect("the kernel took no more than we gave");
+                        if n >= front.len() {
+                            n -= front.len();
+                            out.queue.pop_front();
+                            done += 1;
+                        } else {
+                            front.advance(n);
+                            n = 0;
+                        }
+                    }
                 }
-                Ok(n) => front.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Written { replies_done: done, blocked: true };
                 }
@@ -254,13 +264,29 @@ fn read_into(s: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize
     }
 }
 
-fn write_some(s: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+/// Replies sent per system call at most.
+const IOVECS_MAX: usize = 64;
+
+/// `sendmsg` of the first [`IOVECS_MAX`] buffers of `queue`.
+fn write_vectored(s: &TcpStream, queue: &VecDeque<Bytes>) -> io::Result<usize> {
+    let mut iov: [libc::iovec; IOVECS_MAX] =
+        [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOVECS_MAX];
+    let mut n = 0;
+    for b in queue.iter().take(IOVECS_MAX) {
+        iov[n] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() };
+        n += 1;
+    }
+    // SAFETY: a zeroed msghdr is valid (no address, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n;
     loop {
-        // SAFETY: `buf` is valid for reads of its length. MSG_NOSIGNAL: a
-        // closed peer is an error here, never a SIGPIPE.
-        let n = unsafe { libc::send(s.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
-        if n >= 0 {
-            return Ok(n as usize);
+        // SAFETY: `msg` points at `n` iovecs describing live buffers that
+        // outlive the call. MSG_NOSIGNAL: a closed peer is an error here,
+        // never a SIGPIPE.
+        let r = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        if r >= 0 {
+            return Ok(r as usize);
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {

@@ -71,6 +71,9 @@ pub(crate) const STUCK: Duration = Duration::from_millis(3);
 /// How often the watchdog looks while calls are arriving, and while not.
 const WATCH_BUSY: Duration = Duration::from_millis(2);
 const WATCH_IDLE: Duration = Duration::from_millis(50);
+/// Replies held back to leave in one send at most this many bytes (more
+/// goes out at once).
+const REPLY_BATCH_BYTES: usize = 256 * 1024;
 /// Connections accepted per listener wake-up (a mount storm arrives at once).
 const ACCEPT_BATCH: usize = 256;
 /// At shutdown, serving goes on until no call has arrived for this long…
@@ -110,6 +113,27 @@ impl Default for SvcConfig {
             threads_min: 2,
             threads_max: 64,
             idle_exit: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Replies of a run of quick calls, not sent yet.
+#[derive(Default)]
+struct Replies {
+    list: Vec<bytes::Bytes>,
+    bytes: usize,
+    /// Calls that needed no reply (still to be counted as answered).
+    none: usize,
+}
+
+impl Replies {
+    fn add(&mut self, reply: Option<bytes::Bytes>) {
+        match reply {
+            Some(r) => {
+                self.bytes += r.len();
+                self.list.push(r);
+            }
+            None => self.none += 1,
         }
     }
 }
@@ -434,17 +458,24 @@ impl Svc {
         }
     }
 
-    /// Read and run calls of `c`; its input event was ours.
+    /// Read and run calls of `c`; its input event was ours. Replies of
+    /// quick calls served in a row leave together (one send for several),
+    /// before anything that may block and when the run ends.
     fn serve_input(self: &Arc<Self>, c: &Arc<Conn>, rec: &ThreadRec) {
         let max_inflight = self.state.config.max_requests_per_connection;
+        let mut replies = Replies::default();
         for n in 0..BATCH_MAX {
             if !self.reading.load(Ordering::Acquire) || c.out.lock().read_closed {
                 // Shutting down (or already closing): read nothing more.
+                self.send_replies(c, &mut replies);
                 return self.input_ended(c);
             }
             let (record, seq) = match c.recv_record(self.state.config.max_record_bytes) {
                 Ok(Some(r)) => r,
-                Ok(None) => return self.arm_input(c),
+                Ok(None) => {
+                    self.send_replies(c, &mut replies);
+                    return self.arm_input(c);
+                }
                 Err(end) => {
                     match end {
                         RecvEnd::Closed => {}
@@ -455,10 +486,11 @@ impl Svc {
                         ),
                         RecvEnd::Io(e) => tracing::debug!(peer = %c.info.peer.addr, "connection ended: {e}"),
                     }
+                    self.send_replies(c, &mut replies);
                     return self.input_ended(c);
                 }
             };
-            self.last_call_ns.store(self.epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
             let peeked = peek::peek(&record);
             let room = {
                 let mut out = c.out.lock();
@@ -472,42 +504,52 @@ impl Svc {
             let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
             let keep = room && !peeked.may_block && n + 1 < BATCH_MAX;
             if peeked.may_block {
-                // Another thread serves the other sockets while this waits.
+                // Replies already made must not wait for this call, and
+                // another thread serves the other sockets while it runs.
+                self.send_replies(c, &mut replies);
                 self.hand_off(c.pool, rec);
             }
             if room && !keep {
                 // Someone else reads the next call while this one runs.
                 self.arm_input(c);
             }
-            self.execute(c, record, ticket);
+            replies.add(self.run_call(c, record, ticket));
+            if !keep || replies.bytes >= REPLY_BATCH_BYTES {
+                self.send_replies(c, &mut replies);
+            }
             if !keep {
                 return;
             }
         }
     }
 
-    fn execute(&self, c: &Arc<Conn>, record: bytes::Bytes, ticket: Option<Ticket<'_>>) {
+    /// Run one call; its reply, if it has one.
+    fn run_call(&self, c: &Conn, record: bytes::Bytes, ticket: Option<Ticket<'_>>) -> Option<bytes::Bytes> {
         let state = &self.state;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             dispatch::handle_record(state, &c.info, record, ticket.as_ref())
         }));
         drop(ticket);
-        let reply = match result {
-            Ok(r) => r,
+        match result {
+            Ok(r) => r.map(|b| b.freeze()),
             Err(_) => {
                 tracing::error!(peer = %c.info.peer.addr, "a call panicked; it gets no reply");
                 None
             }
-        };
+        }
+    }
+
+    /// Write `replies` (and count the calls that had none as answered).
+    fn send_replies(&self, c: &Conn, replies: &mut Replies) {
+        if replies.list.is_empty() && replies.none == 0 {
+            return;
+        }
         let mut out = c.out.lock();
-        let (released, blocked) = match reply {
-            Some(r) => {
-                let w = c.write_locked(&mut out, Some(r.freeze()));
-                (w.replies_done, w.blocked)
-            }
-            None => (1, false),
-        };
-        self.after_output(c, &mut out, released, blocked);
+        let w = c.write_locked(&mut out, replies.list.drain(..));
+        let released = w.replies_done + replies.none;
+        replies.none = 0;
+        replies.bytes = 0;
+        self.after_output(c, &mut out, released, w.blocked);
     }
 
     fn drain_output(&self, c: &Arc<Conn>) {
