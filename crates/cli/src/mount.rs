@@ -39,7 +39,7 @@ pub(crate) struct MountArgs {
     mountpoint: PathBuf,
     /// Options, comma separated (repeatable). NFS (nfs(5) names): ro, rw, rsize=, wsize=,
     /// acregmin=, acregmax=, acdirmin=, acdirmax=, actimeo=, noac, cto, nocto,
-    /// lookupcache=all|pos|none, hard, soft, timeo=, retrans=, nconnect=, cache=DIR, eager,
+    /// lookupcache=all|pos|none, hard, soft, timeo=, retrans=, nconnect=, proto=tcp|udp, cache=DIR, eager,
     /// nfsport=, mountport=. FUSE: allow_other, allow_root, nodefault_permissions,
     /// auto_unmount, fsname=, subtype=, suid, dev, noexec, noatime, threads=N.
     #[arg(short = 'o', value_name = "OPTIONS")]

@@ -79,6 +79,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 2)]
     threads_min: usize,
 
+    /// Also serve NFS, MOUNT and portmap over UDP, on the same ports. Off by
+    /// default (as on Linux since 5.6): replies go to whatever source address a
+    /// datagram claims, and transfers are capped at 32 KiB.
+    #[arg(long)]
+    udp: bool,
+
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
@@ -251,6 +257,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             threads_max: args.threads_max,
             ..SvcConfig::default()
         },
+        udp: args.udp,
         ..ServerConfig::default()
     };
     // Calls run on the server's own threads; the runtime only binds, waits
@@ -269,7 +276,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         // "listening" line can rely on the portmapper knowing us too.
         if let Some(pm) = args.register {
             let port = addrs[0].port();
-            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port)).await??;
+            let udp = server.serves_udp();
+            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp)).await??;
             tracing::info!("registered with the portmapper at {pm}");
         }
         let mut stdout = std::io::stdout().lock();
@@ -280,6 +288,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         stdout.flush()?;
         drop(stdout);
         tracing::info!("exporting {}", paths.join(", "));
+        if server.serves_udp() {
+            tracing::info!("serving UDP too, on the same ports");
+        }
         tracing::info!("duplicate reply cache: {} entries", drc_entries);
         let shutdown = tokio_util::sync::CancellationToken::new();
         let trigger = shutdown.clone();

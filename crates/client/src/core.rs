@@ -177,8 +177,12 @@ impl Call {
 /// The knobs of the state machine.
 #[derive(Clone, Debug)]
 pub struct CoreConfig {
-    /// First minor timeout, and the step by which each retry's grows.
+    /// First minor timeout, and the step by which each retry's grows
+    /// (over UDP each retry's doubles instead).
     pub timeo: Duration,
+    /// Exponential backoff of minor timeouts (Linux's UDP behaviour; TCP
+    /// grows them linearly).
+    pub backoff_doubles: bool,
     /// Retransmissions per major timeout window (the window is
     /// `timeo × (retrans + 1)`).
     pub retrans: u32,
@@ -214,6 +218,7 @@ impl CoreConfig {
     pub fn from_options(o: &MountOptions) -> Self {
         CoreConfig {
             timeo: o.timeo,
+            backoff_doubles: o.udp,
             retrans: o.retrans,
             hard: o.hard,
             slots_max: 128,
@@ -487,7 +492,12 @@ impl RpcCore {
                 }
             } else if out.retransmit_at.is_some_and(|r| now >= r) {
                 out.retransmit_at = None;
-                out.timeout = (out.timeout + self.config.timeo).min(self.config.major_window());
+                let next = if self.config.backoff_doubles {
+                    out.timeout.saturating_mul(2)
+                } else {
+                    out.timeout + self.config.timeo
+                };
+                out.timeout = next.min(self.config.major_window());
                 self.stats.retransmissions += 1;
                 self.transmit.push_back(xid);
             }
@@ -762,6 +772,7 @@ mod tests {
     fn config(hard: bool) -> CoreConfig {
         CoreConfig {
             timeo: T,
+            backoff_doubles: false,
             retrans: 2,
             hard,
             slots_max: 4,
@@ -897,6 +908,30 @@ mod tests {
         }
         assert_eq!(sends, vec![T, 3 * T]);
         assert_eq!(now - t0, 6 * T);
+    }
+
+    #[test]
+    fn over_udp_minor_timeouts_double() {
+        let t0 = Instant::now();
+        let mut cfg = config(false);
+        cfg.backoff_doubles = true;
+        cfg.retrans = 7; // window 8T: retransmits at T, 3T (T+2T), 7T (3T+4T), then 8T is major
+        let mut c = RpcCore::new(cfg, t0);
+        c.on_connecting();
+        c.on_connected(t0);
+        c.submit(t0, call(1));
+        drain(&mut c, t0);
+        let mut sends = vec![];
+        let mut now = t0;
+        while let Some(at) = c.poll_timeout() {
+            now = at;
+            c.handle_timeout(now);
+            if !drain(&mut c, now).is_empty() {
+                sends.push(now - t0);
+            }
+        }
+        assert_eq!(sends, vec![T, 3 * T, 7 * T]);
+        assert_eq!(now - t0, 8 * T);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The tokio driver: TCP connections around [`RpcCore`] state machines.
+//! The tokio driver: TCP connections (or UDP sockets) around [`RpcCore`]
+//! state machines.
 //!
 //! [`RpcClient`] owns `nconnect` connections to one server. Each is a task
 //! that owns one [`RpcCore`] and a socket: it reads records with
@@ -8,6 +9,11 @@
 //! a writer task that batches them into few `write` calls. Calls are spread
 //! over the connections round-robin. Everything about timeouts, retries and
 //! matching lives in the core; this file only moves bytes and wakes up.
+//!
+//! Over UDP (`proto=udp`) a "connection" is a connected UDP socket: each
+//! record goes out as one datagram without its record mark, each datagram
+//! in is one reply, and losses are the core's retransmission timers'
+//! business (an ICMP "port unreachable" is not a disconnect).
 //!
 //! # Layout
 //! - [`TransportConfig`]: where and how to connect.
@@ -31,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// Largest reply record accepted: a full 1 MiB READ or READDIR plus
@@ -55,6 +61,8 @@ pub struct TransportConfig {
     pub max_record_bytes: usize,
     /// How long one connection attempt may take.
     pub connect_timeout: Duration,
+    /// UDP instead of TCP.
+    pub udp: bool,
 }
 
 impl TransportConfig {
@@ -72,6 +80,7 @@ impl TransportConfig {
             // A blackholed server must not hang a call longer than its own
             // timeout would, nor give up before a slow network answers.
             connect_timeout: options.timeo.clamp(Duration::from_secs(2), Duration::from_secs(30)),
+            udp: options.udp,
         }
     }
 }
@@ -261,13 +270,20 @@ fn machine_name() -> Opaque<MAX_MACHINE_NAME> {
 
 /// A live connection as the task holds it.
 struct Conn {
-    reader: OwnedReadHalf,
+    io: ConnIo,
     buf: BytesMut,
-    decoder: RecordDecoder,
     writer_tx: mpsc::UnboundedSender<Record>,
     /// Fires if the writer task fails.
     writer_failed: oneshot::Receiver<io::Error>,
     writer: tokio::task::JoinHandle<()>,
+}
+
+/// How a connection receives.
+enum ConnIo {
+    /// TCP: a byte stream cut into records.
+    Stream { reader: OwnedReadHalf, decoder: RecordDecoder },
+    /// UDP: each datagram is one reply.
+    Datagram { sock: Arc<UdpSocket> },
 }
 
 impl Drop for Conn {
@@ -277,15 +293,41 @@ impl Drop for Conn {
     }
 }
 
+/// A socket just connected.
+enum Connected {
+    Stream(TcpStream),
+    Datagram(UdpSocket),
+}
+
+impl Connected {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Connected::Stream(s) => s.local_addr(),
+            Connected::Datagram(s) => s.local_addr(),
+        }
+    }
+}
+
+/// What a connection delivered.
+enum Input {
+    /// Bytes appended to the buffer (a stream), or one datagram in it.
+    Data,
+    /// The stream ended or failed.
+    Closed(Option<io::Error>),
+    /// A datagram socket reported an error about an earlier send (ICMP):
+    /// not fatal, the retransmission timers deal with the loss.
+    Transient(io::Error),
+}
+
 /// What woke the connection task.
 enum Wake {
     Request(Option<Request>),
-    Input(io::Result<usize>),
-    Connected(io::Result<TcpStream>),
+    Input(Input),
+    Connected(io::Result<Connected>),
     Timer,
 }
 
-type ConnectFuture = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<TcpStream>> + Send>>;
+type ConnectFuture = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<Connected>> + Send>>;
 
 async fn connection_task(
     index: usize,
@@ -309,6 +351,7 @@ async fn connection_task(
             core.on_connecting();
             connecting = Some(Box::pin(connect(
                 config.server,
+                config.udp,
                 config.source_addr,
                 config.resvport,
                 last_port,
@@ -360,22 +403,31 @@ async fn connection_task(
             }
             // Every RpcClient clone is gone, so no one awaits an answer.
             Wake::Request(None) => return,
-            Wake::Input(Ok(n)) if n > 0 => {
+            Wake::Input(Input::Data) => {
                 let c = conn.as_mut().expect("input only from a connection");
-                loop {
-                    match c.decoder.decode(&mut c.buf) {
-                        Ok(Some(record)) => core.handle_record(now, record),
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::warn!("NFS server {}: {e}; reconnecting", config.server);
-                            drop_connection(&mut conn, &mut core, now, index, &events);
-                            break;
-                        }
+                match &mut c.io {
+                    ConnIo::Datagram { .. } => {
+                        let datagram = c.buf.split().freeze();
+                        core.handle_record(now, datagram);
                     }
+                    ConnIo::Stream { decoder, .. } => loop {
+                        match decoder.decode(&mut c.buf) {
+                            Ok(Some(record)) => core.handle_record(now, record),
+                            Ok(None) => break,
+                            Err(e) => {
+                                tracing::warn!("NFS server {}: {e}; reconnecting", config.server);
+                                drop_connection(&mut conn, &mut core, now, index, &events);
+                                break;
+                            }
+                        }
+                    },
                 }
             }
-            Wake::Input(r) => {
-                if let Err(e) = r {
+            Wake::Input(Input::Transient(e)) => {
+                tracing::debug!("UDP socket {index} to {}: {e}", config.server);
+            }
+            Wake::Input(Input::Closed(e)) => {
+                if let Some(e) = e {
                     tracing::debug!("connection {index} to {} failed: {e}", config.server);
                 }
                 drop_connection(&mut conn, &mut core, now, index, &events);
@@ -383,11 +435,11 @@ async fn connection_task(
             Wake::Connected(r) => {
                 connecting = None;
                 match r.and_then(|s| Ok((s.local_addr()?, s))) {
-                    Ok((local, stream)) => {
+                    Ok((local, sock)) => {
                         last_port = Some(local.port());
                         *my_stats.local_addr.lock() = Some(local);
                         my_stats.connects.fetch_add(1, Ordering::Relaxed);
-                        conn = Some(start_connection(stream, config.max_record_bytes));
+                        conn = Some(start_connection(sock, config.max_record_bytes));
                         core.on_connected(now);
                         let _ = events.send(TransportEvent::Connected { connection: index, local });
                     }
@@ -418,20 +470,46 @@ fn drop_connection(
     }
 }
 
-/// Read more bytes from the connection, or report the writer's failure.
-/// Pending for ever when there is no connection.
-async fn input(conn: Option<&mut Conn>) -> io::Result<usize> {
+/// Read more bytes (or one datagram) from the connection, or report the
+/// writer's failure. Pending for ever when there is no connection.
+async fn input(conn: Option<&mut Conn>) -> Input {
     let Some(c) = conn else { return std::future::pending().await };
-    if c.buf.capacity() - c.buf.len() < 16 * 1024 {
-        c.buf.reserve(64 * 1024);
-    }
-    tokio::select! {
-        r = c.reader.read_buf(&mut c.buf) => r,
-        e = &mut c.writer_failed => Err(e.unwrap_or_else(|_| io::Error::other("writer stopped"))),
+    match &mut c.io {
+        ConnIo::Stream { reader, .. } => {
+            if c.buf.capacity() - c.buf.len() < 16 * 1024 {
+                c.buf.reserve(64 * 1024);
+            }
+            tokio::select! {
+                r = reader.read_buf(&mut c.buf) => match r {
+                    Ok(0) => Input::Closed(None),
+                    Ok(_) => Input::Data,
+                    Err(e) => Input::Closed(Some(e)),
+                },
+                e = &mut c.writer_failed => {
+                    Input::Closed(Some(e.unwrap_or_else(|_| io::Error::other("writer stopped"))))
+                }
+            }
+        }
+        ConnIo::Datagram { sock } => {
+            c.buf.clear();
+            c.buf.reserve(UDP_DATAGRAM_BYTES_MAX);
+            tokio::select! {
+                r = sock.recv_buf(&mut c.buf) => match r {
+                    Ok(_) => Input::Data,
+                    Err(e) => Input::Transient(e),
+                },
+                e = &mut c.writer_failed => {
+                    Input::Closed(Some(e.unwrap_or_else(|_| io::Error::other("writer stopped"))))
+                }
+            }
+        }
     }
 }
 
-async fn maybe(f: Option<&mut ConnectFuture>) -> io::Result<TcpStream> {
+/// Room for the largest UDP datagram.
+const UDP_DATAGRAM_BYTES_MAX: usize = 64 * 1024;
+
+async fn maybe(f: Option<&mut ConnectFuture>) -> io::Result<Connected> {
     match f {
         Some(f) => f.await,
         None => std::future::pending().await,
@@ -445,19 +523,50 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn start_connection(stream: TcpStream, max_record_bytes: usize) -> Conn {
-    let _ = stream.set_nodelay(true);
-    let (reader, writer) = stream.into_split();
+fn start_connection(sock: Connected, max_record_bytes: usize) -> Conn {
     let (writer_tx, rx) = mpsc::unbounded_channel();
     let (failed_tx, writer_failed) = oneshot::channel();
-    let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
-    Conn {
-        reader,
-        buf: BytesMut::with_capacity(64 * 1024),
-        decoder: RecordDecoder::new(max_record_bytes),
-        writer_tx,
-        writer_failed,
-        writer,
+    let (io, writer) = match sock {
+        Connected::Stream(stream) => {
+            let _ = stream.set_nodelay(true);
+            let (reader, writer) = stream.into_split();
+            let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
+            (ConnIo::Stream { reader, decoder: RecordDecoder::new(max_record_bytes) }, writer)
+        }
+        Connected::Datagram(sock) => {
+            let sock = Arc::new(sock);
+            let writer = tokio::spawn(datagram_writer_task(sock.clone(), rx, failed_tx));
+            (ConnIo::Datagram { sock }, writer)
+        }
+    };
+    Conn { io, buf: BytesMut::with_capacity(64 * 1024), writer_tx, writer_failed, writer }
+}
+
+/// Send each record as one datagram: the message without its record mark.
+async fn datagram_writer_task(
+    sock: Arc<UdpSocket>,
+    mut records: mpsc::UnboundedReceiver<Record>,
+    failed: oneshot::Sender<io::Error>,
+) {
+    let mut datagram = Vec::with_capacity(UDP_DATAGRAM_BYTES_MAX);
+    while let Some(r) = records.recv().await {
+        datagram.clear();
+        datagram.extend_from_slice(r.head.get(4..).unwrap_or_default());
+        for t in r.tail.iter() {
+            datagram.extend_from_slice(t);
+        }
+        match sock.send(&datagram).await {
+            Ok(_) => {}
+            // ICMP news about an earlier datagram, or a full buffer: this
+            // one is lost, and its retransmission timer will send it again.
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::ENOBUFS))
+                    || e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => {
+                let _ = failed.send(e);
+                return;
+            }
+        }
     }
 }
 
@@ -548,11 +657,12 @@ const RESVPORT_MAX: u16 = 1023;
 /// privileged port if `resvport`, preferring `last_port`.
 async fn connect(
     server: SocketAddr,
+    udp: bool,
     source: Option<IpAddr>,
     resvport: bool,
     last_port: Option<u16>,
     timeout: Duration,
-) -> io::Result<TcpStream> {
+) -> io::Result<Connected> {
     let ip = source.unwrap_or(match server {
         SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -569,6 +679,23 @@ async fn connect(
         ports.extend((0..span).map(|i| RESVPORT_MAX - (start + i) % span));
     } else {
         ports.push(0);
+    }
+    if udp {
+        // Binding and "connecting" a datagram socket is local: no timeout.
+        let mut last_err = io::Error::new(io::ErrorKind::AddrInUse, "no free privileged source port");
+        for port in ports {
+            match std::net::UdpSocket::bind(SocketAddr::new(ip, port)) {
+                Ok(s) => {
+                    s.set_nonblocking(true)?;
+                    let s = UdpSocket::from_std(s)?;
+                    s.connect(server).await?;
+                    return Ok(Connected::Datagram(s));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse => last_err = e,
+                Err(e) => return Err(e),
+            }
+        }
+        return Err(last_err);
     }
     let attempt = async {
         let mut last_err = io::Error::new(io::ErrorKind::AddrInUse, "no free privileged source port");
@@ -588,7 +715,7 @@ async fn connect(
                 Err(e) => return Err(e),
             }
             match socket.connect(server).await {
-                Ok(s) => return Ok(s),
+                Ok(s) => return Ok(Connected::Stream(s)),
                 // Our (address, port) pair is still tied to the server's
                 // (e.g. TIME_WAIT): take the next port.
                 Err(e) if matches!(e.kind(), io::ErrorKind::AddrInUse | io::ErrorKind::AddrNotAvailable) => {

@@ -24,7 +24,7 @@ use eagernfs_proto::mount::{
     MOUNT_V3,
 };
 use eagernfs_proto::nfs3::{NfsFh3, NFS_PORT, NFS_PROGRAM, NFS_V3};
-use eagernfs_proto::portmap::{Mapping, IPPROTO_TCP, PMAPPROC_GETPORT, PMAP_PROGRAM, PMAP_V2};
+use eagernfs_proto::portmap::{Mapping, IPPROTO_TCP, IPPROTO_UDP, PMAPPROC_GETPORT, PMAP_PROGRAM, PMAP_V2};
 use eagernfs_xdr::{Decode, Opaque};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -57,10 +57,17 @@ pub fn side_client(addr: SocketAddr, options: &MountOptions) -> RpcClient {
     RpcClient::new(TransportConfig::new(addr, &o))
 }
 
-/// Ask the portmapper at `pmap` for the TCP port of `prog`/`vers`;
-/// `Ok(None)` if it is not registered.
-pub async fn getport(pmap: &RpcClient, cred: &Cred, prog: u32, vers: u32) -> NfsResult<Option<u16>> {
-    let args = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
+/// Ask the portmapper at `pmap` for the port of `prog`/`vers` over the
+/// transport `options` choose; `Ok(None)` if it is not registered.
+pub async fn getport(
+    pmap: &RpcClient,
+    cred: &Cred,
+    prog: u32,
+    vers: u32,
+    options: &MountOptions,
+) -> NfsResult<Option<u16>> {
+    let prot = if options.udp { IPPROTO_UDP } else { IPPROTO_TCP };
+    let args = Mapping { prog, vers, prot, port: 0 };
     let mut body = pmap.call(PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, cred, &args).await?;
     let port =
         u32::decode(&mut body).map_err(|e| NfsError::BadReply(format!("portmap GETPORT reply: {e}")))?;
@@ -117,7 +124,7 @@ pub async fn mount(
         Some(p) => p,
         None => {
             let pmap = side_client(pmap_addr, options);
-            match getport(&pmap, cred, NFS_PROGRAM, NFS_V3).await {
+            match getport(&pmap, cred, NFS_PROGRAM, NFS_V3, options).await {
                 Ok(Some(p)) => p,
                 _ => NFS_PORT,
             }
@@ -137,14 +144,15 @@ pub async fn mount(
                 Ok(_) => (on_nfs_port, nfs_addr),
                 Err(first) => {
                     let pmap = side_client(pmap_addr, options);
-                    match getport(&pmap, cred, MOUNT_PROGRAM, MOUNT_V3).await {
+                    match getport(&pmap, cred, MOUNT_PROGRAM, MOUNT_V3, options).await {
                         Ok(Some(p)) => {
                             let addr = SocketAddr::new(ip, p);
                             (side_client(addr, options), addr)
                         }
                         Ok(None) => {
                             return Err(NfsError::Mount(format!(
-                                "no MOUNT service: {nfs_addr} answered: {first}; the portmapper at {pmap_addr} has no MOUNT v3 over TCP"
+                                "no MOUNT service: {nfs_addr} answered: {first}; the portmapper at {pmap_addr} has no MOUNT v3 over {}",
+                                if options.udp { "UDP" } else { "TCP" }
                             )))
                         }
                         Err(e) => {

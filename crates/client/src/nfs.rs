@@ -104,10 +104,11 @@ fn dirop(dir: &NfsFh3, name: &[u8]) -> NfsResult<Diropargs3> {
     Ok(Diropargs3 { dir: dir.clone(), name: filename(name)? })
 }
 
-/// The transfer size to use: the server's maximum, capped by the option,
-/// rounded down to whole pages when that leaves anything.
-fn transfer_size(server_max: u32, option: Option<u32>) -> u32 {
-    let want = option.unwrap_or(TRANSFER_SIZE_MAX);
+/// The transfer size to use: the server's maximum, capped by the option
+/// and the transport's maximum, rounded down to whole pages when that
+/// leaves anything.
+fn transfer_size(server_max: u32, option: Option<u32>, transport_max: u32) -> u32 {
+    let want = option.unwrap_or(TRANSFER_SIZE_MAX).min(transport_max);
     let size = if server_max == 0 { want } else { server_max.min(want) };
     if size >= TRANSFER_SIZE_MIN {
         size / TRANSFER_SIZE_MIN * TRANSFER_SIZE_MIN
@@ -183,8 +184,8 @@ impl NfsClient {
         let args = Fsinfo3Args { fsroot: mounted.root.clone() };
         let body = rpc.call(NFS_PROGRAM, NFS_V3, NFSPROC3_FSINFO, &cred, &args).await?;
         let fsinfo = decode::<Fsinfo3Res>(NFSPROC3_FSINFO, body)?.into_result()?;
-        let rsize = transfer_size(fsinfo.rtmax, options.rsize);
-        let wsize = transfer_size(fsinfo.wtmax, options.wsize);
+        let rsize = transfer_size(fsinfo.rtmax, options.rsize, options.transfer_size_max());
+        let wsize = transfer_size(fsinfo.wtmax, options.wsize, options.transfer_size_max());
         Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize }) })
     }
 
@@ -508,12 +509,14 @@ mod tests {
 
     #[test]
     fn transfer_sizes() {
-        assert_eq!(transfer_size(1 << 20, None), 1 << 20);
-        assert_eq!(transfer_size(1 << 20, Some(65536)), 65536);
-        assert_eq!(transfer_size(32768, Some(65536)), 32768);
-        assert_eq!(transfer_size(100_000, None), 98304, "whole pages");
-        assert_eq!(transfer_size(0, Some(8192)), 8192, "server says nothing: the option");
-        assert_eq!(transfer_size(1000, None), 1000);
+        let max = TRANSFER_SIZE_MAX;
+        assert_eq!(transfer_size(1 << 20, None, max), 1 << 20);
+        assert_eq!(transfer_size(1 << 20, Some(65536), max), 65536);
+        assert_eq!(transfer_size(32768, Some(65536), max), 32768);
+        assert_eq!(transfer_size(100_000, None, max), 98304, "whole pages");
+        assert_eq!(transfer_size(0, Some(8192), max), 8192, "server says nothing: the option");
+        assert_eq!(transfer_size(1000, None, max), 1000);
+        assert_eq!(transfer_size(1 << 20, Some(1 << 20), 32 * 1024), 32 * 1024, "UDP caps at 32 KiB");
     }
 
     /// An in-process server with one in-memory export, `/export`, on an

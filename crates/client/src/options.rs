@@ -31,6 +31,12 @@ pub const TRANSFER_SIZE_MAX: u32 = 1024 * 1024;
 pub const TRANSFER_SIZE_MIN: u32 = 4096;
 /// Linux caps `nconnect` at 16; more connections to one server do not help.
 pub const NCONNECT_MAX: u32 = 16;
+/// nfs(5)'s default `timeo` over TCP (60 s) and over UDP (1.1 s).
+pub const TIMEO_TCP_DEFAULT: Duration = Duration::from_secs(60);
+pub const TIMEO_UDP_DEFAULT: Duration = Duration::from_millis(1100);
+/// Largest rsize/wsize over UDP: a reply must fit one datagram (Linux's
+/// limit too).
+pub const UDP_TRANSFER_SIZE_MAX: u32 = 32 * 1024;
 /// nfs(5): "the maximum timeout is 600 seconds" for retransmissions.
 pub const TIMEO_MAX: Duration = Duration::from_secs(600);
 /// Attribute cache timeouts above this are refused: nfs(5) has no limit,
@@ -92,9 +98,17 @@ pub struct MountOptions {
 
     // --- transport -----------------------------------------------------
     /// `timeo=` (tenths of a second): the first retransmission timeout;
-    /// each retry waits `timeo` longer than the last (TCP semantics),
-    /// capped at [`TIMEO_MAX`]. Default 60 s.
+    /// each retry waits `timeo` longer than the last over TCP, twice as
+    /// long over UDP, capped at [`TIMEO_MAX`]. Default 60 s over TCP,
+    /// 1.1 s over UDP (nfs(5)).
     pub timeo: Duration,
+    /// `timeo=` was given (so `proto=udp` does not replace it with UDP's
+    /// default).
+    pub timeo_given: bool,
+    /// `proto=udp` (or `udp`): one datagram per call, for servers that
+    /// offer it; `proto=tcp` (or `tcp`, the default). Transfers over UDP
+    /// are at most [`UDP_TRANSFER_SIZE_MAX`].
+    pub udp: bool,
     /// `retrans=`: retransmissions before a "major timeout" (soft: fail
     /// with ETIMEDOUT/EIO; hard: log "server not responding"). Default 2.
     pub retrans: u32,
@@ -152,7 +166,9 @@ impl Default for MountOptions {
             gid: None,
             resvport: None,
             srcaddr: None,
-            timeo: Duration::from_secs(60),
+            timeo: TIMEO_TCP_DEFAULT,
+            timeo_given: false,
+            udp: false,
             retrans: 2,
             hard: true,
             nconnect: 1,
@@ -254,6 +270,26 @@ impl MountOptions {
                 // Tenths of a second; nfs(5) caps the timeout at 600 s.
                 let ds = num(name, value, 1, TIMEO_MAX.as_millis() as u64 / 100)?;
                 self.timeo = Duration::from_millis(ds * 100);
+                self.timeo_given = true;
+            }
+            "proto" | "mountproto" => {
+                let v = need(name, value)?;
+                let udp = match v {
+                    "tcp" => false,
+                    "udp" => true,
+                    _ => return Err(bad(name, v, "expected tcp or udp")),
+                };
+                // mountproto= is accepted for fstab compatibility; MOUNT
+                // goes over the same transport as NFS here.
+                self.set_udp(udp);
+            }
+            "udp" => {
+                flag(value)?;
+                self.set_udp(true)
+            }
+            "tcp" => {
+                flag(value)?;
+                self.set_udp(false)
             }
             "retrans" => self.retrans = num(name, value, 0, 1000)? as u32,
             "hard" => {
@@ -333,6 +369,23 @@ impl MountOptions {
         Ok(())
     }
 
+    /// The largest rsize/wsize this transport allows.
+    pub fn transfer_size_max(&self) -> u32 {
+        if self.udp {
+            UDP_TRANSFER_SIZE_MAX
+        } else {
+            TRANSFER_SIZE_MAX
+        }
+    }
+
+    /// Choose the transport; the default `timeo` follows it unless given.
+    fn set_udp(&mut self, udp: bool) {
+        self.udp = udp;
+        if !self.timeo_given {
+            self.timeo = if udp { TIMEO_UDP_DEFAULT } else { TIMEO_TCP_DEFAULT };
+        }
+    }
+
     /// Whether to bind a privileged source port: the explicit option, or
     /// "yes when root" as Linux decides.
     pub fn resvport_effective(&self) -> bool {
@@ -369,7 +422,10 @@ impl MountOptions {
         if let Some(a) = self.srcaddr {
             v.push(format!("srcaddr={a}"));
         }
-        if self.timeo != d.timeo {
+        if self.udp {
+            v.push("proto=udp".into());
+        }
+        if self.timeo_given {
             v.push(format!("timeo={}", self.timeo.as_millis() / 100));
         }
         if self.retrans != d.retrans {
@@ -521,6 +577,18 @@ mod tests {
     }
 
     #[test]
+    fn udp_has_its_own_timeo_default_unless_one_is_given() {
+        let o = MountOptions::parse("proto=udp").unwrap();
+        assert!(o.udp);
+        assert_eq!(o.timeo, TIMEO_UDP_DEFAULT);
+        let o = MountOptions::parse("timeo=30,udp").unwrap();
+        assert_eq!(o.timeo, Duration::from_secs(3));
+        let o = MountOptions::parse("udp,tcp").unwrap();
+        assert_eq!((o.udp, o.timeo), (false, TIMEO_TCP_DEFAULT));
+        assert!(MountOptions::parse("proto=sctp").is_err());
+    }
+
+    #[test]
     fn later_options_win() {
         let o = MountOptions::parse("soft,hard,actimeo=5,acregmax=9").unwrap();
         assert!(o.hard);
@@ -579,6 +647,7 @@ mod tests {
             proptest::option::of(TRANSFER_SIZE_MIN..=TRANSFER_SIZE_MAX),
             proptest::option::of(TRANSFER_SIZE_MIN..=TRANSFER_SIZE_MAX),
             any::<bool>(),
+            any::<bool>(),
         );
         let cache = (
             any::<bool>(),
@@ -598,7 +667,14 @@ mod tests {
             gid: p.4,
             resvport: p.5,
             srcaddr: p.6,
-            timeo: Duration::from_millis(t.0 * 100),
+            // timeo=6000 stands for "not given": the transport's default.
+            timeo: match (t.0, t.7) {
+                (6000, false) => TIMEO_TCP_DEFAULT,
+                (6000, true) => TIMEO_UDP_DEFAULT,
+                (ds, _) => Duration::from_millis(ds * 100),
+            },
+            timeo_given: t.0 != 6000,
+            udp: t.7,
             retrans: t.1,
             hard: t.2,
             nconnect: t.3,

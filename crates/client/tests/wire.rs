@@ -424,3 +424,83 @@ async fn ipv6_urls_connect() {
     assert!(c.rpc().local_addr().unwrap().is_ipv6());
     assert_eq!(c.getattr(&root(), &c.root()).await.unwrap().ftype, Ftype3::Dir);
 }
+
+/// A UDP relay between a client and `server` that drops every `drop_every`-th datagram in
+/// each direction (calls and replies both get lost). Returns the address clients use.
+fn lossy_udp_relay(server: SocketAddr, drop_every: usize) -> SocketAddr {
+    use std::net::UdpSocket;
+    let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let back = UdpSocket::bind("127.0.0.1:0").unwrap();
+    back.connect(server).unwrap();
+    let addr = front.local_addr().unwrap();
+    let client: Arc<std::sync::Mutex<Option<SocketAddr>>> = Arc::default();
+    let (f2, b2, c2) = (front.try_clone().unwrap(), back.try_clone().unwrap(), client.clone());
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut n = 0usize;
+        while let Ok((len, from)) = front.recv_from(&mut buf) {
+            *client.lock().unwrap() = Some(from);
+            n += 1;
+            if !n.is_multiple_of(drop_every) {
+                let _ = back.send(&buf[..len]);
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65536];
+        let mut n = 0usize;
+        while let Ok(len) = b2.recv(&mut buf) {
+            n += 1;
+            let to = *c2.lock().unwrap();
+            if let (Some(to), true) = (to, !n.is_multiple_of(drop_every)) {
+                let _ = f2.send_to(&buf[..len], to);
+            }
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proto_udp_survives_lost_calls_and_replies() {
+    let config = ServerConfig { udp: true, ..ServerConfig::default() };
+    let s = TestServer::start_with(
+        config,
+        vec![spec(1, &["/export"], "/export 127.0.0.0/8(rw,insecure,no_root_squash)", memory())],
+    );
+    // Every 5th datagram is lost each way; retransmissions after 0.1 s.
+    let relay = lossy_udp_relay(s.addr, 5);
+    let u = format!("nfs://127.0.0.1:{}/export?proto=udp&timeo=1&retrans=20", relay.port());
+    let c = within(NfsClient::connect(&u)).await.unwrap();
+    assert_eq!((c.rsize(), c.wsize()), (32 * 1024, 32 * 1024), "UDP transfers fit a datagram");
+    // Namespace calls: a retransmitted CREATE or REMOVE whose reply was lost must get its
+    // first answer from the duplicate reply cache, not EXIST or NOENT.
+    for i in 0..20 {
+        let name = format!("f{i}");
+        let created =
+            within(c.create(&root(), &c.root(), name.as_bytes(), Createhow3::Guarded(mode(0o644)))).await;
+        let f = handle(created.unwrap_or_else(|e| panic!("CREATE {name}: {e}")).obj);
+        let data = Bytes::from(vec![i as u8; 40_000]);
+        let mut off = 0;
+        while off < data.len() {
+            let end = (off + 32 * 1024).min(data.len());
+            within(c.write(&root(), &f, off as u64, data.slice(off..end), StableHow::FileSync))
+                .await
+                .unwrap();
+            off = end;
+        }
+        let back = within(c.read(&root(), &f, 0, 32 * 1024)).await.unwrap();
+        assert_eq!(back.data.len(), 32 * 1024);
+        assert!(back.data.iter().all(|b| *b == i as u8));
+        within(c.remove(&root(), &c.root(), name.as_bytes()))
+            .await
+            .unwrap_or_else(|e| panic!("REMOVE {name}: {e}"));
+    }
+    let core = *c.rpc().connection_stats()[0].core.lock();
+    assert!(core.retransmissions > 0, "nothing was lost: the relay did not work");
+    assert!(s.stats.udp_calls() > 100, "the calls went over UDP");
+    assert!(
+        s.stats.drc_counts().hits > 0 || s.stats.drc_counts().in_progress > 0,
+        "{:?}",
+        s.stats.drc_counts()
+    );
+}

@@ -28,7 +28,21 @@ use std::net::SocketAddr;
 pub(crate) struct Peer {
     pub(crate) addr: SocketAddr,
     pub(crate) local_port: u16,
+    pub(crate) transport: Transport,
 }
+
+/// How a call arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Tcp,
+    /// One datagram per call and per reply: transfers must fit one.
+    Udp,
+}
+
+/// Largest READ/WRITE/READDIR payload over UDP: what Linux uses, so a
+/// reply (payload plus a few hundred bytes of header and attributes)
+/// fits in one datagram (at most 65,507 bytes over IPv4).
+pub(crate) const UDP_IO_MAX_BYTES: u32 = 32 * 1024;
 
 /// Per-connection state shared by the calls of one connection.
 #[derive(Debug)]
@@ -90,6 +104,15 @@ impl<'a> Call<'a> {
             Caller::Anonymous => {
                 Credentials { uid: options.anonuid, gid: options.anongid, groups: Vec::new() }
             }
+        }
+    }
+
+    /// The largest transfer this call may make: `configured`, and no more
+    /// than fits a datagram when the call came over UDP.
+    pub(crate) fn io_max(&self, configured: u32) -> u32 {
+        match self.conn.peer.transport {
+            Transport::Tcp => configured,
+            Transport::Udp => configured.min(UDP_IO_MAX_BYTES),
         }
     }
 

@@ -83,6 +83,12 @@ pub struct ServerConfig {
     pub io_trace_max_events: Option<usize>,
     /// Service threads: pools and how many.
     pub svc: SvcConfig,
+    /// Also serve NFS, MOUNT and portmap over UDP on every listening
+    /// address (same port). Off by default, as on Linux since 5.6: UDP
+    /// lets a spoofed source address get replies, and large transfers over
+    /// it lose whole calls to one dropped fragment. Transfers are capped at
+    /// 32 KiB over UDP; the duplicate reply cache covers retransmissions.
+    pub udp: bool,
 }
 
 impl Default for ServerConfig {
@@ -96,6 +102,7 @@ impl Default for ServerConfig {
             drc_entries: drc_entries_for_memory(physical_memory_bytes()),
             io_trace_max_events: None,
             svc: SvcConfig::default(),
+            udp: false,
         }
     }
 }
@@ -164,6 +171,8 @@ pub enum ServerError {
 pub struct Server {
     state: Arc<ServerState>,
     listeners: Vec<TcpListener>,
+    /// UDP sockets (several per address, `SO_REUSEPORT`), when UDP is on.
+    udp: Vec<std::net::UdpSocket>,
 }
 
 impl Server {
@@ -182,8 +191,20 @@ impl Server {
             }
         }
         let mut listeners = Vec::new();
+        let mut udp = Vec::new();
         for addr in listen {
             let l = bind_reuseaddr(*addr).map_err(|source| ServerError::Bind { addr: *addr, source })?;
+            if config.udp {
+                // The same port as TCP (resolved if it was 0); one socket
+                // per CPU so receiving spreads (Banks: one UDP socket is a
+                // bottleneck).
+                let port_addr = l.local_addr().map_err(|source| ServerError::Bind { addr: *addr, source })?;
+                for _ in 0..udp_sockets_per_address() {
+                    let u = bind_udp(port_addr)
+                        .map_err(|source| ServerError::Bind { addr: port_addr, source })?;
+                    udp.push(u);
+                }
+            }
             listeners.push(l);
         }
         let stats = Arc::new(Stats::default());
@@ -195,12 +216,17 @@ impl Server {
             stats,
             mounts: Default::default(),
         });
-        Ok(Server { state, listeners })
+        Ok(Server { state, listeners, udp })
     }
 
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// Whether UDP is served (on the same ports as TCP).
+    pub fn serves_udp(&self) -> bool {
+        !self.udp.is_empty()
     }
 
     /// Per-procedure call counters.
@@ -219,7 +245,7 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let listeners =
             self.listeners.into_iter().map(|l| l.into_std()).collect::<std::io::Result<Vec<_>>>()?;
-        let svc = svc::Svc::start(self.state.clone(), self.state.config.svc.clone(), listeners)?;
+        let svc = svc::Svc::start(self.state.clone(), self.state.config.svc.clone(), listeners, self.udp)?;
         shutdown.cancelled().await;
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
@@ -254,4 +280,25 @@ fn bind_reuseaddr(addr: SocketAddr) -> std::io::Result<TcpListener> {
     sock.set_reuseaddr(true)?;
     sock.bind(addr)?;
     sock.listen(1024)
+}
+
+/// UDP sockets per listening address: one per CPU this process may use
+/// (the kernel spreads datagrams over `SO_REUSEPORT` sockets by source).
+fn udp_sockets_per_address() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
+}
+
+/// Receive buffer asked for each UDP socket: a burst of calls waits here
+/// instead of being dropped (the kernel caps it at net.core.rmem_max).
+const UDP_RECV_BUFFER_BYTES: usize = 4 << 20;
+
+fn bind_udp(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    let _ = sock.set_recv_buffer_size(UDP_RECV_BUFFER_BYTES);
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
 }

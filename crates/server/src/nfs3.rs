@@ -179,7 +179,7 @@ fn read(call: &Call, a: Read3Args) -> Read3Res {
         Ok(r) => r,
         Err(s) => return Read3Res::Fail(s, Default::default()),
     };
-    let count = a.count.min(call.state.config.read_max_bytes);
+    let count = a.count.min(call.io_max(call.state.config.read_max_bytes));
     let turn = call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
     let result = r.export.backend.read(&r.cred, &r.fh, a.offset, count);
@@ -205,7 +205,7 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
         Err(s) => return Write3Res::Fail(s, Default::default()),
     };
     // The data must be what `count` says; a shorter body is a broken client.
-    if (a.data.len() as u64) < a.count as u64 || a.count > call.state.config.write_max_bytes {
+    if (a.data.len() as u64) < a.count as u64 || a.count > call.io_max(call.state.config.write_max_bytes) {
         return Write3Res::Fail(Nfsstat3::Inval, Write3ResFail { file_wcc: r.wcc_after() });
     }
     let data = &a.data[..a.count as usize];
@@ -399,7 +399,8 @@ fn readdir(call: &Call, a: Readdir3Args) -> Readdir3Res {
         Ok(r) => r,
         Err(s) => return Readdir3Res::Fail(s, Default::default()),
     };
-    let budget = (a.count.min(call.state.config.read_max_bytes) as usize).saturating_sub(READDIR_OVERHEAD);
+    let budget = (a.count.min(call.io_max(call.state.config.read_max_bytes)) as usize)
+        .saturating_sub(READDIR_OVERHEAD);
     let mut used = 0;
     let mut entries = Vec::new();
     let res = r.export.backend.readdir(&r.cred, &r.fh, a.cookie, a.cookieverf, false, &mut |e| {
@@ -431,8 +432,8 @@ fn readdirplus(call: &Call, a: Readdirplus3Args) -> Readdirplus3Res {
         Ok(r) => r,
         Err(s) => return Readdirplus3Res::Fail(s, Default::default()),
     };
-    let max_budget =
-        (a.maxcount.min(call.state.config.read_max_bytes) as usize).saturating_sub(READDIR_OVERHEAD);
+    let max_budget = (a.maxcount.min(call.io_max(call.state.config.read_max_bytes)) as usize)
+        .saturating_sub(READDIR_OVERHEAD);
     // dircount bounds the READDIR-shaped part (fileid, name, cookie); a
     // zero or tiny dircount would starve the reply, so treat it as a hint
     // no smaller than one page.
@@ -513,11 +514,11 @@ fn fsinfo(call: &Call, a: Fsinfo3Args) -> Fsinfo3Res {
     }
     Fsinfo3Res::Ok(Fsinfo3ResOk {
         obj_attributes: Some(fattr(&attr)),
-        rtmax: cfg.read_max_bytes,
-        rtpref: cfg.read_max_bytes,
+        rtmax: call.io_max(cfg.read_max_bytes),
+        rtpref: call.io_max(cfg.read_max_bytes),
         rtmult: 4096,
-        wtmax: cfg.write_max_bytes,
-        wtpref: cfg.write_max_bytes,
+        wtmax: call.io_max(cfg.write_max_bytes),
+        wtpref: call.io_max(cfg.write_max_bytes),
         wtmult: 4096,
         dtpref: 64 * 1024,
         maxfilesize: p.max_file_size,

@@ -11,7 +11,16 @@ use eagernfs_proto::portmap::*;
 use eagernfs_proto::{mount, nfs3};
 use eagernfs_xdr::Encode;
 
-/// (program, version) pairs this server answers, all over TCP.
+/// The transports served: TCP always, UDP when configured.
+fn protocols(call: &Call) -> &'static [u32] {
+    if call.state.config.udp {
+        &[IPPROTO_TCP, IPPROTO_UDP]
+    } else {
+        &[IPPROTO_TCP]
+    }
+}
+
+/// (program, version) pairs this server answers (over TCP, and UDP if on).
 pub(crate) const SERVED: [(u32, u32); 5] = [
     (nfs3::NFS_PROGRAM, nfs3::NFS_V3),
     (mount::MOUNT_PROGRAM, 1),
@@ -30,11 +39,14 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         PortmapArgs::Set(_) => PortmapRes::Set(false),
         PortmapArgs::Unset(_) => PortmapRes::Unset(false),
         PortmapArgs::Getport(m) => {
-            let served = m.prot == IPPROTO_TCP && SERVED.contains(&(m.prog, m.vers));
+            let served = protocols(call).contains(&m.prot) && SERVED.contains(&(m.prog, m.vers));
             PortmapRes::Getport(if served { port } else { 0 })
         }
         PortmapArgs::Dump => PortmapRes::Dump(Pmaplist(
-            SERVED.iter().map(|&(prog, vers)| Mapping { prog, vers, prot: IPPROTO_TCP, port }).collect(),
+            protocols(call)
+                .iter()
+                .flat_map(|&prot| SERVED.iter().map(move |&(prog, vers)| Mapping { prog, vers, prot, port }))
+                .collect(),
         )),
         PortmapArgs::Callit(_) => return Outcome::ProcUnavail,
     };

@@ -7,7 +7,9 @@
 
 use crate::portmap::SERVED;
 use bytes::{Bytes, BytesMut};
-use eagernfs_proto::portmap::{Mapping, IPPROTO_TCP, PMAPPROC_SET, PMAPPROC_UNSET, PMAP_PROGRAM, PMAP_V2};
+use eagernfs_proto::portmap::{
+    Mapping, IPPROTO_TCP, IPPROTO_UDP, PMAPPROC_SET, PMAPPROC_UNSET, PMAP_PROGRAM, PMAP_V2,
+};
 use eagernfs_rpc::record::{begin_record, finish_record};
 use eagernfs_rpc::{AcceptStat, CallHeader, Message, OpaqueAuth, RecordDecoder, ReplyBody};
 use eagernfs_xdr::{Decode, Encode};
@@ -78,21 +80,35 @@ fn connect(portmapper: SocketAddr) -> Result<TcpStream, RpcbindError> {
     Ok(s)
 }
 
-/// Register every program we serve at `port` (replacing older registrations).
-pub fn register(portmapper: SocketAddr, port: u16) -> Result<(), RpcbindError> {
+/// The transports to register: TCP, and UDP when it is served.
+fn protocols(udp: bool) -> &'static [u32] {
+    if udp {
+        &[IPPROTO_TCP, IPPROTO_UDP]
+    } else {
+        &[IPPROTO_TCP]
+    }
+}
+
+/// Register every program we serve at `port` (replacing older
+/// registrations), over TCP and, with `udp`, over UDP.
+pub fn register(portmapper: SocketAddr, port: u16, udp: bool) -> Result<(), RpcbindError> {
     let mut s = connect(portmapper)?;
-    for (i, &(prog, vers)) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
-        let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: port as u32 };
-        // UNSET first: a stale entry from a crashed server would make SET fail.
-        call(&mut s, 2 * i as u32 + 1, PMAPPROC_UNSET, &m)?;
-        if !call(&mut s, 2 * i as u32 + 2, PMAPPROC_SET, &m)? {
-            return Err(RpcbindError::Refused { prog, vers });
+    let mut xid = 0;
+    for &prot in protocols(udp) {
+        for &(prog, vers) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM) {
+            let m = Mapping { prog, vers, prot, port: port as u32 };
+            // UNSET first: a stale entry from a crashed server would make SET fail.
+            xid += 2;
+            call(&mut s, xid - 1, PMAPPROC_UNSET, &m)?;
+            if !call(&mut s, xid, PMAPPROC_SET, &m)? {
+                return Err(RpcbindError::Refused { prog, vers });
+            }
         }
     }
     Ok(())
 }
 
-/// Remove our registrations.
+/// Remove our registrations (UNSET removes every transport's).
 pub fn unregister(portmapper: SocketAddr) -> Result<(), RpcbindError> {
     let mut s = connect(portmapper)?;
     for (i, &(prog, vers)) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {

@@ -21,6 +21,8 @@ pub struct Stats {
     /// WRITE calls by the durability asked for (UNSTABLE, DATA_SYNC, FILE_SYNC):
     /// tells a benchmark or test whether a client writes safely-asynchronously.
     writes_by_stable: [AtomicU64; 3],
+    /// Calls that arrived over UDP.
+    udp_calls: AtomicU64,
     /// Service threads running now, and the most there ever were (the
     /// pools grow under load and shrink when idle).
     threads: AtomicU64,
@@ -80,6 +82,15 @@ impl Stats {
     /// WRITE calls that asked for `stable`.
     pub fn writes(&self, stable: eagernfs_proto::nfs3::StableHow) -> u64 {
         self.writes_by_stable[stable as usize].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_udp_call(&self) {
+        self.udp_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls that arrived over UDP.
+    pub fn udp_calls(&self) -> u64 {
+        self.udp_calls.load(Ordering::Relaxed)
     }
 
     pub(crate) fn thread_started(&self) {

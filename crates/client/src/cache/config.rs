@@ -104,7 +104,7 @@ impl CacheConfig {
     /// (`None`: assume the server takes the largest transfers we ask for).
     pub fn from_options(opts: &MountOptions, fsinfo: Option<&Fsinfo3ResOk>) -> Self {
         let cap = |wanted: Option<u32>, server_max: Option<u32>| {
-            let mut v = wanted.unwrap_or(TRANSFER_SIZE_MAX);
+            let mut v = wanted.unwrap_or(TRANSFER_SIZE_MAX).min(opts.transfer_size_max());
             if let Some(m) = server_max.filter(|m| *m > 0) {
                 v = v.min(m);
             }

@@ -48,7 +48,7 @@ mod sched;
 
 pub(crate) use order::{IoOrder, Ticket, Turn};
 
-use crate::dispatch::{self, Peer};
+use crate::dispatch::{self, Peer, Transport};
 use crate::ServerState;
 use conn::{Conn, OutState, RecvEnd};
 use epoll::{Epoll, Flag, Interest};
@@ -56,7 +56,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use sched::{Sched, ThreadRec};
 use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -139,11 +139,15 @@ impl Replies {
 }
 
 // Tokens in epoll events: an id and what the event is about.
-const KIND_BITS: u32 = 2;
+const KIND_BITS: u32 = 3;
 const KIND_IN: u64 = 0;
 const KIND_OUT: u64 = 1;
 const KIND_LISTENER: u64 = 2;
 const KIND_STOP: u64 = 3;
+const KIND_UDP: u64 = 4;
+
+/// Room for the largest UDP datagram (65,507 bytes of payload over IPv4).
+const UDP_DATAGRAM_MAX: usize = 64 * 1024;
 
 fn token(id: u64, kind: u64) -> u64 {
     (id << KIND_BITS) | kind
@@ -163,6 +167,8 @@ pub(crate) struct Svc {
     cfg: SvcConfig,
     pools: Vec<Pool>,
     listeners: Vec<TcpListener>,
+    /// UDP sockets; socket `i` is served by pool `i % pools`.
+    udp: Vec<UdpSocket>,
     /// Listeners not re-armed because `max_connections` was reached.
     listeners_paused: Mutex<Vec<bool>>,
     conns: RwLock<HashMap<u64, Arc<Conn>>>,
@@ -211,6 +217,7 @@ impl Svc {
         state: Arc<ServerState>,
         cfg: SvcConfig,
         listeners: Vec<TcpListener>,
+        udp: Vec<UdpSocket>,
     ) -> io::Result<Arc<Svc>> {
         let cpus = allowed_cpus();
         let (pool_cpus, slots): (Vec<Option<usize>>, usize) = match cfg.pools {
@@ -229,9 +236,14 @@ impl Svc {
             l.set_nonblocking(true)?;
             pools[0].epoll.add(l.as_raw_fd(), Interest::Read, token(i as u64, KIND_LISTENER))?;
         }
+        for (i, u) in udp.iter().enumerate() {
+            u.set_nonblocking(true)?;
+            pools[i % pools.len()].epoll.add(u.as_raw_fd(), Interest::Read, token(i as u64, KIND_UDP))?;
+        }
         let svc = Arc::new(Svc {
             listeners_paused: Mutex::new(vec![false; listeners.len()]),
             listeners,
+            udp,
             state,
             cfg,
             pools,
@@ -363,6 +375,7 @@ impl Svc {
                         self.drain_output(&c);
                     }
                 }
+                KIND_UDP => self.serve_udp(id as usize, &rec),
                 _ => {}
             }
         }
@@ -428,7 +441,7 @@ impl Svc {
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let pool = self.next_pool.fetch_add(1, Ordering::Relaxed) % self.pools.len();
-        let info = dispatch::Connection::new(Peer { addr: peer, local_port });
+        let info = dispatch::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
         let conn = match Conn::new(id, pool, stream, info) {
             Ok(c) => Arc::new(c),
             Err(e) => {
@@ -513,7 +526,7 @@ impl Svc {
                 // Someone else reads the next call while this one runs.
                 self.arm_input(c);
             }
-            replies.add(self.run_call(c, record, ticket));
+            replies.add(self.run_call(&c.info, record, ticket));
             if !keep || replies.bytes >= REPLY_BATCH_BYTES {
                 self.send_replies(c, &mut replies);
             }
@@ -523,18 +536,80 @@ impl Svc {
         }
     }
 
-    /// Run one call; its reply, if it has one.
-    fn run_call(&self, c: &Conn, record: bytes::Bytes, ticket: Option<Ticket<'_>>) -> Option<bytes::Bytes> {
+    /// Run one call; its reply (record-marked), if it has one.
+    fn run_call(
+        &self,
+        conn: &dispatch::Connection,
+        record: bytes::Bytes,
+        ticket: Option<Ticket<'_>>,
+    ) -> Option<bytes::Bytes> {
         let state = &self.state;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            dispatch::handle_record(state, &c.info, record, ticket.as_ref())
+            dispatch::handle_record(state, conn, record, ticket.as_ref())
         }));
         drop(ticket);
         match result {
             Ok(r) => r.map(|b| b.freeze()),
             Err(_) => {
-                tracing::error!(peer = %c.info.peer.addr, "a call panicked; it gets no reply");
+                tracing::error!(peer = %conn.peer.addr, "a call panicked; it gets no reply");
                 None
+            }
+        }
+    }
+
+    fn arm_udp(&self, i: usize) {
+        if !self.reading.load(Ordering::Acquire) {
+            return;
+        }
+        let pool = &self.pools[i % self.pools.len()].epoll;
+        if let Err(e) = pool.rearm(self.udp[i].as_raw_fd(), Interest::Read, token(i as u64, KIND_UDP)) {
+            tracing::error!("cannot re-arm a UDP socket: {e}");
+        }
+    }
+
+    /// Serve datagrams from UDP socket `i`: each is one call, answered with
+    /// one datagram to its source. The socket is re-armed before a call
+    /// that may block, so other threads take the next datagrams meanwhile.
+    fn serve_udp(self: &Arc<Self>, i: usize, rec: &ThreadRec) {
+        let sock = &self.udp[i];
+        let local_port = sock.local_addr().map_or(0, |a| a.port());
+        let mut buf = vec![0u8; UDP_DATAGRAM_MAX];
+        for n in 0..BATCH_MAX {
+            if !self.reading.load(Ordering::Acquire) {
+                return;
+            }
+            let (len, src) = match sock.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::WouldBlock {
+                        // An ICMP error from an earlier reply, usually.
+                        tracing::debug!("UDP receive: {e}");
+                    }
+                    return self.arm_udp(i);
+                }
+            };
+            self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
+            self.state.stats.count_udp_call();
+            let record = bytes::Bytes::copy_from_slice(&buf[..len]);
+            let peeked = peek::peek(&record);
+            let last = peeked.may_block || n + 1 == BATCH_MAX;
+            if last {
+                self.arm_udp(i);
+            }
+            if peeked.may_block {
+                self.hand_off(i % self.pools.len(), rec);
+            }
+            self.inflight_total.fetch_add(1, Ordering::AcqRel);
+            let conn = dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+            if let Some(reply) = self.run_call(&conn, record, None) {
+                // The record mark is TCP's; a datagram is the message itself.
+                if let Err(e) = sock.send_to(&reply[4..], src) {
+                    tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
+                }
+            }
+            self.inflight_total.fetch_sub(1, Ordering::AcqRel);
+            if last {
+                return;
             }
         }
     }
@@ -661,6 +736,9 @@ impl Svc {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.reading.store(false, Ordering::Release);
+        for (i, u) in self.udp.iter().enumerate() {
+            self.pools[i % self.pools.len()].epoll.remove(u.as_raw_fd());
+        }
         // Connections waiting for input get none now; the others end when
         // their thread tries to re-arm them.
         let conns: Vec<Arc<Conn>> = self.conns.read().values().cloned().collect();
