@@ -92,6 +92,17 @@ pub fn finish_record(buf: &mut BytesMut, at: usize) {
     buf[at..at + 4].copy_from_slice(&(LAST_FRAGMENT | len as u32).to_be_bytes());
 }
 
+/// Finish the record begun at `at` when `extra` more bytes of it follow
+/// `buf` on the wire (sent from their own buffers, not copied in).
+///
+/// # Panics
+/// As [`finish_record`].
+pub fn finish_record_with_tail(buf: &mut BytesMut, at: usize, extra: usize) {
+    let len = buf.len() - at - 4 + extra;
+    assert!(len <= LENGTH_MASK as usize, "RPC record too large to frame");
+    buf[at..at + 4].copy_from_slice(&(LAST_FRAGMENT | len as u32).to_be_bytes());
+}
+
 /// Frame `payload` as one record split into fragments of at most `max_fragment` bytes.
 pub fn frame(payload: &[u8], max_fragment: usize) -> BytesMut {
     assert!(max_fragment > 0 && max_fragment <= LENGTH_MASK as usize);

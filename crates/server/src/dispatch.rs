@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
 use eagernfs_proto::{mount, nfs3, portmap};
 use eagernfs_rpc::message::{peek_xid, CredError};
-use eagernfs_rpc::record::{begin_record, finish_record};
+use eagernfs_rpc::record::{begin_record, finish_record, finish_record_with_tail};
 use eagernfs_rpc::{
     AcceptStat, AuthFlavor, AuthStat, AuthSys, CallHeader, Message, RejectedReply, ReplyHeader,
 };
@@ -138,6 +138,10 @@ impl<'a> Call<'a> {
 pub(crate) enum Outcome {
     /// Results were written after the success header.
     Replied,
+    /// Results were written after the success header except for the bytes
+    /// of their last field, a variable-length opaque (a READ's data): those
+    /// follow on the wire from their own buffer, then XDR padding.
+    RepliedWithData(Bytes),
     /// The arguments did not decode.
     GarbageArgs,
     /// The procedure exists in the protocol but this server does not offer it.
@@ -151,7 +155,7 @@ pub(crate) fn handle_record(
     conn: &Connection,
     record: Bytes,
     ticket: Option<&Ticket<'_>>,
-) -> Option<BytesMut> {
+) -> Option<Reply> {
     let mut body = record.clone();
     let header = match Message::decode(&mut body) {
         Ok(Message::Call(c)) => c,
@@ -163,16 +167,16 @@ pub(crate) fn handle_record(
             state.stats.count_rejected();
             tracing::debug!(peer = %conn.peer.addr, "malformed RPC header: {e}");
             let xid = peek_xid(&record)?;
-            return Some(reply_header_only(ReplyHeader::denied(
+            return Some(Reply::from(reply_header_only(ReplyHeader::denied(
                 xid,
                 RejectedReply::AuthError(AuthStat::BadCred),
-            )));
+            ))));
         }
     };
     let xid = header.xid;
     let reject = |h: ReplyHeader| {
         state.stats.count_rejected();
-        Some(reply_header_only(h))
+        Some(Reply::from(reply_header_only(h)))
     };
     if header.rpcvers != eagernfs_rpc::RPC_VERSION {
         return reject(ReplyHeader::denied(xid, RejectedReply::RpcMismatch { low: 2, high: 2 }));
@@ -221,7 +225,7 @@ pub(crate) fn handle_record(
         match state.drc.begin(key) {
             drc::Lookup::New => {}
             drc::Lookup::InProgress => return None,
-            drc::Lookup::Replay(reply) => return Some(BytesMut::from(&reply[..])),
+            drc::Lookup::Replay(reply) => return Some(Reply::from(BytesMut::from(&reply[..]))),
         }
     }
     let call = Call { state, conn, header: &header, caller, ticket };
@@ -233,8 +237,8 @@ pub(crate) fn handle_record(
         Program::Mount => crate::mount::dispatch(&call, body, &mut out),
         Program::Portmap => crate::portmap::dispatch(&call, body, &mut out),
     };
-    let failed = match outcome {
-        Outcome::Replied => None,
+    let failed = match &outcome {
+        Outcome::Replied | Outcome::RepliedWithData(_) => None,
         Outcome::GarbageArgs => Some(AcceptStat::GarbageArgs),
         Outcome::ProcUnavail => Some(AcceptStat::ProcUnavail),
     };
@@ -245,11 +249,67 @@ pub(crate) fn handle_record(
         return reject(ReplyHeader::accepted_error(xid, stat));
     }
     state.stats.count(program, header.proc_);
-    finish_record(&mut out, at);
+    let tail = match outcome {
+        Outcome::RepliedWithData(data) => Some(data),
+        _ => None,
+    };
+    let reply = Reply::new(out, at, tail);
     if let Some(key) = drc_key {
-        state.drc.finish(key, Bytes::copy_from_slice(&out));
+        state.drc.finish(key, reply.to_bytes());
     }
-    Some(out)
+    Some(reply)
+}
+
+/// A reply record: a head (record mark, RPC header, results) and, for a
+/// READ, the data straight from the backend's buffer and its XDR padding.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub(crate) head: BytesMut,
+    pub(crate) tail: Option<Bytes>,
+}
+
+/// XDR padding after opaque data.
+static PAD: [u8; 3] = [0; 3];
+
+impl From<BytesMut> for Reply {
+    /// A finished record with no tail.
+    fn from(head: BytesMut) -> Reply {
+        Reply { head, tail: None }
+    }
+}
+
+impl Reply {
+    /// Frame the record begun at `at` in `head`, counting `tail` and its padding.
+    fn new(mut head: BytesMut, at: usize, tail: Option<Bytes>) -> Reply {
+        let extra = tail.as_ref().map_or(0, |t| t.len() + pad_len(t.len()));
+        finish_record_with_tail(&mut head, at, extra);
+        Reply { head, tail }
+    }
+
+    /// The pieces to send, in order (each its own buffer: no copy).
+    pub(crate) fn into_pieces(self) -> impl Iterator<Item = Bytes> {
+        let pad = self.tail.as_ref().map_or(0, |t| pad_len(t.len()));
+        let pad = (pad > 0).then(|| Bytes::from_static(&PAD[..pad]));
+        std::iter::once(self.head.freeze()).chain(self.tail.filter(|t| !t.is_empty())).chain(pad)
+    }
+
+    /// The whole record in one buffer (a datagram, the reply cache).
+    pub(crate) fn to_bytes(&self) -> Bytes {
+        match &self.tail {
+            None => Bytes::copy_from_slice(&self.head),
+            Some(t) => {
+                let mut all = BytesMut::with_capacity(self.head.len() + t.len() + 3);
+                all.extend_from_slice(&self.head);
+                all.extend_from_slice(t);
+                all.extend_from_slice(&PAD[..pad_len(t.len())]);
+                all.freeze()
+            }
+        }
+    }
+}
+
+fn pad_len(n: usize) -> usize {
+    (4 - n % 4) % 4
 }
 
 /// A reply with no results (every RPC-level error).

@@ -28,13 +28,19 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         Nfs3Args::Lookup(a) => Nfs3Res::Lookup(lookup(call, a)),
         Nfs3Args::Access(a) => Nfs3Res::Access(access_(call, a)),
         Nfs3Args::Readlink(a) => Nfs3Res::Readlink(readlink(call, a)),
-        Nfs3Args::Read(a) => {
-            let r = read(call, a);
-            if let Read3Res::Ok(ok) = &r {
-                out.reserve(ok.data.len() + 128);
+        Nfs3Args::Read(a) => match read(call, a) {
+            // The data goes to the socket from the backend's buffer: encode
+            // the results with no data, then make the opaque's length say
+            // how much follows.
+            Read3Res::Ok(mut ok) => {
+                let data = std::mem::take(&mut ok.data);
+                Read3Res::Ok(ok).encode(out);
+                let len_at = out.len() - 4;
+                out[len_at..].copy_from_slice(&(data.len() as u32).to_be_bytes());
+                return Outcome::RepliedWithData(data);
             }
-            Nfs3Res::Read(r)
-        }
+            r => Nfs3Res::Read(r),
+        },
         Nfs3Args::Write(a) => Nfs3Res::Write(write(call, a)),
         Nfs3Args::Create(a) => Nfs3Res::Create(create(call, a)),
         Nfs3Args::Mkdir(a) => Nfs3Res::Mkdir(mkdir(call, a)),

@@ -64,6 +64,7 @@
 //! - `handle`: handle layout and MAC.
 //! - `fdcache`: open descriptors for I/O and the write verifier.
 
+mod bufpool;
 mod creds;
 mod fdcache;
 mod handle;
@@ -76,7 +77,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use siphasher::sip128::SipHasher24;
 
 use self::fdcache::{FdCache, IoFile, WriteVerifier};
@@ -135,6 +136,8 @@ pub struct LocalBackend {
     /// then grants no modification.
     read_only: bool,
     files: FdCache,
+    /// Reused buffers for READ data (see `bufpool`).
+    read_bufs: Arc<bufpool::BufPool>,
 }
 
 /// An object opened by the server (`O_PATH`) and its attributes.
@@ -318,6 +321,7 @@ impl LocalBackend {
             props,
             read_only: sv.f_flag & libc::ST_RDONLY != 0,
             files: FdCache::new(fd_cache_capacity()),
+            read_bufs: Arc::default(),
         })
     }
 
@@ -657,18 +661,21 @@ impl Backend for LocalBackend {
         let want = (count as usize)
             .min(IO_MAX_BYTES)
             .min(attr.size.saturating_sub(offset).try_into().unwrap_or(usize::MAX));
-        let mut buf = BytesMut::zeroed(want);
-        let mut n = 0;
-        while n < want {
-            let got = sys::pread(f.fd.as_fd(), &mut buf[n..], offset + n as u64)?;
+        let mut buf = self.read_bufs.take(want);
+        while buf.len() < want {
+            let at = offset + buf.len() as u64;
+            let left = want - buf.len();
+            // SAFETY: pread_uninit initialises exactly the count it returns,
+            // at most `left` bytes of the spare room it is given.
+            let got =
+                unsafe { buf.fill_with(|spare| sys::pread_uninit(f.fd.as_fd(), &mut spare[..left], at))? };
             if got == 0 {
                 break;
             }
-            n += got;
         }
-        buf.truncate(n);
+        let n = buf.len();
         let eof = offset.saturating_add(n as u64) >= attr.size;
-        Ok(ReadResult { data: buf.freeze(), eof, attr: Some(attr) })
+        Ok(ReadResult { data: buf.into_bytes(), eof, attr: Some(attr) })
     }
 
     fn write(

@@ -18,7 +18,7 @@ use std::io;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 
-use crate::dispatch;
+use crate::dispatch::{self, Reply};
 
 /// Bytes read per `read` when a fragment is large: a 1 MiB WRITE arrives in
 /// a few reads, and the buffer is reserved once per fragment anyway.
@@ -58,8 +58,9 @@ pub(crate) enum RecvEnd {
 /// What the output side holds.
 #[derive(Debug, Default)]
 pub(crate) struct OutState {
-    /// Replies (or their unwritten tails) waiting for the socket.
-    queue: VecDeque<Bytes>,
+    /// Pieces of replies (or their unwritten ends) waiting for the socket;
+    /// `true` marks a reply's last piece.
+    queue: VecDeque<(Bytes, bool)>,
     /// The write registration is armed (a thread will drain the queue).
     pub(crate) out_armed: bool,
     /// The write descriptor was ever registered with epoll.
@@ -184,24 +185,32 @@ impl Conn {
     pub(crate) fn write_locked(
         &self,
         out: &mut OutState,
-        replies: impl IntoIterator<Item = Bytes>,
+        replies: impl IntoIterator<Item = Reply>,
     ) -> Written {
-        out.queue.extend(replies);
+        for r in replies {
+            let mut pieces = r.into_pieces().peekable();
+            while let Some(p) = pieces.next() {
+                out.queue.push_back((p, pieces.peek().is_none()));
+            }
+        }
         let mut done = 0;
         if out.broken {
-            done += out.queue.len();
+            done += out.queue.iter().filter(|(_, last)| *last).count();
             out.queue.clear();
             return Written { replies_done: done, blocked: false };
         }
         while !out.queue.is_empty() {
             match write_vectored(&self.stream, &out.queue) {
                 Ok(mut n) => {
-                    while n > 0 {
-                        let front = out.queue.front_mut().expect("the kernel took no more than we gave");
+                    // Empty pieces (never queued today) must not stall the loop.
+                    while let Some((front, last)) = out.queue.front_mut() {
+                        if n == 0 && !front.is_empty() {
+                            break;
+                        }
                         if n >= front.len() {
                             n -= front.len();
+                            done += usize::from(*last);
                             out.queue.pop_front();
-                            done += 1;
                         } else {
                             front.advance(n);
                             n = 0;
@@ -214,7 +223,7 @@ impl Conn {
                 Err(e) => {
                     tracing::debug!(peer = %self.info.peer.addr, "writing a reply failed: {e}");
                     out.broken = true;
-                    done += out.queue.len();
+                    done += out.queue.iter().filter(|(_, last)| *last).count();
                     out.queue.clear();
                 }
             }
@@ -268,11 +277,11 @@ fn read_into(s: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize
 const IOVECS_MAX: usize = 64;
 
 /// `sendmsg` of the first [`IOVECS_MAX`] buffers of `queue`.
-fn write_vectored(s: &TcpStream, queue: &VecDeque<Bytes>) -> io::Result<usize> {
+fn write_vectored(s: &TcpStream, queue: &VecDeque<(Bytes, bool)>) -> io::Result<usize> {
     let mut iov: [libc::iovec; IOVECS_MAX] =
         [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOVECS_MAX];
     let mut n = 0;
-    for b in queue.iter().take(IOVECS_MAX) {
+    for (b, _) in queue.iter().take(IOVECS_MAX) {
         iov[n] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() };
         n += 1;
     }

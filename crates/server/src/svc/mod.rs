@@ -120,17 +120,17 @@ impl Default for SvcConfig {
 /// Replies of a run of quick calls, not sent yet.
 #[derive(Default)]
 struct Replies {
-    list: Vec<bytes::Bytes>,
+    list: Vec<dispatch::Reply>,
     bytes: usize,
     /// Calls that needed no reply (still to be counted as answered).
     none: usize,
 }
 
 impl Replies {
-    fn add(&mut self, reply: Option<bytes::Bytes>) {
+    fn add(&mut self, reply: Option<dispatch::Reply>) {
         match reply {
             Some(r) => {
-                self.bytes += r.len();
+                self.bytes += r.head.len() + r.tail.as_ref().map_or(0, |t| t.len());
                 self.list.push(r);
             }
             None => self.none += 1,
@@ -542,14 +542,14 @@ impl Svc {
         conn: &dispatch::Connection,
         record: bytes::Bytes,
         ticket: Option<Ticket<'_>>,
-    ) -> Option<bytes::Bytes> {
+    ) -> Option<dispatch::Reply> {
         let state = &self.state;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             dispatch::handle_record(state, conn, record, ticket.as_ref())
         }));
         drop(ticket);
         match result {
-            Ok(r) => r.map(|b| b.freeze()),
+            Ok(r) => r,
             Err(_) => {
                 tracing::error!(peer = %conn.peer.addr, "a call panicked; it gets no reply");
                 None
@@ -603,6 +603,7 @@ impl Svc {
             let conn = dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
             if let Some(reply) = self.run_call(&conn, record, None) {
                 // The record mark is TCP's; a datagram is the message itself.
+                let reply = reply.to_bytes();
                 if let Err(e) = sock.send_to(&reply[4..], src) {
                     tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
                 }

@@ -283,10 +283,17 @@ pub(super) fn readlink_fd(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usiz
     }
 }
 
-pub(super) fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+/// `pread` into uninitialised memory; returns how many bytes (at the
+/// start of `buf`) the kernel wrote.
+pub(super) fn pread_uninit(
+    fd: BorrowedFd<'_>,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+    offset: u64,
+) -> io::Result<usize> {
     let off = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     retry(|| {
-        // SAFETY: `buf` is writable for `buf.len()` bytes.
+        // SAFETY: `buf` is writable for `buf.len()` bytes; the kernel only
+        // writes (never reads) them.
         let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
         if n < 0 {
             Err(last_err())
