@@ -641,7 +641,6 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
             (Some(rate), _) => {
                 let per_client = rate / n as f64;
                 let arrivals = plan.arrivals;
-                let limit = Arc::new(tokio::sync::Semaphore::new(plan.outstanding_max as usize));
                 tasks.spawn(open_loop(
                     ctx,
                     per_client,
@@ -650,7 +649,7 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
                     step_deadline,
                     issued,
                     cap,
-                    limit,
+                    plan.outstanding_max,
                     seed,
                 ));
             }
@@ -797,6 +796,31 @@ fn pick(rng: &mut StdRng, shared: &Shared) -> (LoadOp, Pick) {
     (op, Pick { dir, file, block: rng.gen_range(0..blocks) })
 }
 
+/// One client's arrivals: the intended time of its next call and the random choices, drawn
+/// in order from one generator so a seed reproduces the sequence of calls.
+struct Arrival {
+    rng: StdRng,
+    next_s: f64,
+    mean_gap_s: f64,
+    arrivals: Arrivals,
+    /// No more calls this step.
+    done: bool,
+}
+
+impl Arrival {
+    fn gap(&mut self) -> f64 {
+        match self.arrivals {
+            // Inverse transform of an exponential; 1 - u is in (0, 1], so ln is finite.
+            Arrivals::Poisson => -(1.0 - self.rng.gen::<f64>()).ln() * self.mean_gap_s,
+            Arrivals::Fixed => self.mean_gap_s,
+        }
+    }
+}
+
+/// Open loop for one client: `outstanding_max` worker tasks take the client's arrivals in
+/// order, each sleeping until its call's intended time and then making it. When every
+/// worker is busy the next call starts late, and its latency still counts from its intended
+/// time. (A task per call costs the generator more CPU than the calls it measures.)
 #[allow(clippy::too_many_arguments)]
 async fn open_loop(
     ctx: CallCtx,
@@ -806,45 +830,41 @@ async fn open_loop(
     deadline: Instant,
     issued: Arc<AtomicU64>,
     cap: u64,
-    limit: Arc<tokio::sync::Semaphore>,
+    outstanding_max: u32,
     seed: u64,
 ) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mean_gap_s = 1.0 / rate;
-    let gap = |rng: &mut StdRng| match arrivals {
-        // Inverse transform of an exponential; 1 - u is in (0, 1], so ln is finite.
-        Arrivals::Poisson => -(1.0 - rng.gen::<f64>()).ln() * mean_gap_s,
-        Arrivals::Fixed => mean_gap_s,
-    };
     // The first arrival is a gap after the start too (Fixed: clients evenly staggered by a
     // random phase, so N clients do not all fire at the same instant).
-    let mut next_s = match arrivals {
-        Arrivals::Poisson => gap(&mut rng),
+    let first = match arrivals {
+        Arrivals::Poisson => -(1.0 - rng.gen::<f64>()).ln() * mean_gap_s,
         Arrivals::Fixed => rng.gen::<f64>() * mean_gap_s,
     };
-    let mut calls = tokio::task::JoinSet::new();
-    loop {
-        let intended = start + Duration::from_secs_f64(next_s);
-        if intended >= deadline {
-            break;
-        }
-        tokio::time::sleep_until(tokio::time::Instant::from_std(intended)).await;
-        if !claim(&issued, cap) {
-            break;
-        }
-        let (op, p) = pick(&mut rng, &ctx.shared);
-        // Waiting for a slot delays the call; its latency still counts from `intended`.
-        let Ok(permit) = Arc::clone(&limit).acquire_owned().await else { break };
-        let ctx = ctx.clone();
-        calls.spawn(async move {
-            ctx.call(op, p, intended).await;
-            drop(permit);
+    let arrival = Arc::new(Mutex::new(Arrival { rng, next_s: first, mean_gap_s, arrivals, done: false }));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..outstanding_max.max(1) {
+        let (ctx, arrival, issued) = (ctx.clone(), Arc::clone(&arrival), Arc::clone(&issued));
+        workers.spawn(async move {
+            loop {
+                let (intended, op, p) = {
+                    let mut a = arrival.lock().unwrap_or_else(|e| e.into_inner());
+                    let intended = start + Duration::from_secs_f64(a.next_s);
+                    if a.done || intended >= deadline || !claim(&issued, cap) {
+                        a.done = true;
+                        break;
+                    }
+                    let (op, p) = pick(&mut a.rng, &ctx.shared);
+                    let gap = a.gap();
+                    a.next_s += gap;
+                    (intended, op, p)
+                };
+                tokio::time::sleep_until(tokio::time::Instant::from_std(intended)).await;
+                ctx.call(op, p, intended).await;
+            }
         });
-        // Reap finished calls so the set does not grow with the step's length.
-        while calls.try_join_next().is_some() {}
-        next_s += gap(&mut rng);
     }
-    while calls.join_next().await.is_some() {}
+    while workers.join_next().await.is_some() {}
 }
 
 async fn closed_loop(ctx: CallCtx, deadline: Instant, issued: Arc<AtomicU64>, cap: u64, seed: u64) {
