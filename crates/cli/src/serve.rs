@@ -235,6 +235,17 @@ fn fsid(export: &Export) -> Option<u32> {
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
+    // Every connection holds a descriptor and the backends cache open files
+    // sized from the limit: take the hard limit before opening anything.
+    let nofile = eagernfs_bench::load::clients::raise_nofile_limit();
+    tracing::info!("open-file limit {} (was {}, hard {})", nofile.soft, nofile.soft_before, nofile.hard);
+    if nofile.soft < args.max_connections as u64 * 2 {
+        tracing::warn!(
+            "open-file limit {} is low for --max-connections {}: connections beyond the limit wait in the backlog (raise LimitNOFILE= or ulimit -Hn)",
+            nofile.soft,
+            args.max_connections
+        );
+    }
     let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
     let exports = build_exports(&args, &state_dir)?;
     if args.threads_max < 1 || args.threads_min > args.threads_max {

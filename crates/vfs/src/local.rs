@@ -136,13 +136,20 @@ pub struct LocalBackend {
     /// then grants no modification.
     read_only: bool,
     files: FdCache,
+    /// `O_PATH` descriptors of objects recently named by handle (ganesha's
+    /// MDCACHE idea, for descriptors only: attributes are always fresh from
+    /// `fstat`). Saves `open_by_handle_at` and `close` on every GETATTR,
+    /// ACCESS, SETATTR and directory operation on a hot object. A removed
+    /// object's descriptor answers `nlink == 0` and is dropped (stale).
+    paths: FdCache<OwnedFd>,
     /// Reused buffers for READ data (see `bufpool`).
     read_bufs: Arc<bufpool::BufPool>,
 }
 
 /// An object opened by the server (`O_PATH`) and its attributes.
 struct Obj {
-    fd: OwnedFd,
+    /// Shared with the object cache (`paths`) when it came from there.
+    fd: Arc<OwnedFd>,
     attr: Attr,
 }
 
@@ -321,6 +328,7 @@ impl LocalBackend {
             props,
             read_only: sv.f_flag & libc::ST_RDONLY != 0,
             files: FdCache::new(fd_cache_capacity()),
+            paths: FdCache::new(fd_cache_capacity()),
             read_bufs: Arc::default(),
         })
     }
@@ -347,9 +355,26 @@ impl LocalBackend {
     }
 
     fn object(&self, fh: &FileHandle) -> FsResult<Obj> {
+        if let Some(fd) = self.paths.get(&fh.0) {
+            self.codec.decode(fh)?;
+            return match Self::live_attr(&fd) {
+                Ok(attr) => Ok(Obj { fd, attr }),
+                Err(e) => {
+                    self.paths.remove(&fh.0);
+                    Err(e)
+                }
+            };
+        }
         let fd = self.open_handle(fh, libc::O_PATH)?;
         let attr = Self::live_attr(&fd)?;
+        let fd = self.paths.insert(&fh.0, Arc::new(fd));
         Ok(Obj { fd, attr })
+    }
+
+    /// Forget the cached descriptors of `fh` (its object was removed).
+    fn forget(&self, fh: &FileHandle) {
+        self.files.remove(&fh.0);
+        self.paths.remove(&fh.0);
     }
 
     fn dir_object(&self, fh: &FileHandle) -> FsResult<Obj> {
@@ -371,7 +396,7 @@ impl LocalBackend {
         if attr.fsid != self.root_dev || mount_id != self.root_mount_id {
             return Err(FsError::XDev);
         }
-        Ok(Child { handle: self.codec.encode(&kh), obj: Obj { fd, attr } })
+        Ok(Child { handle: self.codec.encode(&kh), obj: Obj { fd: Arc::new(fd), attr } })
     }
 
     /// The handle `dir/name` has now, if any (to evict its cached
@@ -616,12 +641,17 @@ impl Backend for LocalBackend {
         let fd = sys::openat(d.fd.as_fd(), &cname, libc::O_PATH | libc::O_NOFOLLOW)?;
         let child = if name == b".." && self.is_root(&d.attr) {
             let attr = attr_from_stat(&sys::fstat(d.fd.as_fd())?);
-            Child { handle: self.root_handle.clone(), obj: Obj { fd: d.fd.try_clone()?, attr } }
+            Child { handle: self.root_handle.clone(), obj: Obj { fd: d.fd.clone(), attr } }
         } else {
-            self.child_from_fd(fd)?
+            let child = self.child_from_fd(fd)?;
+            // A name just looked up is usually used next (GETATTR, ACCESS,
+            // READ): keep its descriptor.
+            self.paths.insert(&child.handle.0, child.obj.fd.clone());
+            child
         };
-        let dir_attr = sys::fstat(d.fd.as_fd()).ok().map(|st| attr_from_stat(&st));
-        Ok(Lookup { handle: child.handle, attr: child.obj.attr, dir_attr })
+        // A lookup changes nothing in the directory: its attributes from
+        // just before are its attributes after.
+        Ok(Lookup { handle: child.handle, attr: child.obj.attr, dir_attr: Some(d.attr) })
     }
 
     fn access(&self, cred: &Credentials, fh: &FileHandle, want: u32) -> FsResult<(u32, Attr)> {
@@ -861,7 +891,7 @@ impl Backend for LocalBackend {
         let victim = self.handle_of(&d, &cname);
         sys::unlinkat(d.fd.as_fd(), &cname, 0)?;
         if let Some(v) = victim {
-            self.files.remove(&v.0);
+            self.forget(&v);
         }
         Ok(self.dir_wcc(&d))
     }
@@ -890,7 +920,7 @@ impl Backend for LocalBackend {
         let victim = self.handle_of(&td, &to_c);
         sys::renameat(fd.fd.as_fd(), &from_c, td.fd.as_fd(), &to_c)?;
         if let Some(v) = victim {
-            self.files.remove(&v.0);
+            self.forget(&v);
         }
         Ok((self.dir_wcc(&fd), self.dir_wcc(&td)))
     }

@@ -106,15 +106,19 @@ impl Drop for IoFile {
     }
 }
 
-struct Slot {
-    file: Arc<IoFile>,
+struct Slot<V> {
+    file: Arc<V>,
     /// Value of the cache's clock at the last use, for least-recently-used eviction.
     used_at: u64,
 }
 
-/// A bounded, sharded map from handle bytes to open files.
-pub(super) struct FdCache {
-    shards: Box<[Mutex<HashMap<Bytes, Slot>>]>,
+/// One lock's worth of the cache.
+type Shard<V> = Mutex<HashMap<Bytes, Slot<V>>>;
+
+/// A bounded, sharded map from handle bytes to open files (`IoFile`), or
+/// to any other per-handle descriptor (the `O_PATH` object cache).
+pub(super) struct FdCache<V = IoFile> {
+    shards: Box<[Shard<V>]>,
     per_shard_max: usize,
     clock: AtomicU64,
     hasher: RandomState,
@@ -122,7 +126,7 @@ pub(super) struct FdCache {
 
 const SHARDS: usize = 16;
 
-impl FdCache {
+impl<V> FdCache<V> {
     /// A cache of at most about `capacity` descriptors.
     pub(super) fn new(capacity: usize) -> Self {
         let per_shard_max = capacity.div_ceil(SHARDS).max(1);
@@ -134,7 +138,7 @@ impl FdCache {
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Bytes, Slot>> {
+    fn shard(&self, key: &[u8]) -> &Shard<V> {
         &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
     }
 
@@ -142,7 +146,7 @@ impl FdCache {
         self.clock.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub(super) fn get(&self, key: &[u8]) -> Option<Arc<IoFile>> {
+    pub(super) fn get(&self, key: &[u8]) -> Option<Arc<V>> {
         let now = self.tick();
         let mut map = self.shard(key).lock();
         let slot = map.get_mut(key)?;
@@ -153,7 +157,7 @@ impl FdCache {
     /// Insert `file` unless another thread inserted one for `key` first;
     /// returns the one in the cache. Evicts the least recently used entry of
     /// the shard when it is full.
-    pub(super) fn insert(&self, key: &Bytes, file: Arc<IoFile>) -> Arc<IoFile> {
+    pub(super) fn insert(&self, key: &Bytes, file: Arc<V>) -> Arc<V> {
         let now = self.tick();
         // Dropped after the lock is released: dropping may sync a file.
         let evicted;
@@ -184,7 +188,7 @@ impl FdCache {
     }
 
     /// Every cached file, for `sync_all`.
-    pub(super) fn all(&self) -> Vec<Arc<IoFile>> {
+    pub(super) fn all(&self) -> Vec<Arc<V>> {
         self.shards
             .iter()
             .flat_map(|s| s.lock().values().map(|v| v.file.clone()).collect::<Vec<_>>())
