@@ -49,12 +49,12 @@ pub(crate) const UDP_IO_MAX_BYTES: u32 = 32 * 1024;
 pub(crate) struct Connection {
     pub(crate) peer: Peer,
     /// Keeps one file's READs and WRITEs in arrival order.
-    pub(crate) order: IoOrder,
+    pub(crate) order: std::sync::Arc<IoOrder>,
 }
 
 impl Connection {
     pub(crate) fn new(peer: Peer) -> Self {
-        Connection { peer, order: IoOrder::default() }
+        Connection { peer, order: Default::default() }
     }
 }
 
@@ -74,7 +74,7 @@ pub(crate) struct Call<'a> {
     pub(crate) header: &'a CallHeader,
     pub(crate) caller: Caller,
     /// A READ or WRITE's place in its connection's order.
-    pub(crate) ticket: Option<&'a Ticket<'a>>,
+    pub(crate) ticket: Option<&'a Ticket>,
 }
 
 /// An object named by a file handle, with the caller's rights on its export.
@@ -154,7 +154,7 @@ pub(crate) fn handle_record(
     state: &ServerState,
     conn: &Connection,
     record: Bytes,
-    ticket: Option<&Ticket<'_>>,
+    ticket: Option<&Ticket>,
 ) -> Option<Reply> {
     let mut body = record.clone();
     let header = match Message::decode(&mut body) {

@@ -590,13 +590,14 @@ impl LocalBackend {
         if self.unsafe_async || how == StableHow::Unstable {
             return Ok(());
         }
-        f.take_dirty();
+        // FILE_SYNC always syncs (its metadata too); DATA_SYNC writes and
+        // COMMITs sync only what is not covered yet, sharing one fdatasync
+        // between concurrent callers.
         let r = match how {
-            StableHow::FileSync => sys::fsync(f.fd.as_fd()),
-            _ => sys::fdatasync(f.fd.as_fd()),
+            StableHow::FileSync => f.sync_with(true, |fd| sys::fsync(fd.as_fd())),
+            _ => f.sync_with(false, |fd| sys::fdatasync(fd.as_fd())),
         };
         r.map_err(|e| {
-            f.mark_dirty();
             self.verifier.regenerate();
             FsError::from(e)
         })
@@ -748,9 +749,9 @@ impl Backend for LocalBackend {
         if n == 0 && !data.is_empty() {
             return Err(FsError::Io);
         }
-        if stable == StableHow::Unstable {
-            f.mark_dirty();
-        }
+        // Every write counts as unsynced until a sync covers it (for a
+        // DATA_SYNC write, the sync just below).
+        f.mark_dirty();
         self.sync(&f, stable)?;
         let after = sys::fstat(f.fd.as_fd()).ok().map(|st| attr_from_stat(&st));
         Ok(WriteResult {
@@ -1047,12 +1048,15 @@ impl Backend for LocalBackend {
     fn sync_all(&self) -> FsResult<()> {
         // Done even with `unsafe_async`: this is the graceful-shutdown flush.
         // syncfs covers every cached file, so none needs its own sync on close.
-        for f in self.files.all() {
-            f.take_dirty();
-        }
+        // Writes completed before syncfs starts are covered by it.
+        let files: Vec<_> = self.files.all().into_iter().map(|f| (f.written_so_far(), f)).collect();
         sys::syncfs(self.root_fd.as_fd()).map_err(|e| {
             self.verifier.regenerate();
             FsError::from(e)
-        })
+        })?;
+        for (written, f) in files {
+            f.mark_synced(written);
+        }
+        Ok(())
     }
 }

@@ -14,13 +14,13 @@
 //! each pool's threads bound to its CPU and each connection served by one
 //! pool). A pool has one *slot* per CPU; only a thread holding a slot waits
 //! for sockets and runs quick calls, so quick calls never make threads
-//! compete for a CPU (see `sched`). A call that may block gives its slot to
-//! another thread first (started if none waits, up to the pool's share of
-//! [`SvcConfig::threads_max`]); a watchdog does the same for a quick call
-//! still running after [`STUCK`]. Threads without a slot for
-//! [`SvcConfig::idle_exit`] end, down to [`SvcConfig::threads_min`]: the
-//! pool grows with the calls blocked at once and shrinks when they are
-//! done.
+//! compete for a CPU (see `sched`). A call that may block goes to a pool
+//! of its own (`slow`), so blocked calls never hold the threads quick calls
+//! need; a watchdog gives the slot of a quick call still running after
+//! [`STUCK`] (it turned out to block) to another thread. Each pool grows
+//! with the calls blocked at once, up to [`SvcConfig::threads_max`]
+//! together, and threads idle for [`SvcConfig::idle_exit`] end, down to
+//! [`SvcConfig::threads_min`].
 //!
 //! Bounds: at most `max_connections` connections (the listener is not
 //! re-armed beyond that, so further clients wait in the backlog), at most
@@ -39,12 +39,14 @@
 //! - `peek`: which calls may block, and which are READ/WRITE of a file.
 //! - `order`: READ/WRITE of one file enter the backend in arrival order.
 //! - `sched`: slots, waiting threads, growing and shrinking.
+//! - `slow`: the threads that run calls that may block.
 
 mod conn;
 mod epoll;
 mod order;
 mod peek;
 mod sched;
+mod slow;
 
 pub(crate) use order::{IoOrder, Ticket, Turn};
 
@@ -54,6 +56,7 @@ use conn::{Conn, OutState, RecvEnd};
 use epoll::{Epoll, Flag, Interest};
 use parking_lot::{Condvar, Mutex, RwLock};
 use sched::{Sched, ThreadRec};
+use slow::{SlowJob, SlowPool};
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -184,8 +187,10 @@ pub(crate) struct Svc {
     last_call_ns: AtomicU64,
     epoch: Instant,
     stopped: AtomicBool,
-    /// Threads alive (service threads and the watchdog), to wait for at
-    /// shutdown.
+    /// Calls that may block, and their threads.
+    slow: SlowPool,
+    /// Threads alive (service threads, slow threads and the watchdog), to
+    /// wait for at shutdown.
     alive: Mutex<usize>,
     all_gone: Condvar,
 }
@@ -245,7 +250,7 @@ impl Svc {
             listeners,
             udp,
             state,
-            cfg,
+            cfg: cfg.clone(),
             pools,
             conns: RwLock::new(HashMap::new()),
             conn_count: AtomicUsize::new(0),
@@ -258,6 +263,7 @@ impl Svc {
             last_call_ns: AtomicU64::new(0),
             epoch: Instant::now(),
             stopped: AtomicBool::new(false),
+            slow: SlowPool::new(cfg.threads_max, cfg.idle_exit),
             alive: Mutex::new(0),
             all_gone: Condvar::new(),
         });
@@ -295,6 +301,55 @@ impl Svc {
                 self.pools[p].sched.unreserve_thread();
                 self.thread_gone();
                 false
+            }
+        }
+    }
+
+    /// Run `job` on a slow thread (started if none is idle).
+    fn submit_slow(self: &Arc<Self>, job: SlowJob) {
+        if !self.slow.submit(job) {
+            return;
+        }
+        *self.alive.lock() += 1;
+        let svc = self.clone();
+        let spawned = std::thread::Builder::new().name("eagernfs-slow".into()).spawn(move || {
+            svc.state.stats.thread_started();
+            while let Some(job) = svc.slow.next() {
+                svc.run_slow(job);
+            }
+            svc.state.stats.thread_ended();
+            svc.thread_gone();
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start a thread for slow calls: {e}");
+            self.thread_gone();
+            if let Some(job) = self.slow.thread_not_started() {
+                self.run_slow(job);
+            }
+        }
+    }
+
+    fn run_slow(&self, job: SlowJob) {
+        match job {
+            SlowJob::Tcp { conn, record, ticket } => {
+                let reply = self.run_call(&conn.info, record, ticket);
+                let mut out = conn.out.lock();
+                let (released, blocked) = match reply {
+                    Some(r) => {
+                        let w = conn.write_locked(&mut out, Some(r));
+                        (w.replies_done, w.blocked)
+                    }
+                    None => (1, false),
+                };
+                self.after_output(&conn, &mut out, released, blocked);
+            }
+            SlowJob::Udp { socket, src, local_port, record } => {
+                let conn =
+                    dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+                if let Some(reply) = self.run_call(&conn, record, None) {
+                    self.send_udp_reply(socket, src, reply);
+                }
+                self.inflight_total.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -367,7 +422,7 @@ impl Svc {
                 KIND_LISTENER => self.accept(id as usize),
                 KIND_IN => {
                     if let Some(c) = self.conn(id) {
-                        self.serve_input(&c, &rec);
+                        self.serve_input(&c);
                     }
                 }
                 KIND_OUT => {
@@ -375,7 +430,7 @@ impl Svc {
                         self.drain_output(&c);
                     }
                 }
-                KIND_UDP => self.serve_udp(id as usize, &rec),
+                KIND_UDP => self.serve_udp(id as usize),
                 _ => {}
             }
         }
@@ -474,7 +529,7 @@ impl Svc {
     /// Read and run calls of `c`; its input event was ours. Replies of
     /// quick calls served in a row leave together (one send for several),
     /// before anything that may block and when the run ends.
-    fn serve_input(self: &Arc<Self>, c: &Arc<Conn>, rec: &ThreadRec) {
+    fn serve_input(self: &Arc<Self>, c: &Arc<Conn>) {
         let max_inflight = self.state.config.max_requests_per_connection;
         let mut replies = Replies::default();
         for n in 0..BATCH_MAX {
@@ -515,22 +570,29 @@ impl Svc {
             // The ticket is taken before anyone can read the next call, so
             // a later call never finds this one missing from the order.
             let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
-            let keep = room && !peeked.may_block && n + 1 < BATCH_MAX;
+            let last = !room || n + 1 == BATCH_MAX;
             if peeked.may_block {
-                // Replies already made must not wait for this call, and
-                // another thread serves the other sockets while it runs.
+                // A slow thread runs it and replies; this one reads on.
+                // Queued before anyone else can read the connection, so one
+                // connection's slow calls queue in arrival order, which the
+                // ticket order relies on (a slow thread waiting for an
+                // earlier ticket whose call is queued behind it would wait
+                // for ever once every slow thread did the same).
+                self.submit_slow(SlowJob::Tcp { conn: c.clone(), record, ticket });
+                if last && room {
+                    self.arm_input(c);
+                }
+            } else {
+                if last && room {
+                    // Someone else reads the next call while this one runs.
+                    self.arm_input(c);
+                }
+                replies.add(self.run_call(&c.info, record, ticket));
+            }
+            if last || replies.bytes >= REPLY_BATCH_BYTES {
                 self.send_replies(c, &mut replies);
-                self.hand_off(c.pool, rec);
             }
-            if room && !keep {
-                // Someone else reads the next call while this one runs.
-                self.arm_input(c);
-            }
-            replies.add(self.run_call(&c.info, record, ticket));
-            if !keep || replies.bytes >= REPLY_BATCH_BYTES {
-                self.send_replies(c, &mut replies);
-            }
-            if !keep {
+            if last {
                 return;
             }
         }
@@ -541,7 +603,7 @@ impl Svc {
         &self,
         conn: &dispatch::Connection,
         record: bytes::Bytes,
-        ticket: Option<Ticket<'_>>,
+        ticket: Option<Ticket>,
     ) -> Option<dispatch::Reply> {
         let state = &self.state;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -570,7 +632,7 @@ impl Svc {
     /// Serve datagrams from UDP socket `i`: each is one call, answered with
     /// one datagram to its source. The socket is re-armed before a call
     /// that may block, so other threads take the next datagrams meanwhile.
-    fn serve_udp(self: &Arc<Self>, i: usize, rec: &ThreadRec) {
+    fn serve_udp(self: &Arc<Self>, i: usize) {
         let sock = &self.udp[i];
         let local_port = sock.local_addr().map_or(0, |a| a.port());
         let mut buf = vec![0u8; UDP_DATAGRAM_MAX];
@@ -591,27 +653,30 @@ impl Svc {
             self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
             self.state.stats.count_udp_call();
             let record = bytes::Bytes::copy_from_slice(&buf[..len]);
-            let peeked = peek::peek(&record);
-            let last = peeked.may_block || n + 1 == BATCH_MAX;
-            if last {
-                self.arm_udp(i);
-            }
-            if peeked.may_block {
-                self.hand_off(i % self.pools.len(), rec);
-            }
+            let may_block = peek::peek(&record).may_block;
             self.inflight_total.fetch_add(1, Ordering::AcqRel);
-            let conn = dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
-            if let Some(reply) = self.run_call(&conn, record, None) {
-                // The record mark is TCP's; a datagram is the message itself.
-                let reply = reply.to_bytes();
-                if let Err(e) = sock.send_to(&reply[4..], src) {
-                    tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
+            if may_block {
+                self.submit_slow(SlowJob::Udp { socket: i, src, local_port, record });
+            } else {
+                let conn =
+                    dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+                if let Some(reply) = self.run_call(&conn, record, None) {
+                    self.send_udp_reply(i, src, reply);
                 }
+                self.inflight_total.fetch_sub(1, Ordering::AcqRel);
             }
-            self.inflight_total.fetch_sub(1, Ordering::AcqRel);
-            if last {
-                return;
+            if n + 1 == BATCH_MAX {
+                return self.arm_udp(i);
             }
+        }
+    }
+
+    /// Answer a UDP call: one datagram, the message without TCP's record
+    /// mark.
+    fn send_udp_reply(&self, socket: usize, src: SocketAddr, reply: dispatch::Reply) {
+        let reply = reply.to_bytes();
+        if let Err(e) = self.udp[socket].send_to(&reply[4..], src) {
+            tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
         }
     }
 
@@ -757,6 +822,7 @@ impl Svc {
             );
         }
         self.stopped.store(true, Ordering::Release);
+        self.slow.stop();
         self.stop.raise();
         for p in &self.pools {
             p.sched.stop();

@@ -17,6 +17,7 @@
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The tickets of one connection.
 #[derive(Debug, Default)]
@@ -29,9 +30,9 @@ pub(crate) struct IoOrder {
 impl IoOrder {
     /// Take a ticket for call `seq` on `file`. Called in arrival order
     /// (while reading the connection).
-    pub(crate) fn ticket(&self, seq: u64, file: u64) -> Ticket<'_> {
+    pub(crate) fn ticket(self: &Arc<Self>, seq: u64, file: u64) -> Ticket {
         self.waiting.lock().insert(seq, file);
-        Ticket { order: self, seq }
+        Ticket { order: self.clone(), seq }
     }
 
     fn wait_turn(&self, seq: u64) {
@@ -53,12 +54,12 @@ impl IoOrder {
 /// the turn (the call failed before reaching the backend) lets later calls
 /// go.
 #[derive(Debug)]
-pub(crate) struct Ticket<'a> {
-    order: &'a IoOrder,
+pub(crate) struct Ticket {
+    order: Arc<IoOrder>,
     seq: u64,
 }
 
-impl Ticket<'_> {
+impl Ticket {
     /// Wait until every earlier call of the same file is done in the
     /// backend; the call keeps its place until the returned turn is
     /// dropped (when its own backend call has returned).
@@ -72,7 +73,7 @@ impl Ticket<'_> {
 /// dropped.
 #[derive(Debug)]
 pub(crate) struct Turn<'a> {
-    ticket: &'a Ticket<'a>,
+    ticket: &'a Ticket,
 }
 
 impl Drop for Turn<'_> {
@@ -81,7 +82,7 @@ impl Drop for Turn<'_> {
     }
 }
 
-impl Drop for Ticket<'_> {
+impl Drop for Ticket {
     fn drop(&mut self) {
         self.order.leave(self.seq);
     }
@@ -90,7 +91,6 @@ impl Drop for Ticket<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn later_calls_of_a_file_wait_for_earlier_ones_others_do_not() {
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_dropped_ticket_lets_later_calls_go() {
-        let order = IoOrder::default();
+        let order = Arc::new(IoOrder::default());
         let first = order.ticket(1, 10);
         let second = order.ticket(2, 10);
         drop(first);

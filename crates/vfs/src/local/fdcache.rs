@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -61,8 +61,15 @@ pub(super) struct IoFile {
     /// Why an `O_RDWR` open failed (`EROFS`, `ETXTBSY`, …) when we fell back
     /// to read-only; a write is answered with this error.
     pub(super) write_errno: Option<i32>,
-    /// Unstable data written since the last sync started.
-    dirty: AtomicBool,
+    /// Unstable writes completed so far (a counter), and how many of them
+    /// a finished sync is known to cover: the file holds unsynced data
+    /// while `written > synced`. A COMMIT with nothing new costs no sync,
+    /// and concurrent COMMITs of one file share one (group commit).
+    written: AtomicU64,
+    synced: AtomicU64,
+    /// Held while a sync runs, so COMMITs that arrive meanwhile wait for it
+    /// and then find their data covered instead of syncing again.
+    sync_lock: Mutex<()>,
     /// False with `unsafe_async`, where nothing is ever synced.
     sync_on_close: bool,
     verifier: Arc<WriteVerifier>,
@@ -75,24 +82,69 @@ impl IoFile {
         sync_on_close: bool,
         verifier: Arc<WriteVerifier>,
     ) -> Self {
-        IoFile { fd, write_errno, dirty: AtomicBool::new(false), sync_on_close, verifier }
+        IoFile {
+            fd,
+            write_errno,
+            written: AtomicU64::new(0),
+            synced: AtomicU64::new(0),
+            sync_lock: Mutex::new(()),
+            sync_on_close,
+            verifier,
+        }
     }
 
     /// Record that unstable data was written (after the write completed).
     pub(super) fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::SeqCst);
+        self.written.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Call before a sync: data written after this point sets the flag
-    /// again, data written before is covered by the sync.
-    pub(super) fn take_dirty(&self) {
-        self.dirty.store(false, Ordering::SeqCst);
+    /// Whether unstable data written so far may not be on stable storage.
+    fn dirty(&self) -> bool {
+        self.written.load(Ordering::SeqCst) > self.synced.load(Ordering::SeqCst)
+    }
+
+    /// Make every write completed before this call durable with `sync`
+    /// (`fdatasync` or `fsync`), unless a sync that started after them has
+    /// already finished. `always`: sync even if nothing unstable is known
+    /// (a FILE_SYNC write's own data and metadata). A failure is returned
+    /// and the data stays counted as unsynced.
+    pub(super) fn sync_with(
+        &self,
+        always: bool,
+        sync: impl FnOnce(&OwnedFd) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let target = self.written.load(Ordering::SeqCst);
+        if !always && self.synced.load(Ordering::SeqCst) >= target {
+            return Ok(());
+        }
+        let _one_at_a_time = self.sync_lock.lock();
+        if !always && self.synced.load(Ordering::SeqCst) >= target {
+            // A sync that started after our writes finished while we waited.
+            return Ok(());
+        }
+        // Everything written before this point is covered by this sync.
+        let covered = self.written.load(Ordering::SeqCst);
+        sync(&self.fd)?;
+        self.synced.fetch_max(covered, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// How many writes have completed (to pass to `mark_synced` after a
+    /// sync that started after them).
+    pub(super) fn written_so_far(&self) -> u64 {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    /// The first `written` writes are on stable storage (`syncfs` covered
+    /// them).
+    pub(super) fn mark_synced(&self, written: u64) {
+        self.synced.fetch_max(written, Ordering::SeqCst);
     }
 }
 
 impl Drop for IoFile {
     fn drop(&mut self) {
-        if !self.sync_on_close || !self.dirty.load(Ordering::SeqCst) {
+        if !self.sync_on_close || !self.dirty() {
             return;
         }
         // A removed file's data is gone anyway; do not pay for a sync.
@@ -232,6 +284,62 @@ mod tests {
         let a = c.insert(&k, file(&v));
         let b = c.insert(&k, file(&v));
         assert!(Arc::ptr_eq(&a, &b));
+    }
+
+    #[test]
+    fn a_commit_syncs_only_what_no_finished_sync_covers() {
+        let v = Arc::new(WriteVerifier::new());
+        let f = file(&v);
+        let syncs = std::cell::Cell::new(0);
+        let count = |_: &OwnedFd| {
+            syncs.set(syncs.get() + 1);
+            Ok(())
+        };
+        f.sync_with(false, count).unwrap();
+        assert_eq!(syncs.get(), 0, "nothing written: no sync");
+        f.mark_dirty();
+        f.sync_with(false, count).unwrap();
+        f.sync_with(false, count).unwrap();
+        assert_eq!(syncs.get(), 1, "the second COMMIT finds its data covered");
+        f.mark_dirty();
+        assert!(f.sync_with(false, |_| Err(std::io::Error::from_raw_os_error(libc::EIO))).is_err());
+        f.sync_with(false, count).unwrap();
+        assert_eq!(syncs.get(), 2, "after a failed sync the data is still unsynced");
+        f.sync_with(true, count).unwrap();
+        assert_eq!(syncs.get(), 3, "FILE_SYNC always syncs");
+    }
+
+    #[test]
+    fn commits_during_a_sync_wait_for_it_instead_of_syncing_again() {
+        let v = Arc::new(WriteVerifier::new());
+        let f = file(&v);
+        f.mark_dirty();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let syncs = AtomicU64::new(0);
+        let (f, syncs) = (&f, &syncs);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                f.sync_with(false, |_| {
+                    syncs.fetch_add(1, Ordering::SeqCst);
+                    started_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    Ok(())
+                })
+                .unwrap()
+            });
+            started_rx.recv().unwrap();
+            // Its write was covered by the sync in progress: it waits, then returns.
+            let waiter = s.spawn(move || {
+                f.sync_with(false, |_| {
+                    syncs.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })
+            });
+            release_tx.send(()).unwrap();
+            waiter.join().unwrap().unwrap();
+        });
+        assert_eq!(syncs.load(Ordering::SeqCst), 1);
     }
 
     #[test]
