@@ -45,7 +45,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use drc::drc_entries_for_memory;
-pub use stats::{DrcCounts, Stats};
+pub use stats::{DrcCounts, Stats, StatsSnapshot};
 
 /// Physical memory, for defaults sized from it (0 if unknown).
 pub fn physical_memory_bytes() -> u64 {

@@ -18,8 +18,13 @@ use eagernfs_xdr::{Encode, Opaque};
 
 /// Decode, run and encode one NFSv3 call.
 pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
+    let started = std::time::Instant::now();
     let Ok(args) = Nfs3Args::decode(call.header.proc_, &mut body) else {
         return Outcome::GarbageArgs;
+    };
+    let done = |status: Nfsstat3| {
+        let ns = started.elapsed().as_nanos() as u64;
+        call.state.stats.nfs3_done(call.conn.peer.addr.ip(), call.header.proc_, status, ns);
     };
     let res = match args {
         Nfs3Args::Null(_) => Nfs3Res::Null(Null3Res {}),
@@ -37,6 +42,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
                 Read3Res::Ok(ok).encode(out);
                 let len_at = out.len() - 4;
                 out[len_at..].copy_from_slice(&(data.len() as u32).to_be_bytes());
+                done(Nfsstat3::Ok);
                 return Outcome::RepliedWithData(data);
             }
             r => Nfs3Res::Read(r),
@@ -58,6 +64,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         Nfs3Args::Commit(a) => Nfs3Res::Commit(commit(call, a)),
     };
     res.encode(out);
+    done(res.status());
     Outcome::Replied
 }
 
@@ -194,6 +201,9 @@ fn read(call: &Call, a: Read3Args) -> Read3Res {
         let fileid = result.as_ref().ok().and_then(|res| res.attr.as_ref()).map_or(0, |a| a.fileid);
         t.record(IoEvent { seq, kind: IoKind::Read, fileid, offset: a.offset, count });
     }
+    if let Ok(res) = &result {
+        call.state.stats.count_read_bytes(call.conn.peer.addr.ip(), res.data.len() as u64);
+    }
     match result {
         Ok(res) => Read3Res::Ok(Read3ResOk {
             file_attributes: post_op(res.attr.as_ref()),
@@ -223,6 +233,9 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
         let fileid = result.as_ref().ok().and_then(|w| w.wcc.after.as_ref()).map_or(0, |a| a.fileid);
         t.record(IoEvent { seq, kind: IoKind::Write, fileid, offset: a.offset, count: a.count });
+    }
+    if let Ok(w) = &result {
+        call.state.stats.count_written_bytes(call.conn.peer.addr.ip(), w.count as u64);
     }
     match result {
         Ok(w) => Write3Res::Ok(Write3ResOk {

@@ -234,6 +234,13 @@ macro_rules! nfs3_bodies {
                     $( Self::$variant(_) => $number, )*
                 }
             }
+
+            /// The status word this result is sent with.
+            pub fn status(&self) -> Nfsstat3 {
+                match self {
+                    $( Self::$variant(r) => r.status(), )*
+                }
+            }
         }
 
         impl Encode for Nfs3Res {

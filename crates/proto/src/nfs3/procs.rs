@@ -96,6 +96,13 @@ xdr_struct! {
     pub struct Null3Res {}
 }
 
+impl Null3Res {
+    /// NULL always succeeds.
+    pub fn status(&self) -> Nfsstat3 {
+        Nfsstat3::Ok
+    }
+}
+
 // ---------------------------------------------------------------- GETATTR (§3.3.1)
 
 xdr_struct! {

@@ -506,6 +506,7 @@ impl Svc {
         };
         self.conns.write().insert(id, conn.clone());
         self.conn_count.fetch_add(1, Ordering::AcqRel);
+        self.state.stats.connection_opened();
         if let Err(e) =
             self.pools[pool].epoll.add(conn.stream.as_raw_fd(), Interest::Read, token(id, KIND_IN))
         {
@@ -771,6 +772,7 @@ impl Svc {
         }
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
         self.conns.write().remove(&c.id);
+        self.state.stats.connection_closed();
         let left = self.conn_count.fetch_sub(1, Ordering::AcqRel) - 1;
         if left < self.state.config.max_connections && self.accepting.load(Ordering::Acquire) {
             let mut paused = self.listeners_paused.lock();

@@ -1,0 +1,412 @@
+//! The server's statistics: what `eagernfs stat`, `/metrics` and the status
+//! page show, and what tests assert.
+//!
+//! Calls are counted at dispatch, after the RPC-level checks pass, so a
+//! count means the procedure ran. Everything a call touches is a relaxed
+//! atomic (counters, latency histogram buckets) except the per-client table
+//! and the ring of recent errors, each a short critical section.
+//! [`Stats::snapshot`] copies it all into a plain, serializable
+//! [`StatsSnapshot`].
+//!
+//! # Layout
+//! - `histogram`: lock-free latency histograms (percentiles, Prometheus
+//!   buckets).
+//! - `clients`: calls and bytes per client host, bounded.
+
+mod clients;
+mod histogram;
+
+pub use histogram::{HistogramSnapshot, PROM_BOUNDS_S};
+
+use clients::ClientTable;
+use eagernfs_proto::nfs3::{Nfsstat3, NFS3_PROCEDURES};
+use histogram::Histogram;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Recent errors kept for the status page.
+const RECENT_ERRORS_MAX: usize = 64;
+
+/// One failed call, for the status page.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ErrorEvent {
+    /// When (ms since the Unix epoch).
+    pub at_unix_ms: u64,
+    pub client: IpAddr,
+    /// Procedure name (`CREATE`).
+    pub procedure: String,
+    /// Status name (`NFS3ERR_NOSPC`).
+    pub status: String,
+}
+
+/// Everything counted, as of one moment.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StatsSnapshot {
+    /// When the server started and when this was taken (s since the epoch).
+    pub started_unix_s: u64,
+    pub taken_unix_ms: u64,
+    pub uptime_s: f64,
+    /// NFSv3 procedures that ran at least once: name, calls, latency.
+    pub nfs3: Vec<ProcSnapshot>,
+    /// MOUNT and portmap calls by procedure name.
+    pub mount: Vec<(String, u64)>,
+    pub portmap: Vec<(String, u64)>,
+    /// Calls refused at the RPC level (bad program, version, credentials, arguments).
+    pub rejected: u64,
+    pub udp_calls: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// WRITE calls by stability asked for.
+    pub writes_unstable: u64,
+    pub writes_data_sync: u64,
+    pub writes_file_sync: u64,
+    pub drc: DrcCounts,
+    /// Non-OK NFSv3 results by status name.
+    pub errors: Vec<(String, u64)>,
+    pub recent_errors: Vec<ErrorEvent>,
+    pub clients: Vec<ClientSnapshot>,
+    pub connections_open: u64,
+    pub connections_accepted: u64,
+    pub threads: u64,
+    pub threads_peak: u64,
+}
+
+/// One NFSv3 procedure.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProcSnapshot {
+    pub name: String,
+    pub calls: u64,
+    /// Time the server spent on each call (decode to reply encoded).
+    pub latency: HistogramSnapshot,
+}
+
+/// One client host.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClientSnapshot {
+    pub addr: IpAddr,
+    pub calls: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Seconds since its last call.
+    pub idle_s: u64,
+}
+
+/// Call counts by program and procedure number.
+#[derive(Debug)]
+pub struct Stats {
+    nfs3: [AtomicU64; 22],
+    mount: [AtomicU64; 6],
+    portmap: [AtomicU64; 6],
+    /// Calls refused before reaching a procedure (bad program, version, auth, garbage).
+    rejected: AtomicU64,
+    /// The duplicate reply cache's work.
+    pub(crate) drc: DrcCounters,
+    /// WRITE calls by the durability asked for (UNSTABLE, DATA_SYNC, FILE_SYNC):
+    /// tells a benchmark or test whether a client writes safely-asynchronously.
+    writes_by_stable: [AtomicU64; 3],
+    /// Calls that arrived over UDP.
+    udp_calls: AtomicU64,
+    /// Service threads running now, and the most there ever were (the
+    /// pools grow under load and shrink when idle).
+    threads: AtomicU64,
+    threads_peak: AtomicU64,
+    /// Time spent per NFSv3 call, by procedure.
+    latency: Box<[Histogram]>,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    /// Results by status, indexed like `Nfsstat3::ALL`.
+    statuses: [AtomicU64; 29],
+    recent_errors: Mutex<VecDeque<ErrorEvent>>,
+    clients: ClientTable,
+    connections_open: AtomicU64,
+    connections_accepted: AtomicU64,
+    started: Instant,
+    started_unix_s: u64,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            nfs3: Default::default(),
+            mount: Default::default(),
+            portmap: Default::default(),
+            rejected: AtomicU64::new(0),
+            drc: DrcCounters::default(),
+            writes_by_stable: Default::default(),
+            udp_calls: AtomicU64::new(0),
+            threads: AtomicU64::new(0),
+            threads_peak: AtomicU64::new(0),
+            latency: (0..NFS3_PROCEDURES.len()).map(|_| Histogram::default()).collect(),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+            statuses: Default::default(),
+            recent_errors: Mutex::new(VecDeque::with_capacity(RECENT_ERRORS_MAX)),
+            clients: ClientTable::default(),
+            connections_open: AtomicU64::new(0),
+            connections_accepted: AtomicU64::new(0),
+            started: Instant::now(),
+            started_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+/// The duplicate reply cache's counters (atomics, bumped by `drc`).
+#[derive(Debug, Default)]
+pub(crate) struct DrcCounters {
+    pub(crate) misses: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) in_progress: AtomicU64,
+    pub(crate) evicted: AtomicU64,
+}
+
+/// What the duplicate reply cache did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DrcCounts {
+    /// Non-idempotent calls seen for the first time (executed and remembered).
+    pub misses: u64,
+    /// Retransmissions answered with the remembered reply.
+    pub hits: u64,
+    /// Retransmissions dropped because the original was still running.
+    pub in_progress: u64,
+    /// Replies forgotten to stay within the cache's size.
+    pub evicted: u64,
+}
+
+/// The RPC programs we count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    Nfs3,
+    Mount,
+    Portmap,
+}
+
+impl Stats {
+    pub(crate) fn count(&self, prog: Program, proc_: u32) {
+        let table: &[AtomicU64] = match prog {
+            Program::Nfs3 => &self.nfs3,
+            Program::Mount => &self.mount,
+            Program::Portmap => &self.portmap,
+        };
+        if let Some(c) = table.get(proc_ as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn count_rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_write(&self, stable: eagernfs_proto::nfs3::StableHow) {
+        self.writes_by_stable[stable as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// WRITE calls that asked for `stable`.
+    pub fn writes(&self, stable: eagernfs_proto::nfs3::StableHow) -> u64 {
+        self.writes_by_stable[stable as usize].load(Ordering::Relaxed)
+    }
+
+    /// An NFSv3 call from `client` finished with `status` after `ns`.
+    pub(crate) fn nfs3_done(&self, client: IpAddr, proc_: u32, status: Nfsstat3, ns: u64) {
+        if let Some(h) = self.latency.get(proc_ as usize) {
+            h.record(ns);
+        }
+        if let Some(i) = Nfsstat3::ALL.iter().position(|s| *s == status) {
+            self.statuses[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.clients.call(client, self.started.elapsed().as_secs());
+        // NOENT is the normal answer of a LOOKUP for a name that is not
+        // there; the ring is for what someone should look at.
+        if status != Nfsstat3::Ok && status != Nfsstat3::Noent {
+            let mut ring = self.recent_errors.lock();
+            if ring.len() == RECENT_ERRORS_MAX {
+                ring.pop_front();
+            }
+            ring.push_back(ErrorEvent {
+                at_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+                client,
+                procedure: eagernfs_proto::nfs3::name_of(proc_).unwrap_or("?").to_string(),
+                status: status_name(status),
+            });
+        }
+    }
+
+    pub(crate) fn count_read_bytes(&self, client: IpAddr, n: u64) {
+        self.bytes_read.fetch_add(n, Ordering::Relaxed);
+        self.clients.read(client, n);
+    }
+
+    pub(crate) fn count_written_bytes(&self, client: IpAddr, n: u64) {
+        self.bytes_written.fetch_add(n, Ordering::Relaxed);
+        self.clients.wrote(client, n);
+    }
+
+    pub(crate) fn connection_opened(&self) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Everything, as of now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        use eagernfs_proto::nfs3::StableHow;
+        let nfs3 = NFS3_PROCEDURES
+            .iter()
+            .filter(|p| self.nfs3(p.number) > 0)
+            .map(|p| ProcSnapshot {
+                name: p.name.to_string(),
+                calls: self.nfs3(p.number),
+                latency: self.latency[p.number as usize].snapshot(),
+            })
+            .collect();
+        let named = |table: &[AtomicU64], procs: &[eagernfs_proto::ProcInfo]| {
+            procs
+                .iter()
+                .filter_map(|p| {
+                    let c = table.get(p.number as usize).map_or(0, n);
+                    (c > 0).then(|| (p.name.to_string(), c))
+                })
+                .collect()
+        };
+        let errors = Nfsstat3::ALL
+            .iter()
+            .zip(&self.statuses)
+            .filter(|(s, c)| **s != Nfsstat3::Ok && n(c) > 0)
+            .map(|(s, c)| (status_name(*s), n(c)))
+            .collect();
+        let now_s = self.started.elapsed().as_secs();
+        StatsSnapshot {
+            started_unix_s: self.started_unix_s,
+            taken_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            nfs3,
+            mount: named(&self.mount, &eagernfs_proto::mount::MOUNT_PROCEDURES),
+            portmap: named(&self.portmap, &eagernfs_proto::portmap::PORTMAP_PROCEDURES),
+            rejected: self.rejected(),
+            udp_calls: self.udp_calls(),
+            bytes_read: n(&self.bytes_read),
+            bytes_written: n(&self.bytes_written),
+            writes_unstable: self.writes(StableHow::Unstable),
+            writes_data_sync: self.writes(StableHow::DataSync),
+            writes_file_sync: self.writes(StableHow::FileSync),
+            drc: self.drc_counts(),
+            errors,
+            recent_errors: self.recent_errors.lock().iter().cloned().collect(),
+            clients: self.clients.snapshot(now_s),
+            connections_open: n(&self.connections_open),
+            connections_accepted: n(&self.connections_accepted),
+            threads: self.threads(),
+            threads_peak: self.threads_peak(),
+        }
+    }
+
+    pub(crate) fn count_udp_call(&self) {
+        self.udp_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls that arrived over UDP.
+    pub fn udp_calls(&self) -> u64 {
+        self.udp_calls.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn thread_started(&self) {
+        let now = self.threads.fetch_add(1, Ordering::Relaxed) + 1;
+        self.threads_peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    pub(crate) fn thread_ended(&self) {
+        self.threads.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Service threads running now.
+    pub fn threads(&self) -> u64 {
+        self.threads.load(Ordering::Relaxed)
+    }
+
+    /// Most service threads that ever ran at once.
+    pub fn threads_peak(&self) -> u64 {
+        self.threads_peak.load(Ordering::Relaxed)
+    }
+
+    /// Retransmitted non-idempotent calls answered from the duplicate reply cache.
+    pub fn replayed(&self) -> u64 {
+        self.drc.hits.load(Ordering::Relaxed)
+    }
+
+    /// The duplicate reply cache's counters.
+    pub fn drc_counts(&self) -> DrcCounts {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DrcCounts {
+            misses: n(&self.drc.misses),
+            hits: n(&self.drc.hits),
+            in_progress: n(&self.drc.in_progress),
+            evicted: n(&self.drc.evicted),
+        }
+    }
+
+    /// How many times NFSv3 procedure `proc_` ran.
+    pub fn nfs3(&self, proc_: u32) -> u64 {
+        self.nfs3.get(proc_ as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// How many times MOUNT procedure `proc_` ran.
+    pub fn mount(&self, proc_: u32) -> u64 {
+        self.mount.get(proc_ as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Calls refused at the RPC level.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// `NAME count` lines for every NFSv3 procedure that ran at least once,
+    /// then WRITE split by stability (`WRITE/UNSTABLE n`, …) and replays.
+    /// Tests and scripts parse this (it is logged at shutdown): keep the format.
+    pub fn summary(&self) -> String {
+        use eagernfs_proto::nfs3::StableHow;
+        let mut s = String::new();
+        for p in NFS3_PROCEDURES.iter() {
+            let n = self.nfs3(p.number);
+            if n > 0 {
+                s.push_str(&format!("{} {}\n", p.name, n));
+            }
+        }
+        for (how, name) in [
+            (StableHow::Unstable, "UNSTABLE"),
+            (StableHow::DataSync, "DATA_SYNC"),
+            (StableHow::FileSync, "FILE_SYNC"),
+        ] {
+            let n = self.writes(how);
+            if n > 0 {
+                s.push_str(&format!("WRITE/{name} {n}\n"));
+            }
+        }
+        let drc = self.drc_counts();
+        if drc.hits > 0 {
+            s.push_str(&format!("DRC-REPLAYED {}\n", drc.hits));
+        }
+        if drc.in_progress > 0 {
+            s.push_str(&format!("DRC-IN-PROGRESS {}\n", drc.in_progress));
+        }
+        if self.threads_peak() > 0 {
+            s.push_str(&format!("THREADS-PEAK {}\n", self.threads_peak()));
+        }
+        s
+    }
+}
+
+/// `NFS3ERR_NOSPC`, `NFS3_OK`: the RFC's name of a status.
+pub fn status_name(s: Nfsstat3) -> String {
+    match s {
+        Nfsstat3::Ok => "NFS3_OK".to_string(),
+        Nfsstat3::NotSync => "NFS3ERR_NOT_SYNC".to_string(),
+        Nfsstat3::BadCookie => "NFS3ERR_BAD_COOKIE".to_string(),
+        other => format!("NFS3ERR_{}", format!("{other:?}").to_ascii_uppercase()),
+    }
+}
