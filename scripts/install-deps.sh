@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the end-to-end tests and benchmarks need: the libnfs client
 # tools and library (our reference client), nfs-ganesha (our reference server), rpcbind (which
-# ganesha registers with), fuse3, and a C toolchain for tests/clients/nfsop.c.
+# ganesha registers with), fuse3, a C toolchain for tests/clients/*.c, and chromium (the status
+# page is tested in a real headless browser).
 #
 # Idempotent and cheap when warm: `dpkg -s` decides first, and `apt-get update` only runs when
 # something is actually missing, so a machine that already has everything pays ~0 s.
@@ -11,6 +12,7 @@ packages=(
     libnfs-utils libnfs-dev
     nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
     rpcbind fuse3 pkg-config build-essential
+    chromium
 )
 
 missing=()

@@ -4,6 +4,7 @@
 //! it turns them into typed configuration and hands that to the libraries.
 
 mod mount;
+mod observe;
 mod serve;
 mod tools;
 
@@ -30,9 +31,39 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a FUSE mount made by `eagernfs mount`.
     Umount(mount::UmountArgs),
+    /// Make the running server re-read its exports file (as SIGHUP does; like exportfs -r).
+    Reload(ReloadArgs),
     /// ls, cat, cp, stat, mkdir, rm on nfs:// URLs.
     #[command(flatten)]
     Tools(tools::ToolCommand),
+}
+
+#[derive(clap::Args)]
+struct ReloadArgs {
+    /// The server's state directory (its control socket is STATE_DIR/control.sock).
+    #[arg(long)]
+    state_dir: Option<std::path::PathBuf>,
+    /// The server's control socket, if not in its state directory.
+    #[arg(long)]
+    control: Option<std::path::PathBuf>,
+}
+
+impl ReloadArgs {
+    fn run(self) -> anyhow::Result<()> {
+        let path = self.control.unwrap_or_else(|| {
+            observe::control_socket_path(&self.state_dir.unwrap_or_else(observe::default_state_dir))
+        });
+        let answer = observe::control::request(&path, "reload")?;
+        if answer["ok"].as_bool() == Some(true) {
+            println!("{}", answer["message"].as_str().unwrap_or("reloaded"));
+            Ok(())
+        } else {
+            anyhow::bail!(
+                "reload refused, the previous exports stay in force: {}",
+                answer["error"].as_str().unwrap_or("?")
+            )
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +79,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Mount(args) => mount::run_mount(args),
         Command::Umount(args) => mount::run_umount(args),
+        Command::Reload(args) => args.run(),
         Command::Tools(cmd) => return tools::run(cmd),
         Command::Bench(args) => {
             eagernfs_bench::cli_args::run(args, &mut std::io::stdout()).map_err(anyhow::Error::from)

@@ -85,6 +85,16 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     udp: bool,
 
+    /// Serve Prometheus /metrics, the JSON /api/stats and a status page on this
+    /// address (PORT alone means 127.0.0.1:PORT; nothing there changes the server).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+
+    /// The control socket `eagernfs stat` and `eagernfs reload` use (default:
+    /// STATE_DIR/control.sock, mode 0600).
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
+
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
@@ -95,18 +105,6 @@ pub(crate) struct ServeArgs {
 enum Pools {
     Global,
     Percpu,
-}
-
-fn default_state_dir() -> PathBuf {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } == 0 {
-        return PathBuf::from("/var/lib/eagernfs");
-    }
-    match std::env::var_os("XDG_STATE_HOME") {
-        Some(d) => PathBuf::from(d).join("eagernfs"),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into()))
-            .join(".local/state/eagernfs"),
-    }
 }
 
 /// Load the 16-byte master key for file handles, creating it (0600) on first run.
@@ -160,7 +158,66 @@ fn quick_exports_line(dir: &Path, allow: &[String], options: &str) -> String {
     format!("\"{path}\" {}", clients.join(" "))
 }
 
-fn build_exports(args: &ServeArgs, state_dir: &Path) -> Result<Vec<ExportSpec>> {
+/// Builds the export set from the flags or the exports file, now and at
+/// each reload, keeping the backend of an export whose path and
+/// durability did not change (its open files, caches and write verifier:
+/// a reload must not make clients resend what they already wrote).
+struct ExportBuilder {
+    args: ServeArgs,
+    state_dir: PathBuf,
+    /// Backends by (export path, unsafe `async`).
+    backends: parking_lot::Mutex<std::collections::HashMap<(PathBuf, bool), Arc<dyn Backend>>>,
+}
+
+impl ExportBuilder {
+    fn build(&self) -> Result<Vec<ExportSpec>> {
+        let mut kept = self.backends.lock();
+        let mut now = std::collections::HashMap::new();
+        let specs = build_exports(&self.args, &self.state_dir, &mut |path, unsafe_async, make| {
+            let key = (path.to_path_buf(), unsafe_async);
+            let b = match kept.get(&key) {
+                Some(b) => b.clone(),
+                None => make()?,
+            };
+            now.insert(key, b.clone());
+            Ok(b)
+        })?;
+        *kept = now;
+        Ok(specs)
+    }
+
+    /// Re-read the exports file; a sentence saying what changed.
+    fn reload(&self, handle: &eagernfs_server::ServerHandle) -> Result<String> {
+        if self.args.exports.is_none() {
+            bail!("nothing to reload: this server was started with a directory, not --exports FILE");
+        }
+        let before: Vec<PathBuf> = handle.exports().iter().map(|e| e.mount_paths[0].clone()).collect();
+        let specs = self.build()?;
+        let after: Vec<PathBuf> = specs.iter().map(|e| e.mount_paths[0].clone()).collect();
+        handle.replace_exports(specs)?;
+        let added: Vec<String> =
+            after.iter().filter(|p| !before.contains(p)).map(|p| p.display().to_string()).collect();
+        let removed: Vec<String> =
+            before.iter().filter(|p| !after.contains(p)).map(|p| p.display().to_string()).collect();
+        Ok(format!(
+            "{} export(s) now; added: {}; removed: {}; options and client lists apply from the next call",
+            after.len(),
+            if added.is_empty() { "none".into() } else { added.join(", ") },
+            if removed.is_empty() { "none".into() } else { removed.join(", ") },
+        ))
+    }
+}
+
+/// Get a backend for (path, unsafe async), making it with the closure if
+/// there is none to keep.
+type BackendFor<'a> =
+    dyn FnMut(&Path, bool, &mut dyn FnMut() -> Result<Arc<dyn Backend>>) -> Result<Arc<dyn Backend>> + 'a;
+
+fn build_exports(
+    args: &ServeArgs,
+    state_dir: &Path,
+    backend_for: &mut BackendFor<'_>,
+) -> Result<Vec<ExportSpec>> {
     let (table, quick) = match (&args.exports, &args.dir) {
         (Some(file), _) => {
             let text =
@@ -197,10 +254,12 @@ fn build_exports(args: &ServeArgs, state_dir: &Path) -> Result<Vec<ExportSpec>> 
     let mut specs = Vec::new();
     for export in table.entries {
         let backend: Arc<dyn Backend> = if args.memory {
-            Arc::new(MemoryBackend::new(MemoryConfig {
-                max_bytes: args.memory_size_mib << 20,
-                ..MemoryConfig::default()
-            }))
+            backend_for(&export.path, false, &mut || {
+                Ok(Arc::new(MemoryBackend::new(MemoryConfig {
+                    max_bytes: args.memory_size_mib << 20,
+                    ..MemoryConfig::default()
+                })))
+            })?
         } else {
             // Unsafe async only when every client rule asks for it: one `sync`
             // client must not get acknowledgements that lie.
@@ -212,13 +271,15 @@ fn build_exports(args: &ServeArgs, state_dir: &Path) -> Result<Vec<ExportSpec>> 
                     export.path.display()
                 );
             }
-            let backend = LocalBackend::open(LocalConfig {
-                root: export.path.clone(),
-                handle_key: export_key(&master, &export.path),
-                unsafe_async,
-            })
-            .with_context(|| format!("cannot export {}", export.path.display()))?;
-            Arc::new(backend)
+            backend_for(&export.path, unsafe_async, &mut || {
+                let backend = LocalBackend::open(LocalConfig {
+                    root: export.path.clone(),
+                    handle_key: export_key(&master, &export.path),
+                    unsafe_async,
+                })
+                .with_context(|| format!("cannot export {}", export.path.display()))?;
+                Ok(Arc::new(backend))
+            })?
         };
         let id = fsid(&export).unwrap_or_else(|| export_id_for_path(&export.path));
         let mut mount_paths = vec![export.path.clone()];
@@ -246,8 +307,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             args.max_connections
         );
     }
-    let state_dir = args.state_dir.clone().unwrap_or_else(default_state_dir);
-    let exports = build_exports(&args, &state_dir)?;
+    let state_dir = args.state_dir.clone().unwrap_or_else(crate::observe::default_state_dir);
+    let control_path =
+        args.control.clone().unwrap_or_else(|| crate::observe::control_socket_path(&state_dir));
+    let metrics = args.metrics.as_deref().map(crate::observe::http::parse_addr).transpose()?;
+    let listen = args.listen.clone();
+    let (register, trace_io, stats_file) = (args.register, args.trace_io.clone(), args.stats_file.clone());
     if args.threads_max < 1 || args.threads_min > args.threads_max {
         bail!(
             "--threads-min {} and --threads-max {}: need 1 <= min <= max",
@@ -271,6 +336,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         udp: args.udp,
         ..ServerConfig::default()
     };
+    let builder = Arc::new(ExportBuilder { args, state_dir, backends: Default::default() });
+    let exports = builder.build()?;
     // Calls run on the server's own threads; the runtime only binds, waits
     // for a signal and registers with rpcbind.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -281,11 +348,27 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
     let drc_entries = config.drc_entries;
     runtime.block_on(async move {
         let paths: Vec<String> = exports.iter().map(|e| e.mount_paths[0].display().to_string()).collect();
-        let server = Server::bind(config, exports, &args.listen).await?;
+        let server = Server::bind(config, exports, &listen).await?;
         let addrs = server.local_addrs();
+        let handle = server.handle();
+        let observer = {
+            let (builder, handle) = (builder.clone(), handle.clone());
+            Arc::new(crate::observe::ServerObserver {
+                stats: server.stats(),
+                handle: handle.clone(),
+                listen: addrs.clone(),
+                reload: Box::new(move || builder.reload(&handle)),
+            })
+        };
+        // Root only (mode 0600); gone when the server exits.
+        let _control = crate::observe::control::serve(&control_path, observer.clone())?;
+        if let Some(addr) = metrics {
+            let bound = crate::observe::http::serve(addr, observer.clone()).await?;
+            tracing::info!("metrics and status page on http://{bound}/");
+        }
         // Register before announcing readiness, so whoever waits for the
         // "listening" line can rely on the portmapper knowing us too.
-        if let Some(pm) = args.register {
+        if let Some(pm) = register {
             let port = addrs[0].port();
             let udp = server.serves_udp();
             tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp)).await??;
@@ -305,6 +388,17 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         tracing::info!("duplicate reply cache: {} entries", drc_entries);
         let shutdown = tokio_util::sync::CancellationToken::new();
         let trigger = shutdown.clone();
+        // SIGHUP re-reads the exports file, as exportfs -r does.
+        let hup_observer = observer.clone();
+        tokio::spawn(async move {
+            let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                let o = hup_observer.clone();
+                let _ = tokio::task::spawn_blocking(move || o.reload_now()).await;
+            }
+        });
         tokio::spawn(async move {
             let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                 .expect("installing a SIGTERM handler");
@@ -318,7 +412,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         let stats = server.stats();
         let trace = server.io_trace();
         server.run(shutdown).await?;
-        if let Some(pm) = args.register {
+        if let Some(pm) = register {
             if let Err(e) =
                 tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm)).await?
             {
@@ -327,7 +421,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         }
         let summary = stats.summary();
         tracing::info!("calls served:\n{summary}");
-        if let Some(path) = &args.trace_io {
+        if let Some(path) = &trace_io {
             let mut text = String::new();
             for e in trace.events() {
                 text.push_str(&e.to_line());
@@ -335,7 +429,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             }
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
         }
-        if let Some(path) = &args.stats_file {
+        if let Some(path) = &stats_file {
             std::fs::write(path, &summary).with_context(|| format!("writing {}", path.display()))?;
         }
         anyhow::Ok(())

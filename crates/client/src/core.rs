@@ -254,6 +254,8 @@ pub enum Event {
 pub struct CoreStats {
     /// Calls admitted to a slot.
     pub calls: u64,
+    /// Replies matched to a call.
+    pub answered: u64,
     /// Most calls that held slots at once (shows pipelining).
     pub in_flight_max: u64,
     /// Retransmissions after a minor or major timeout (not resends after a
@@ -268,6 +270,14 @@ pub struct CoreStats {
     pub replies_unmatched: u64,
     /// Records that were not RPC replies at all: dropped.
     pub records_garbage: u64,
+}
+
+/// Round trips of one kind of call.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RttStats {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub max_ns: u64,
 }
 
 /// Where the connection stands.
@@ -303,6 +313,8 @@ struct Outstanding {
     retransmit_at: Option<Instant>,
     /// The key of this call in `RpcCore::timers`.
     timer_at: Instant,
+    /// When it last went on the wire (for the round-trip time).
+    sent_at: Option<Instant>,
 }
 
 impl Outstanding {
@@ -343,6 +355,8 @@ pub struct RpcCore {
     /// and hangs up (back off).
     answered_since_connect: bool,
     stats: CoreStats,
+    /// Round trips by (program, procedure).
+    rtt: std::collections::BTreeMap<(u32, u32), RttStats>,
 }
 
 impl RpcCore {
@@ -365,6 +379,7 @@ impl RpcCore {
             not_responding: false,
             answered_since_connect: false,
             stats: CoreStats::default(),
+            rtt: std::collections::BTreeMap::new(),
         }
     }
 
@@ -403,6 +418,7 @@ impl RpcCore {
             major_at,
             retransmit_at: None,
             timer_at: major_at,
+            sent_at: None,
         };
         self.next_seq += 1;
         self.timers.insert((major_at, xid));
@@ -444,6 +460,7 @@ impl RpcCore {
                 continue; // already on the wire
             }
             out.retransmit_at = Some(now + out.timeout);
+            out.sent_at = Some(now);
             let record = out.record.clone();
             Self::set_timer(&mut self.timers, xid, out);
             return Some(record);
@@ -547,7 +564,21 @@ impl RpcCore {
                 Err(NfsError::Rpc(rpc_error_message(out.prog, out.vers, out.proc_, RpcRefusal::Denied(why))))
             }
         };
+        self.stats.answered += 1;
+        if let Some(sent) = out.sent_at {
+            let ns = now.saturating_duration_since(sent).as_nanos() as u64;
+            let r = self.rtt.entry((out.prog, out.proc_)).or_default();
+            r.count += 1;
+            r.sum_ns += ns;
+            r.max_ns = r.max_ns.max(ns);
+        }
         self.complete(now, out, result);
+    }
+
+    /// Round-trip times of answered calls, by (program, procedure): from
+    /// the last transmission to the reply (Linux's mountstats "RTT").
+    pub fn rtt_stats(&self) -> &std::collections::BTreeMap<(u32, u32), RttStats> {
+        &self.rtt
     }
 
     /// Remove the call `xid` from the slot table and its timer.

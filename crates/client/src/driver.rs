@@ -21,7 +21,7 @@
 //! - [`TransportEvent`]: connection news (for logs and tests).
 //! - `connection_task` / `writer_task` / `connect`: the I/O.
 
-use crate::core::{Call, CoreConfig, CoreStats, Event, Record, RpcCore, Token};
+use crate::core::{Call, CoreConfig, CoreStats, Event, Record, RpcCore, RttStats, Token};
 use crate::ops::{Cred, NfsError, NfsResult};
 use crate::options::MountOptions;
 use bytes::{Bytes, BytesMut};
@@ -113,6 +113,19 @@ pub struct ConnectionStats {
     pub core: Mutex<CoreStats>,
     /// The local address of the current (or last) connection.
     pub local_addr: Mutex<Option<SocketAddr>>,
+    /// Round trips by (program, procedure), as of the core's last reply.
+    pub rtt: Mutex<std::collections::BTreeMap<(u32, u32), RttStats>>,
+}
+
+/// Calls of one kind as callers saw them: from submission to result,
+/// waiting for a slot and retransmissions included (mountstats's
+/// "execute" time).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct OpTimes {
+    pub calls: u64,
+    pub errors: u64,
+    pub exec_sum_ns: u64,
+    pub exec_max_ns: u64,
 }
 
 /// One call handed to a connection task.
@@ -138,6 +151,8 @@ struct Inner {
     machine_name: Opaque<MAX_MACHINE_NAME>,
     stats: Arc<Vec<ConnectionStats>>,
     events: broadcast::Sender<TransportEvent>,
+    /// Per (program, procedure) execution times.
+    ops: Mutex<std::collections::BTreeMap<(u32, u32), OpTimes>>,
 }
 
 impl std::fmt::Debug for RpcClient {
@@ -176,6 +191,7 @@ impl RpcClient {
                 machine_name: machine_name(),
                 stats,
                 events,
+                ops: Mutex::new(std::collections::BTreeMap::new()),
             }),
         }
     }
@@ -228,13 +244,29 @@ impl RpcClient {
 
     /// Send an already-built call.
     pub async fn submit(&self, call: Call) -> NfsResult<Bytes> {
+        let started = Instant::now();
+        let key = (call.prog, call.proc_);
         let n = self.inner.connections.len();
         let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
         self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         let shut = || NfsError::Connection("the RPC client has shut down".into());
         self.inner.connections[i].send(Request { call, reply: tx }).await.map_err(|_| shut())?;
-        rx.await.map_err(|_| shut())?
+        let result = rx.await.map_err(|_| shut())?;
+        let ns = started.elapsed().as_nanos() as u64;
+        let mut ops = self.inner.ops.lock();
+        let t = ops.entry(key).or_default();
+        t.calls += 1;
+        t.errors += u64::from(result.is_err());
+        t.exec_sum_ns += ns;
+        t.exec_max_ns = t.exec_max_ns.max(ns);
+        drop(ops);
+        result
+    }
+
+    /// Execution times by (program, procedure).
+    pub fn op_times(&self) -> std::collections::BTreeMap<(u32, u32), OpTimes> {
+        self.inner.ops.lock().clone()
     }
 
     /// Connection news from now on.
@@ -384,6 +416,8 @@ async fn connection_task(
         let s = core.stats();
         if s != last_stats {
             *my_stats.core.lock() = s;
+            // Round trips change only with replies, which change the stats.
+            my_stats.rtt.lock().clone_from(core.rtt_stats());
             last_stats = s;
         }
 

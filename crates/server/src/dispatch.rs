@@ -70,6 +70,9 @@ pub(crate) enum Caller {
 /// One decoded call, handed to a program handler.
 pub(crate) struct Call<'a> {
     pub(crate) state: &'a ServerState,
+    /// The exports as of this call's start (a reload does not change them
+    /// under a running call).
+    pub(crate) exports: &'a [ExportSpec],
     pub(crate) conn: &'a Connection,
     pub(crate) header: &'a CallHeader,
     pub(crate) caller: Caller,
@@ -127,7 +130,7 @@ impl<'a> Call<'a> {
     pub(crate) fn resolve(&self, fh: &NfsFh3) -> Result<Resolved<'a>, Nfsstat3> {
         let (id, bfh) = handle::from_wire(fh)?;
         // A well-formed handle for an export we no longer serve is stale, not bad.
-        let export = self.state.export_by_id(id).ok_or(Nfsstat3::Stale)?;
+        let export = self.exports.iter().find(|e| e.id == id).ok_or(Nfsstat3::Stale)?;
         let options = self.export_options(export)?;
         let cred = self.credentials(options);
         Ok(Resolved { export, fh: bfh, cred, options })
@@ -228,7 +231,8 @@ pub(crate) fn handle_record(
             drc::Lookup::Replay(reply) => return Some(Reply::from(BytesMut::from(&reply[..]))),
         }
     }
-    let call = Call { state, conn, header: &header, caller, ticket };
+    let exports = state.exports();
+    let call = Call { state, exports: &exports, conn, header: &header, caller, ticket };
     let mut out = BytesMut::with_capacity(512);
     let at = begin_record(&mut out);
     ReplyHeader::success(xid).encode(&mut out);

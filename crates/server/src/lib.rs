@@ -140,7 +140,9 @@ pub fn export_id_for_path(path: &std::path::Path) -> u32 {
 /// State shared by every connection.
 pub(crate) struct ServerState {
     pub(crate) config: ServerConfig,
-    pub(crate) exports: Vec<ExportSpec>,
+    /// The exports now; replaced whole by a reload, so each call sees one
+    /// consistent configuration (it takes the `Arc` once, at its start).
+    pub(crate) exports: parking_lot::RwLock<Arc<Vec<ExportSpec>>>,
     pub(crate) stats: Arc<Stats>,
     /// Replies of non-idempotent calls, for retransmissions.
     pub(crate) drc: drc::Drc,
@@ -151,9 +153,23 @@ pub(crate) struct ServerState {
 }
 
 impl ServerState {
-    pub(crate) fn export_by_id(&self, id: u32) -> Option<&ExportSpec> {
-        self.exports.iter().find(|e| e.id == id)
+    /// The exports a call starting now uses.
+    pub(crate) fn exports(&self) -> Arc<Vec<ExportSpec>> {
+        self.exports.read().clone()
     }
+}
+
+/// Two exports may not share an id (the first bytes of every file handle).
+fn check_export_ids(exports: &[ExportSpec]) -> Result<(), ServerError> {
+    if exports.is_empty() {
+        return Err(ServerError::NoExports);
+    }
+    for (i, e) in exports.iter().enumerate() {
+        if exports[..i].iter().any(|o| o.id == e.id) {
+            return Err(ServerError::DuplicateExportId(e.id));
+        }
+    }
+    Ok(())
 }
 
 /// Why the server could not start.
@@ -182,14 +198,7 @@ impl Server {
         exports: Vec<ExportSpec>,
         listen: &[SocketAddr],
     ) -> Result<Server, ServerError> {
-        if exports.is_empty() {
-            return Err(ServerError::NoExports);
-        }
-        for (i, e) in exports.iter().enumerate() {
-            if exports[..i].iter().any(|o| o.id == e.id) {
-                return Err(ServerError::DuplicateExportId(e.id));
-            }
-        }
+        check_export_ids(&exports)?;
         let mut listeners = Vec::new();
         let mut udp = Vec::new();
         for addr in listen {
@@ -212,7 +221,7 @@ impl Server {
             drc: drc::Drc::new(config.drc_entries, stats.clone()),
             io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
             config,
-            exports,
+            exports: parking_lot::RwLock::new(Arc::new(exports)),
             stats,
             mounts: Default::default(),
         });
@@ -222,6 +231,11 @@ impl Server {
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners.iter().filter_map(|l| l.local_addr().ok()).collect()
+    }
+
+    /// Something that changes the exports of the running server (reload).
+    pub fn handle(&self) -> ServerHandle {
+        ServerHandle(self.state.clone())
     }
 
     /// Whether UDP is served (on the same ports as TCP).
@@ -250,7 +264,7 @@ impl Server {
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {
             svc.shutdown();
-            for e in &state.exports {
+            for e in state.exports().iter() {
                 if let Err(err) = e.backend.sync_all() {
                     tracing::error!(export = ?e.mount_paths, "sync at shutdown failed: {err}");
                 }
@@ -258,6 +272,28 @@ impl Server {
         })
         .await
         .map_err(std::io::Error::other)?;
+        Ok(())
+    }
+}
+
+/// Reconfigures a running server.
+#[derive(Clone)]
+pub struct ServerHandle(Arc<ServerState>);
+
+impl ServerHandle {
+    /// The exports in use.
+    pub fn exports(&self) -> Arc<Vec<ExportSpec>> {
+        self.0.exports()
+    }
+
+    /// Serve `exports` from the next call on (calls already running finish
+    /// with the old set). Handles of an export that is gone answer
+    /// NFS3ERR_STALE; a changed client list or option applies to the next
+    /// call. Fails, changing nothing, if the set is empty or two exports
+    /// share an id.
+    pub fn replace_exports(&self, exports: Vec<ExportSpec>) -> Result<(), ServerError> {
+        check_export_ids(&exports)?;
+        *self.0.exports.write() = Arc::new(exports);
         Ok(())
     }
 }

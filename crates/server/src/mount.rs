@@ -62,7 +62,7 @@ fn normalise(raw: &[u8]) -> Option<PathBuf> {
 /// The export whose mount path is the longest prefix of `path`, and the rest of the path.
 fn find_export<'a>(call: &Call<'a>, path: &Path) -> Option<(&'a ExportSpec, PathBuf)> {
     let mut best: Option<(&ExportSpec, PathBuf, usize)> = None;
-    for e in &call.state.exports {
+    for e in call.exports {
         for mp in &e.mount_paths {
             if let Ok(rest) = path.strip_prefix(mp) {
                 let depth = mp.components().count();
@@ -150,8 +150,7 @@ fn dump(call: &Call) -> Mountlist {
 fn export_list(call: &Call) -> Exports {
     use std::os::unix::ffi::OsStrExt;
     Exports(
-        call.state
-            .exports
+        call.exports
             .iter()
             .flat_map(|e| {
                 let groups = Groups(

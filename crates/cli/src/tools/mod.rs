@@ -38,7 +38,8 @@ pub(crate) enum ToolCommand {
     Cat(cat::CatArgs),
     /// Copy between local paths and nfs:// URLs (either direction, or URL to URL).
     Cp(cp::CpArgs),
-    /// Show every attribute the server keeps for a file (all of fattr3).
+    /// Show every attribute the server keeps for a file (all of fattr3); with no
+    /// URL, the statistics of the eagernfs server running here (--watch, --json).
     Stat(stat::StatArgs),
     /// Make directories on an NFS server.
     Mkdir(namespace::MkdirArgs),
@@ -53,6 +54,9 @@ pub(crate) fn run(cmd: ToolCommand) -> ExitCode {
         ToolCommand::Ls(a) => ("ls", block_on(ls::run(a))),
         ToolCommand::Cat(a) => ("cat", block_on(cat::run(a))),
         ToolCommand::Cp(a) => ("cp", block_on(cp::run(a))),
+        ToolCommand::Stat(a) if a.is_server_stats() => {
+            ("stat", a.run_server_stats().map(|()| Outcome::AllOk))
+        }
         ToolCommand::Stat(a) => ("stat", block_on(stat::run(a))),
         ToolCommand::Mkdir(a) => ("mkdir", block_on(namespace::mkdir(a))),
         ToolCommand::Rm(a) => ("rm", block_on(namespace::rm(a))),

@@ -1,5 +1,6 @@
 //! `eagernfs stat URL...`: every field of the server's `fattr3`, laid out
-//! like stat(1).
+//! like stat(1). `eagernfs stat` with no URL: the statistics of the server
+//! running on this host (see `observe::stat`).
 
 use super::format::{full_time, mode_string, type_name};
 use super::remote::{split_parent, Remote};
@@ -10,9 +11,44 @@ use std::io::Write;
 
 #[derive(clap::Args)]
 pub(crate) struct StatArgs {
-    /// nfs://host[:port]/export/path?options
-    #[arg(required = true, value_name = "URL")]
+    /// nfs://host[:port]/export/path?options; none: the statistics of the eagernfs
+    /// server running here (like nfsstat -s), read from its control socket.
+    #[arg(value_name = "URL")]
     urls: Vec<String>,
+    /// Server statistics: refresh every SECS seconds (default 2) with rates per interval.
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "2")]
+    watch: Option<f64>,
+    /// Server statistics as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The server's state directory (its control socket is STATE_DIR/control.sock).
+    #[arg(long)]
+    state_dir: Option<std::path::PathBuf>,
+    /// The server's control socket, if not in its state directory.
+    #[arg(long)]
+    control: Option<std::path::PathBuf>,
+}
+
+impl StatArgs {
+    /// No URL: this is a request for the server's statistics.
+    pub(crate) fn is_server_stats(&self) -> bool {
+        self.urls.is_empty()
+    }
+
+    /// `eagernfs stat` (no URL): the local server's statistics.
+    pub(crate) fn run_server_stats(&self) -> anyhow::Result<()> {
+        let path = self.control.clone().unwrap_or_else(|| {
+            crate::observe::control_socket_path(
+                &self.state_dir.clone().unwrap_or_else(crate::observe::default_state_dir),
+            )
+        });
+        let watch = match self.watch {
+            Some(s) if !(0.1..=3600.0).contains(&s) => anyhow::bail!("--watch {s}: give 0.1 to 3600 seconds"),
+            Some(s) => Some(std::time::Duration::from_secs_f64(s)),
+            None => None,
+        };
+        crate::observe::stat::run_server(&path, watch, self.json)
+    }
 }
 
 pub(crate) async fn run(args: StatArgs) -> anyhow::Result<Outcome> {

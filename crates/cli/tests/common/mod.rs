@@ -73,7 +73,7 @@ fn ganesha_required() -> bool {
 
 /// Two distinct free loopback ports. Both are held until both are known so they differ; the
 /// usual bind-then-release race is acceptable because nothing else on 127.0.0.1 hunts ports.
-fn free_ports() -> (u16, u16) {
+pub(crate) fn free_ports() -> (u16, u16) {
     let a = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     let b = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     (a.local_addr().unwrap().port(), b.local_addr().unwrap().port())
@@ -192,9 +192,12 @@ impl Server {
         let Flavor::Eagernfs { child, extra_args } = &mut self.flavor else { unreachable!() };
         let log = fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_eagernfs"));
-        cmd.arg("serve")
-            .arg(&self.dir)
-            .args(["--listen", listen])
+        cmd.arg("serve");
+        // `--exports FILE` among the extra arguments replaces the directory operand.
+        if !extra_args.iter().any(|a| a == "--exports") {
+            cmd.arg(&self.dir);
+        }
+        cmd.args(["--listen", listen])
             .arg("--state-dir")
             .arg(&state_dir)
             .args(extra_args.iter())
@@ -288,6 +291,20 @@ impl Server {
                 self.ganesha_script("start").unwrap_or_else(|e| panic!("{e}"));
             }
         }
+    }
+
+    /// Send `sig` to an eagernfs server process.
+    pub(crate) fn signal(&self, sig: libc::c_int) {
+        let Flavor::Eagernfs { child: Some(child), .. } = &self.flavor else {
+            panic!("not a running eagernfs")
+        };
+        // SAFETY: signalling our own child, which has not been reaped (we hold it).
+        unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    }
+
+    /// The server's state directory (its handle key and control socket).
+    pub(crate) fn state_dir(&self) -> PathBuf {
+        self.scratch.path().join("state")
     }
 
     /// The exported directory on disk.

@@ -1,0 +1,111 @@
+//! Watching and steering a running server: its control socket (`eagernfs
+//! stat`, `eagernfs reload`), Prometheus `/metrics`, the status page.
+//!
+//! # Layout
+//! - `control`: the Unix control socket (server side and client side).
+//! - `http`: the `--metrics` listener: `/metrics`, `/api/stats`, `/`.
+//! - `prom`: the Prometheus text exposition of the server's statistics.
+//! - `stat`: `eagernfs stat`'s reports (nfsstat- and mountstats-like).
+//! - `status.html`: the status page (no external assets).
+
+pub(crate) mod control;
+pub(crate) mod http;
+pub(crate) mod prom;
+pub(crate) mod stat;
+
+use eagernfs_server::{ServerHandle, Stats};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where a server with state directory `state_dir` listens for control
+/// commands (each server its own, so several can run on one host).
+pub(crate) fn control_socket_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("control.sock")
+}
+
+/// The state directory when none is given: `/var/lib/eagernfs` for root,
+/// the XDG state directory otherwise.
+pub(crate) fn default_state_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/lib/eagernfs");
+    }
+    match std::env::var_os("XDG_STATE_HOME") {
+        Some(d) => PathBuf::from(d).join("eagernfs"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| ".".into()))
+            .join(".local/state/eagernfs"),
+    }
+}
+
+/// Re-reads the exports: returns a sentence saying what changed, or why
+/// nothing did.
+pub(crate) type Reload = Box<dyn Fn() -> anyhow::Result<String> + Send + Sync>;
+
+/// What a running server shows and does through its control socket and
+/// `--metrics` listener.
+pub(crate) struct ServerObserver {
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) handle: ServerHandle,
+    pub(crate) listen: Vec<SocketAddr>,
+    pub(crate) reload: Reload,
+}
+
+impl ServerObserver {
+    fn json(&self) -> serde_json::Value {
+        let exports: Vec<serde_json::Value> = self
+            .handle
+            .exports()
+            .iter()
+            .map(|e| {
+                let clients: Vec<String> = e.access.clients.iter().map(|c| c.matcher.to_string()).collect();
+                serde_json::json!({
+                    "path": e.mount_paths[0].display().to_string(),
+                    "clients": clients.join(" "),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "stats": self.stats.snapshot(),
+            "exports": exports,
+            "listen": self.listen.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        })
+    }
+
+    /// Run a reload and say how it went, logging it too.
+    pub(crate) fn reload_now(&self) -> serde_json::Value {
+        match (self.reload)() {
+            Ok(msg) => {
+                tracing::info!("reload: {msg}");
+                serde_json::json!({ "ok": true, "message": msg })
+            }
+            Err(e) => {
+                let msg = format!("{e:#}");
+                tracing::error!("reload refused, the previous exports stay in force: {msg}");
+                serde_json::json!({ "ok": false, "error": msg })
+            }
+        }
+    }
+}
+
+impl control::Responder for ServerObserver {
+    fn respond(&self, command: &str) -> serde_json::Value {
+        match command {
+            "stats" => self.json(),
+            "reload" => self.reload_now(),
+            other => {
+                serde_json::json!({ "ok": false, "error": format!("unknown command {other:?} (stats, reload)") })
+            }
+        }
+    }
+}
+
+impl http::Source for ServerObserver {
+    fn json(&self) -> serde_json::Value {
+        ServerObserver::json(self)
+    }
+
+    fn prometheus(&self) -> String {
+        prom::render_server(&self.stats.snapshot())
+    }
+}
