@@ -115,6 +115,40 @@ fn runtime_dir() -> PathBuf {
     }
 }
 
+/// The control socket of the daemon serving `mountpoint` (`eagernfs stat
+/// MOUNTPOINT`): next to its lock file.
+pub(crate) fn daemon_socket_path(mountpoint: &Path) -> Option<PathBuf> {
+    daemon_lock_path(mountpoint).map(|p| p.with_extension("sock"))
+}
+
+/// Start what lets people watch the mount: its control socket (statistics
+/// for `eagernfs stat MOUNTPOINT`) and, with `-o metrics=ADDR`, Prometheus
+/// `/metrics`. Failing costs only the statistics, so it is logged, not fatal.
+fn observe(mount: &Mount, spec: &MountSpec) -> Option<crate::observe::control::SocketGuard> {
+    let observer = std::sync::Arc::new(crate::observe::mount::MountObserver {
+        cache: mount.cache().clone(),
+        source: spec.source(),
+        mountpoint: mount.mountpoint().display().to_string(),
+    });
+    let _rt = mount.runtime().enter();
+    if let Some(addr) = &spec.fuse.metrics {
+        let started = crate::observe::http::parse_addr(addr)
+            .and_then(|a| mount.runtime().block_on(crate::observe::http::serve(a, observer.clone())));
+        match started {
+            Ok(bound) => tracing::info!("mount statistics on http://{bound}/metrics"),
+            Err(e) => tracing::warn!("{e:#}"),
+        }
+    }
+    let path = daemon_socket_path(mount.mountpoint())?;
+    match crate::observe::control::serve(&path, observer) {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            tracing::warn!("no statistics socket for this mount: {e:#}");
+            None
+        }
+    }
+}
+
 /// Create and lock the daemon's lock file for `mountpoint`; the lock
 /// lasts as long as the returned file is open (the process's life).
 /// Failing only costs `umount` its wait, so it is logged, not fatal.
@@ -161,6 +195,7 @@ pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
     if args.foreground {
         let mount = Mount::start(&spec)?;
         let _lock = hold_daemon_lock(mount.mountpoint());
+        let _stats = observe(&mount, &spec);
         tracing::info!("mounted {} on {}", spec.source(), spec.mountpoint.display());
         return serve(mount);
     }
@@ -256,6 +291,7 @@ fn daemon_child(spec: &MountSpec, write_end: OwnedFd) -> i32 {
     };
     // Held until this process exits: `umount` waits for that.
     let _lock = hold_daemon_lock(mount.mountpoint());
+    let _stats = observe(&mount, spec);
     // Leave the caller's directory: it may be on a file system someone
     // wants to unmount.
     let _ = std::env::set_current_dir("/");

@@ -739,3 +739,44 @@ fn disk_cache_serves_a_reread_after_restarts_without_reads_on_the_wire() {
     server.stop();
     assert!(reads_of_last_instance() > 0, "the changed file was not read from the server");
 }
+
+#[test]
+fn stat_of_a_mount_reports_its_operations_and_metrics() {
+    require_fuse!("stat_of_a_mount_reports_its_operations_and_metrics");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (port, _) = free_ports();
+    let m = FuseMount::new(&server.url(""), &format!("metrics=127.0.0.1:{port}"));
+    fs::write(m.path("f"), pattern_bytes(4, 0, 3 << 20)).unwrap();
+    assert_eq!(fs::read(m.path("f")).unwrap().len(), 3 << 20);
+    let mp = m.path.to_str().unwrap().to_string();
+
+    let mut cmd = Command::new(eagernfs_bin());
+    cmd.args(["stat", &mp]);
+    let out = run_command(cmd, MOUNT_TIMEOUT);
+    out.assert_success("eagernfs stat MOUNTPOINT");
+    let text = out.stdout_text();
+    let calls = |op: &str| -> u64 {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(op))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {op} row in\n{text}"))
+    };
+    assert!(calls("WRITE") >= 3, "3 MiB went out in WRITEs:\n{text}");
+    assert!(calls("COMMIT") >= 1, "close committed:\n{text}");
+    assert!(text.contains("cache hit rates"), "{text}");
+
+    let mut cmd = Command::new(eagernfs_bin());
+    cmd.args(["stat", "--json", &mp]);
+    let json: serde_json::Value =
+        serde_json::from_str(&run_command(cmd, MOUNT_TIMEOUT).stdout_text()).unwrap();
+    assert_eq!(json["dirty_bytes"].as_u64(), Some(0), "everything was written back at close");
+    assert_eq!(json["unstable_bytes"].as_u64(), Some(0), "and committed");
+
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let line = format!("eagernfs_client_rpc_calls_total{{mountpoint=\"{mp}\",operation=\"WRITE\"}}");
+    assert!(body.contains(&line), "{body}");
+}

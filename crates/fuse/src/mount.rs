@@ -179,6 +179,8 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
 /// A mounted, ready file system, not yet serving.
 pub struct Mount {
     session: Session<NfsFuse<NfsClient>>,
+    /// The cache the session serves, for statistics.
+    cache: CachedFs<NfsClient>,
     /// Runs the request tasks; kept here so it outlives the session.
     runtime: Runtime,
     mountpoint: PathBuf,
@@ -195,6 +197,7 @@ impl Mount {
             .build()
             .map_err(MountError::Runtime)?;
         let (fs, client) = runtime.block_on(connect(spec))?;
+        let cache = fs.clone();
         let fsfs = NfsFuse::new(fs, runtime.handle().clone()).umnt_on_destroy(client);
         let notifier = fsfs.notifier_slot();
         let session = Session::new(fsfs, &mountpoint, &spec.fuse_config()).map_err(|source| {
@@ -202,7 +205,7 @@ impl Mount {
             MountError::Fuse { path: mountpoint.clone(), source, hint }
         })?;
         let _ = notifier.set(session.notifier());
-        Ok(Mount { session, runtime, mountpoint })
+        Ok(Mount { session, cache, runtime, mountpoint })
     }
 
     /// Something that unmounts this file system from another thread (a
@@ -216,6 +219,11 @@ impl Mount {
         &self.runtime
     }
 
+    /// The caching layer the mount serves (its statistics, its client's).
+    pub fn cache(&self) -> &CachedFs<NfsClient> {
+        &self.cache
+    }
+
     /// Where it is mounted (absolute).
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
@@ -223,7 +231,8 @@ impl Mount {
 
     /// Serve requests until unmounted, then write back cached data.
     pub fn run(self) -> io::Result<()> {
-        let Mount { session, runtime, .. } = self;
+        let Mount { session, runtime, cache, .. } = self;
+        drop(cache);
         let r = session.run();
         // Tasks still running answer requests nobody waits for any more.
         runtime.shutdown_timeout(std::time::Duration::from_secs(5));

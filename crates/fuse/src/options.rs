@@ -49,6 +49,9 @@ pub struct FuseOptions {
     /// `threads=N` (ours): kernel-request reader threads. Requests run on
     /// the async runtime anyway; more readers only help very busy mounts.
     pub reader_threads: usize,
+    /// `metrics=ADDR` (ours): the mount daemon serves Prometheus `/metrics`
+    /// and `/api/stats` there (a bare port means 127.0.0.1:PORT).
+    pub metrics: Option<String>,
 }
 
 /// Request reader threads when `threads=` is not given.
@@ -89,6 +92,7 @@ impl FuseOptions {
             "noatime" => self.noatime = flag(value)?,
             "fsname" => self.fsname = Some(need(name, value)?.to_string()),
             "subtype" => self.subtype = Some(need(name, value)?.to_string()),
+            "metrics" => self.metrics = Some(need(name, value)?.to_string()),
             "threads" => {
                 let v = need(name, value)?;
                 let n: usize = v.parse().map_err(|_| bad(name, v, "not a number"))?;

@@ -4,12 +4,14 @@
 //! # Layout
 //! - `control`: the Unix control socket (server side and client side).
 //! - `http`: the `--metrics` listener: `/metrics`, `/api/stats`, `/`.
+//! - `mount`: a mount daemon's statistics (mountstats-like).
 //! - `prom`: the Prometheus text exposition of the server's statistics.
 //! - `stat`: `eagernfs stat`'s reports (nfsstat- and mountstats-like).
 //! - `status.html`: the status page (no external assets).
 
 pub(crate) mod control;
 pub(crate) mod http;
+pub(crate) mod mount;
 pub(crate) mod prom;
 pub(crate) mod stat;
 

@@ -188,3 +188,24 @@ pub(crate) fn run_server(path: &Path, watch: Option<Duration>, json: bool) -> Re
         prev = cur;
     }
 }
+
+/// `eagernfs stat MOUNTPOINT`: the mount daemon's statistics.
+pub(crate) fn run_mount(mountpoint: &Path, watch: Option<Duration>, json: bool) -> Result<()> {
+    let sock = crate::mount::daemon_socket_path(mountpoint)
+        .with_context(|| format!("{} is not a mount point name", mountpoint.display()))?;
+    loop {
+        let v = control::request(&sock, "stats").with_context(|| {
+            format!("{} is not served by a running eagernfs mount daemon", mountpoint.display())
+        })?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            let s: super::mount::MountSnapshot =
+                serde_json::from_value(v).context("reading the statistics")?;
+            print!("{}", super::mount::render(&s));
+        }
+        let Some(every) = watch else { return Ok(()) };
+        std::thread::sleep(every);
+        println!();
+    }
+}

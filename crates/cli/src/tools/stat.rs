@@ -12,7 +12,8 @@ use std::io::Write;
 #[derive(clap::Args)]
 pub(crate) struct StatArgs {
     /// nfs://host[:port]/export/path?options; none: the statistics of the eagernfs
-    /// server running here (like nfsstat -s), read from its control socket.
+    /// server running here (like nfsstat -s), read from its control socket; a mount
+    /// point: the statistics of the eagernfs mount there (like mountstats).
     #[arg(value_name = "URL")]
     urls: Vec<String>,
     /// Server statistics: refresh every SECS seconds (default 2) with rates per interval.
@@ -30,9 +31,10 @@ pub(crate) struct StatArgs {
 }
 
 impl StatArgs {
-    /// No URL: this is a request for the server's statistics.
+    /// No URL, or a local path (a mount point): statistics, not a file's
+    /// attributes.
     pub(crate) fn is_server_stats(&self) -> bool {
-        self.urls.is_empty()
+        self.urls.is_empty() || (self.urls.len() == 1 && !self.urls[0].starts_with("nfs://"))
     }
 
     /// `eagernfs stat` (no URL): the local server's statistics.
@@ -47,6 +49,9 @@ impl StatArgs {
             Some(s) => Some(std::time::Duration::from_secs_f64(s)),
             None => None,
         };
+        if let Some(mountpoint) = self.urls.first() {
+            return crate::observe::stat::run_mount(std::path::Path::new(mountpoint), watch, self.json);
+        }
         crate::observe::stat::run_server(&path, watch, self.json)
     }
 }

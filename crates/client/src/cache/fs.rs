@@ -78,6 +78,15 @@ pub struct CacheStats {
     pub readahead_chunks: u64,
     /// Chunks served from the disk cache.
     pub disk_hits: u64,
+    /// Attribute lookups answered from the cache, and those that asked the server.
+    pub attr_hits: u64,
+    pub attr_misses: u64,
+    /// Name lookups answered from the cache (positive or negative), and those sent.
+    pub lookup_hits: u64,
+    pub lookup_misses: u64,
+    /// Chunks a read found in memory, and those it had to fetch (disk or server).
+    pub read_chunk_hits: u64,
+    pub read_chunk_misses: u64,
 }
 
 #[derive(Default)]
@@ -90,6 +99,12 @@ pub(crate) struct Counters {
     pub(crate) resent_bytes: AtomicU64,
     pub(crate) readahead_chunks: AtomicU64,
     pub(crate) disk_hits: AtomicU64,
+    pub(crate) attr_hits: AtomicU64,
+    pub(crate) attr_misses: AtomicU64,
+    pub(crate) lookup_hits: AtomicU64,
+    pub(crate) lookup_misses: AtomicU64,
+    pub(crate) read_chunk_hits: AtomicU64,
+    pub(crate) read_chunk_misses: AtomicU64,
 }
 
 /// An open file.
@@ -320,6 +335,17 @@ impl<C: NfsOps> CachedFs<C> {
         &self.shared.client
     }
 
+    /// Bytes written and not yet acknowledged (dirty or in flight), and
+    /// bytes acknowledged UNSTABLE and not yet committed, now.
+    pub fn write_back_bytes(&self) -> (u64, u64) {
+        (self.shared.budget.used(), self.shared.unstable_total.load(Ordering::Relaxed))
+    }
+
+    /// Clean file data cached in memory, in bytes.
+    pub fn cached_bytes(&self) -> u64 {
+        self.shared.mem_bytes.load(Ordering::Relaxed)
+    }
+
     /// What the cache has done so far.
     pub fn stats(&self) -> CacheStats {
         let c = &self.shared.counters;
@@ -333,6 +359,12 @@ impl<C: NfsOps> CachedFs<C> {
             resent_bytes: c.resent_bytes.load(Ordering::Relaxed),
             readahead_chunks: c.readahead_chunks.load(Ordering::Relaxed),
             disk_hits: c.disk_hits.load(Ordering::Relaxed),
+            attr_hits: c.attr_hits.load(Ordering::Relaxed),
+            attr_misses: c.attr_misses.load(Ordering::Relaxed),
+            lookup_hits: c.lookup_hits.load(Ordering::Relaxed),
+            lookup_misses: c.lookup_misses.load(Ordering::Relaxed),
+            read_chunk_hits: c.read_chunk_hits.load(Ordering::Relaxed),
+            read_chunk_misses: c.read_chunk_misses.load(Ordering::Relaxed),
         }
     }
 
@@ -358,7 +390,10 @@ impl<C: NfsOps> CachedFs<C> {
                 Some(Dentry::Positive(fh)) => {
                     if let Some(child) = s.inodes.by_fh(&fh) {
                         match s.revalidate(&child, cred).await {
-                            Ok(()) => return Ok(s.reference(&child)),
+                            Ok(()) => {
+                                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                                return Ok(s.reference(&child));
+                            }
                             // The object went away: forget the name, ask again.
                             Err(FsError::Nfs(NfsError::Nfs(Nfsstat3::Stale))) => {
                                 dir.state.lock().names.remove(&key);
@@ -370,11 +405,13 @@ impl<C: NfsOps> CachedFs<C> {
                 Some(Dentry::Negative { until })
                     if s.cfg.lookupcache == LookupCache::All && Instant::now() < until =>
                 {
+                    s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
                     return Err(NfsError::Nfs(Nfsstat3::Noent).into());
                 }
                 _ => {}
             }
         }
+        s.counters.lookup_misses.fetch_add(1, Ordering::Relaxed);
         match s.client.lookup(cred, &dir.fh, name).await {
             Ok(r) => {
                 if let Some(da) = r.dir_attributes {
@@ -996,8 +1033,10 @@ impl<C: NfsOps> Shared<C> {
     /// Ask the server for attributes if the cached ones have expired.
     pub(crate) async fn revalidate(&self, inode: &Arc<Inode>, cred: &Cred) -> FsResult<()> {
         if inode.state.lock().attr_valid(Instant::now()) {
+            self.counters.attr_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        self.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
         let a = self.client.getattr(cred, &inode.fh).await?;
         self.fresh_attrs(inode, a, true);
         Ok(())

@@ -300,7 +300,7 @@ impl<C: NfsOps> Shared<C> {
         last: u64,
     ) -> FsResult<Vec<Option<Chunk>>> {
         let mut out = vec![None; (last - first + 1) as usize];
-        for _ in 0..READ_RETRIES_MAX + 1 {
+        for attempt in 0..READ_RETRIES_MAX + 1 {
             let mut missing = false;
             {
                 let st = inode.state.lock();
@@ -308,6 +308,14 @@ impl<C: NfsOps> Shared<C> {
                     if slot.is_none() {
                         *slot = st.file.chunk(first + i as u64).filter(|c| c.complete(CHUNK_BYTES)).cloned();
                         missing |= slot.is_none();
+                        if attempt == 0 {
+                            let counter = if slot.is_some() {
+                                &self.counters.read_chunk_hits
+                            } else {
+                                &self.counters.read_chunk_misses
+                            };
+                            counter.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
             }
