@@ -71,6 +71,7 @@ impl ServerObserver {
             "stats": self.stats.snapshot(),
             "exports": exports,
             "listen": self.listen.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "latency_bounds_s": eagernfs_server::stats::PROM_BOUNDS_S,
         })
     }
 
