@@ -99,7 +99,7 @@ pub struct WriteArgs {
     /// Name of this target in plots and tables (default: DIR and its file system type).
     #[arg(long)]
     pub label: Option<String>,
-    /// Save the report as JSON to FILE.
+    /// Save the report as JSON to FILE (gzip-compressed when FILE ends in .gz, e.g. r.json.gz).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Draw plots to PREFIX-latency.{svg,png}, PREFIX-histogram.{svg,png} (and, for a sweep,
@@ -132,7 +132,7 @@ pub struct PlotArgs {
     /// Output path prefix (.svg and .png are appended).
     #[arg(long, short, value_name = "PREFIX")]
     pub output: PathBuf,
-    /// `bench write --json` reports, one per target.
+    /// `bench write --json` reports, one per target (.json or .json.gz).
     #[arg(required = true, value_name = "REPORT")]
     pub inputs: Vec<PathBuf>,
 }
@@ -162,7 +162,7 @@ pub enum MetricArg {
 /// Flags of `bench table`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TableArgs {
-    /// First report (numerator of the ratios).
+    /// First report (numerator of the ratios), .json or .json.gz.
     pub a: PathBuf,
     /// Second report.
     pub b: PathBuf,
@@ -371,7 +371,7 @@ pub struct LoadArgs {
     /// Name in reports and plots (default: the URL).
     #[arg(long)]
     pub label: Option<String>,
-    /// Save the report as JSON to FILE.
+    /// Save the report as JSON to FILE (gzip-compressed when FILE ends in .gz, e.g. r.json.gz).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Draw PREFIX-callrate.{svg,png} (and PREFIX-clients.{svg,png} for several counts).
@@ -468,7 +468,7 @@ pub struct MountstormArgs {
     /// Name in reports.
     #[arg(long)]
     pub label: Option<String>,
-    /// Save the report as JSON to FILE.
+    /// Save the report as JSON to FILE (gzip-compressed when FILE ends in .gz, e.g. r.json.gz).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Draw PREFIX-mounted.{svg,png}.
@@ -551,7 +551,7 @@ pub struct StreamArgs {
     /// Name in reports.
     #[arg(long)]
     pub label: Option<String>,
-    /// Save the report as JSON to FILE.
+    /// Save the report as JSON to FILE (gzip-compressed when FILE ends in .gz, e.g. r.json.gz).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Draw PREFIX-offsets.{svg,png}.
@@ -620,7 +620,8 @@ pub struct CompareArgs {
     /// Clients of the mount storm (0 skips it).
     #[arg(long, default_value_t = 200)]
     pub mountstorm_clients: u32,
-    /// Directory for the JSON reports, plots and table.md.
+    /// Directory for the reports (gzip-compressed, NAME-WORKLOAD.json.gz and compare.json.gz),
+    /// plots and table.md.
     #[arg(long, short, value_name = "DIR")]
     pub out: PathBuf,
     /// Never draw progress bars.

@@ -1,7 +1,10 @@
 //! `bench compare`: the same workloads against several servers, one Markdown ratio table.
 //!
 //! For each target (`NAME=URL`, in order) it runs a sequential WRITE and READ stream, the
-//! load generator at a few offered rates and a small mount storm, saving each report as JSON.
+//! load generator at a few offered rates and a small mount storm, saving each report as
+//! gzip-compressed JSON (`NAME-load.json.gz`, ..., and all of them in `compare.json.gz`): the
+//! per-call series in them are most of a result directory's bytes, while `table.md` and the
+//! plots, which people read in place, stay uncompressed.
 //! The first target is the numerator of every ratio (`eagernfs / ganesha`); with three or more
 //! targets there is one table per other target. A workload that fails on one target is
 //! `n/a` in the table and its error is listed under it, so one broken server does not hide
@@ -217,8 +220,8 @@ pub fn bench_compare(command: &CompareCommand) -> Result<CompareOutput, BenchErr
                 restart(command, name).and_then(|()| run_stream(&config).map_err(|e| e.to_string()));
             match outcome {
                 Ok(report) => {
-                    save_json(&report, &path(&format!("{what}.json")))?;
-                    files.push(path(&format!("{what}.json")));
+                    save_json(&report, &path(&format!("{what}.json.gz")))?;
+                    files.push(path(&format!("{what}.json.gz")));
                     files.extend(plot_stream(&report, &path(what))?);
                     match direction {
                         Direction::Write => r.stream_write = Some(report),
@@ -246,8 +249,8 @@ pub fn bench_compare(command: &CompareCommand) -> Result<CompareOutput, BenchErr
             };
             match restart(command, name).and_then(|()| run_load(&config).map_err(|e| e.to_string())) {
                 Ok(report) => {
-                    save_json(&report, &path("load.json"))?;
-                    files.push(path("load.json"));
+                    save_json(&report, &path("load.json.gz"))?;
+                    files.push(path("load.json.gz"));
                     files.extend(plot_load(&report, &path("load"))?);
                     r.load = Some(report);
                 }
@@ -267,8 +270,8 @@ pub fn bench_compare(command: &CompareCommand) -> Result<CompareOutput, BenchErr
                 });
             match outcome {
                 Ok(report) => {
-                    save_json(&report, &path("mountstorm.json"))?;
-                    files.push(path("mountstorm.json"));
+                    save_json(&report, &path("mountstorm.json.gz"))?;
+                    files.push(path("mountstorm.json.gz"));
                     r.mountstorm = Some(report);
                 }
                 Err(e) => {
@@ -286,7 +289,7 @@ pub fn bench_compare(command: &CompareCommand) -> Result<CompareOutput, BenchErr
         machine: describe_machine(),
         targets: results,
     };
-    let json = command.out_dir.join("compare.json");
+    let json = command.out_dir.join("compare.json.gz");
     save_json(&report, &json)?;
     files.push(json);
     files.extend(plot_compare(&report, &command.out_dir)?);

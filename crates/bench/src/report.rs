@@ -10,13 +10,20 @@
 //! The building blocks below [`WriteReport`] ([`OpStats`], [`RatePoint`], [`OffsetOrder`]) are
 //! for the wire-level tools (`bench load`, `bench stream`): per-operation latency percentiles,
 //! achieved ops/s and errors, and the order in which offsets were seen.
+//!
+//! A report saved under a name ending in `.gz` (`w.json.gz`) is gzip-compressed: the per-call
+//! series (every write()'s latency, every offset) are most of a report's bytes and shrink 4-9x,
+//! which keeps results committed under `docs/benchmarks/` small. Readers accept either form
+//! and tell them apart by content, not by name; `zcat w.json.gz | jq .` reads one by hand.
 
 use crate::error::BenchError;
 use crate::machine::MachineInfo;
 use crate::spikes::{SpikeConfig, SpikeReport};
 use crate::stats::LatencySummary;
+use flate2::{read::MultiGzDecoder, Compression, GzBuilder};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::Path;
 
 /// The schema name of `bench write` reports.
@@ -189,23 +196,78 @@ impl OffsetOrder {
     }
 }
 
-/// Writes a report as pretty JSON (a trailing newline included, so it diffs well).
+/// The first two bytes of every gzip file (RFC 1952); JSON text never starts with them.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The largest report a reader accepts, in uncompressed bytes. A run at `--max-calls`' default
+/// (10M write() calls) keeps ~150 MB of per-call latencies (~15 bytes each), so this leaves
+/// room several times over, while a corrupt or hostile `.gz` cannot make a reader inflate
+/// until memory runs out.
+pub const REPORT_MAX_BYTES: u64 = 1 << 30;
+
+/// Whether `save_json` compresses a report saved at `path`: its name ends in `.gz`.
+fn is_gzip_path(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "gz")
+}
+
+/// Writes a report as pretty JSON (a trailing newline included, so it diffs well),
+/// gzip-compressed when the file name ends in `.gz`.
+///
+/// The compressed form is reproducible, like `gzip -9 -n`: best compression, and neither a
+/// file name nor a time in the header, so the same report always gives the same bytes.
 pub fn save_json<T: Serialize>(value: &T, path: &Path) -> Result<(), BenchError> {
-    let mut text = serde_json::to_string_pretty(value)
+    let mut text = serde_json::to_vec_pretty(value)
         .map_err(|e| BenchError::Report { path: path.to_path_buf(), message: e.to_string() })?;
-    text.push('\n');
-    std::fs::write(path, text).map_err(|e| BenchError::io("write", path, e))
+    text.push(b'\n');
+    let bytes = if is_gzip_path(path) {
+        // RFC 1952 operating system 3 (Unix), what gzip itself writes here.
+        let mut encoder = GzBuilder::new().operating_system(3).write(Vec::new(), Compression::best());
+        encoder
+            .write_all(&text)
+            .and_then(|()| encoder.finish())
+            .map_err(|e| BenchError::io("compress", path, e))?
+    } else {
+        text
+    };
+    std::fs::write(path, bytes).map_err(|e| BenchError::io("write", path, e))
 }
 
-/// Reads a `bench write` report, refusing any other schema.
-pub fn load_write_report(path: &Path) -> Result<WriteReport, BenchError> {
-    load_with_schema(path, WRITE_SCHEMA)
-}
-
-fn load_with_schema<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, BenchError> {
-    let text = std::fs::read_to_string(path).map_err(|e| BenchError::io("read", path, e))?;
+/// Reads a report's JSON text, inflating it when the file is gzip-compressed. Compression is
+/// recognised by the gzip magic bytes, not the name, so a report renamed by hand still reads;
+/// concatenated gzip members are read in order, as `zcat` does.
+pub fn read_report_text(path: &Path) -> Result<Vec<u8>, BenchError> {
     let bad = |message: String| BenchError::Report { path: path.to_path_buf(), message };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    let mut raw = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(REPORT_MAX_BYTES + 1).read_to_end(&mut raw))
+        .map_err(|e| BenchError::io("read", path, e))?;
+    let text = if raw.starts_with(&GZIP_MAGIC) {
+        let mut text = Vec::new();
+        MultiGzDecoder::new(raw.as_slice())
+            .take(REPORT_MAX_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| bad(format!("gzip-compressed but unreadable ({e}); `gzip -t` checks the file")))?;
+        text
+    } else {
+        raw
+    };
+    if text.len() as u64 > REPORT_MAX_BYTES {
+        return Err(bad(format!("larger than {REPORT_MAX_BYTES} bytes uncompressed: not a report")));
+    }
+    Ok(text)
+}
+
+/// Reads a `bench write` report (`.json` or `.json.gz`), refusing any other schema.
+pub fn load_write_report(path: &Path) -> Result<WriteReport, BenchError> {
+    load_report(path, WRITE_SCHEMA)
+}
+
+/// Reads any report (`.json` or `.json.gz`) whose `schema` is `schema`, refusing any other:
+/// `load_report::<LoadReport>(path, LOAD_SCHEMA)`, `load_report::<CompareReport>(..)`, ...
+pub fn load_report<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, BenchError> {
+    let text = read_report_text(path)?;
+    let bad = |message: String| BenchError::Report { path: path.to_path_buf(), message };
+    let value: serde_json::Value = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
     let found = value.get("schema").and_then(|s| s.as_str()).unwrap_or("(none)");
     if found != schema {
         return Err(bad(format!("schema is {found:?}, expected {schema:?}")));
@@ -226,5 +288,48 @@ mod tests {
         let o = OffsetOrder::from_offsets("backend", vec![0, 24, 8, 16, 32]);
         assert_eq!(o.out_of_order, 2);
         assert_eq!(OffsetOrder::from_offsets("client", vec![]).out_of_order_fraction, 0.0);
+    }
+
+    fn sample() -> serde_json::Value {
+        let latencies_ns: Vec<u64> = (0..5000).map(|i| 4000 + (i * 7919) % 3000).collect();
+        serde_json::json!({ "schema": "test/v1", "latencies_ns": latencies_ns })
+    }
+
+    #[test]
+    fn a_gz_name_saves_compressed_reproducible_bytes_that_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (plain, packed) = (dir.path().join("r.json"), dir.path().join("r.json.gz"));
+        save_json(&sample(), &plain).unwrap();
+        save_json(&sample(), &packed).unwrap();
+        let (plain_bytes, packed_bytes) = (std::fs::read(&plain).unwrap(), std::fs::read(&packed).unwrap());
+        assert!(plain_bytes.starts_with(b"{"), "a .json name stays plain text");
+        assert!(packed_bytes.starts_with(&GZIP_MAGIC), "a .gz name is compressed");
+        assert!(
+            packed_bytes.len() * 3 < plain_bytes.len(),
+            "{} vs {}",
+            packed_bytes.len(),
+            plain_bytes.len()
+        );
+        // Header: no name flag, no time, best compression, Unix, as `gzip -9 -n` writes it.
+        assert_eq!(&packed_bytes[3..10], &[0, 0, 0, 0, 0, 2, 3]);
+        save_json(&sample(), &packed).unwrap();
+        assert_eq!(std::fs::read(&packed).unwrap(), packed_bytes, "the same report, the same bytes");
+        assert_eq!(read_report_text(&packed).unwrap(), plain_bytes);
+        assert_eq!(load_report::<serde_json::Value>(&packed, "test/v1").unwrap(), sample());
+        // Content decides, not the name: a compressed report renamed to .json still reads.
+        let renamed = dir.path().join("renamed.json");
+        std::fs::rename(&packed, &renamed).unwrap();
+        assert_eq!(load_report::<serde_json::Value>(&renamed, "test/v1").unwrap(), sample());
+    }
+
+    #[test]
+    fn a_truncated_gz_report_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cut.json.gz");
+        save_json(&sample(), &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        let e = load_report::<serde_json::Value>(&path, "test/v1").unwrap_err().to_string();
+        assert!(e.contains("cut.json.gz") && e.contains("gzip"), "{e}");
     }
 }

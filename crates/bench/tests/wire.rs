@@ -286,7 +286,14 @@ fn compare_runs_every_workload_on_every_target_and_tables_their_ratios() {
     assert!(out.path().join("table.md").exists());
     assert!(out.path().join("compare-callrate.svg").exists());
     assert!(out.path().join("compare-mountstorm.png").exists());
-    assert!(out.path().join("one-load.json").exists());
+    // The reports are saved compressed and read back whole.
+    assert!(out.path().join("one-load.json.gz").exists());
+    let saved: eagernfs_bench::compare::CompareReport = eagernfs_bench::report::load_report(
+        &out.path().join("compare.json.gz"),
+        eagernfs_bench::compare::COMPARE_SCHEMA,
+    )
+    .expect("compare.json.gz reads back");
+    assert_eq!(saved, o.report);
 }
 
 #[test]

@@ -144,7 +144,8 @@ fn bad_configurations_are_refused_before_touching_the_disk() {
 fn json_round_trips_and_feeds_plots_and_tables() {
     let dir = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("a.json");
+    // `--json a.json.gz` saves the report compressed; every reader takes it as it is.
+    let json = out.path().join("a.json.gz");
     let command = WriteCommand {
         target_dir: dir.path().to_path_buf(),
         label: Some("first".into()),
@@ -157,7 +158,7 @@ fn json_round_trips_and_feeds_plots_and_tables() {
     assert_eq!(load_write_report(&json).unwrap(), output.report);
     // A sweep draws throughput and, per size, latency and histogram, each as SVG and PNG.
     for name in
-        ["a.json", "a-throughput.svg", "a-throughput.png", "a-64KiB-latency.png", "a-128KiB-histogram.svg"]
+        ["a.json.gz", "a-throughput.svg", "a-throughput.png", "a-64KiB-latency.png", "a-128KiB-histogram.svg"]
     {
         assert!(output.files.contains(&out.path().join(name)), "{name} missing from {:?}", output.files);
     }
@@ -166,15 +167,19 @@ fn json_round_trips_and_feeds_plots_and_tables() {
         match file.extension().and_then(|e| e.to_str()) {
             Some("png") => assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", file.display()),
             Some("svg") => assert!(String::from_utf8_lossy(&bytes).contains("<svg"), "{}", file.display()),
+            Some("gz") => assert_eq!(&bytes[..2], b"\x1f\x8b", "{} is not gzip", file.display()),
             _ => {}
         }
     }
 
-    // A second report, relabelled, for a two-target chart and a ratio table.
+    // A second report, relabelled and saved uncompressed, for a two-target chart and a ratio
+    // table that read one report of each form.
     let mut second = output.report.clone();
     second.target.label = "second".into();
     let json_b = out.path().join("b.json");
     save_json(&second, &json_b).unwrap();
+    assert_eq!(std::fs::read(&json_b).unwrap()[0], b'{', "a .json name stays plain JSON");
+    assert_eq!(load_write_report(&json_b).unwrap(), second);
     for kind in [PlotKind::Throughput(eagernfs_bench::plot::ThroughputMetric::Close), PlotKind::Histogram] {
         let files = bench_plot(&PlotCommand {
             inputs: vec![json.clone(), json_b.clone()],
