@@ -15,8 +15,9 @@
 #   --out DIR   where everything goes (default docs/benchmarks/compare-YYYY-MM-DD)
 #   the rest are passed to `eagernfs bench compare` (see its --help).
 #
-# Writes DIR/table.md (ratio tables, eagernfs-dir first), DIR/*.json (one report per target and
-# workload, compare.json), DIR/*.{svg,png}, DIR/machine.md, DIR/command.txt, DIR/summary.txt.
+# Writes DIR/table.md (ratio tables, eagernfs-dir first), DIR/*.json.gz (one gzip-compressed
+# report per target and workload, and compare.json.gz holding them all; `zcat F | jq .`),
+# DIR/*.{svg,png}, DIR/machine.md, DIR/command.txt, DIR/summary.txt.
 # The binary is $EAGERNFS_BIN if set, else a release build made here.
 set -euo pipefail
 

@@ -23,7 +23,8 @@
 #   --max-seconds S    bound on each run's write loop                   (default 300)
 #   --mount-options O  `eagernfs mount -o O` for both FUSE mounts       (default: none, the defaults)
 #
-# Writes to DIR: fuse-write-<target>-<size>.json (the reports, per-call latencies kept),
+# Writes to DIR: fuse-write-<target>-<size>.json.gz (the reports, per-call latencies kept,
+# gzip-compressed: they are most of the bytes; `zcat F | jq .` reads one),
 # fuse-write-table.md, fuse-write-summary.txt (the benchmark's own summaries),
 # fuse-write-histogram-<size>.{svg,png} (all targets on one chart),
 # fuse-write-latency-<size>-<n>.{svg,png} (latency per call, one per target, in --targets
@@ -54,7 +55,7 @@ while [ $# -gt 0 ]; do
         --eagernfs) bin=$2; shift 2 ;;
         --max-seconds) max_seconds=$2; shift 2 ;;
         --mount-options) mount_options=$2; shift 2 ;;
-        -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-fuse-write: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -205,7 +206,7 @@ bench_run() {
     drop_caches
     run "${client_pin[@]}" "$bin" bench write "$dir" --size "$size" --block "$block" \
         --max-seconds "$max_seconds" --label "$target" --no-progress \
-        --json "$out/fuse-write-$target-$size.json" | tee -a "$summary" >&2
+        --json "$out/fuse-write-$target-$size.json.gz" | tee -a "$summary" >&2
 }
 
 # Both sizes on one directory.
@@ -330,7 +331,7 @@ PY
 # chart per report (-1, -2, … in --targets order), which are then stacked into one image.
 for s in "$size" "$calls_size"; do
     reports=()
-    for label in "${labels[@]}"; do reports+=("$out/fuse-write-$label-$s.json"); done
+    for label in "${labels[@]}"; do reports+=("$out/fuse-write-$label-$s.json.gz"); done
     run "$bin" bench plot --kind histogram -o "$out/fuse-write-histogram-$s" \
         --title "write() latency, $block calls, $s file" "${reports[@]}" >&2
     run "$bin" bench plot --kind latency -o "$out/fuse-write-latency-$s" "${reports[@]}" >&2
@@ -344,7 +345,7 @@ echo '```' >>"$commands"
 
 # The table, straight from the JSON reports.
 python3 - "$out" "$size" "$calls_size" "${labels[@]}" >"$out/fuse-write-table.md" <<'PY'
-import json, sys
+import gzip, json, sys
 
 out, sizes, labels = sys.argv[1], sys.argv[2:4], sys.argv[4:]
 
@@ -371,7 +372,7 @@ print("| target | file | MB/s after last write | after fsync | after close | mea
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for size in sizes:
     for label in labels:
-        report = json.load(open(f"{out}/fuse-write-{label}-{size}.json"))
+        report = json.load(gzip.open(f"{out}/fuse-write-{label}-{size}.json.gz"))
         run = max(report["runs"], key=lambda r: r["bytes_written"])
         lat, sp = run["latency"], run["spikes"]
         short = " (stopped early)" if run.get("stopped_early") else ""

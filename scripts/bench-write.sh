@@ -10,14 +10,16 @@
 #   scripts/bench-write.sh [--out DIR] [--sizes LIST] [--calls-size SIZE] [--block SIZE]
 #                          [--max-seconds S] LABEL=DIR [LABEL=DIR ...]
 #
-#   --out DIR          where JSON, plots and table.md go        (default docs/benchmarks/write)
+#   --out DIR          where reports, plots and table.md go     (default docs/benchmarks/write)
 #   --sizes LIST       sweep sizes, comma-separated              (default: the paper's 25..450 MB)
 #   --calls-size SIZE  file size of the per-call latency run     (default 40MB, as Fig. 2)
 #   --block SIZE       bytes per write()                         (default 8KiB, as the paper)
 #   --max-seconds S    bound on each bench command's write loops (default 600)
 #
-# The benchmark binary is $BENCH_BIN if set, else the crate's example built here in release
-# mode. Example: scripts/bench-write.sh ext4=/var/tmp tmpfs=/dev/shm
+# Reports are saved gzip-compressed (LABEL-sweep.json.gz, LABEL-calls.json.gz: the per-call
+# latencies are most of the bytes); plots and table.md stay plain. `zcat F.json.gz | jq .`
+# reads one. The benchmark binary is $BENCH_BIN if set, else the crate's example built here in
+# release mode. Example: scripts/bench-write.sh ext4=/var/tmp tmpfs=/dev/shm
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,12 +66,12 @@ for target in "${targets[@]}"; do
     [ -d "$dir" ] || { log "$dir is not a directory"; exit 2; }
     log "$label: sweep in $dir"
     "$bench" write "$dir" "${sweep_args[@]}" --block "$block" --max-seconds "$max_seconds" \
-        --label "$label" --no-latencies --json "$out/$label-sweep.json" --plot "$out/$label-sweep"
+        --label "$label" --no-latencies --json "$out/$label-sweep.json.gz" --plot "$out/$label-sweep"
     log "$label: per-call latencies, $calls_size"
     "$bench" write "$dir" --size "$calls_size" --block "$block" --max-seconds "$max_seconds" \
-        --label "$label" --json "$out/$label-calls.json" --plot "$out/$label-calls"
-    sweeps+=("$out/$label-sweep.json")
-    calls+=("$out/$label-calls.json")
+        --label "$label" --json "$out/$label-calls.json.gz" --plot "$out/$label-calls"
+    sweeps+=("$out/$label-sweep.json.gz")
+    calls+=("$out/$label-calls.json.gz")
     labels+=("$label")
 done
 
