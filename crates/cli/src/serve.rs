@@ -95,10 +95,26 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
 
+    /// Intent journal (a file or block device, ideally on faster storage than
+    /// DIR): every WRITE is answered FILE_SYNC once it is in the journal, many
+    /// calls sharing one sync; data reaches DIR's files in the background and
+    /// the journal is replayed before serving after any crash. Created if missing.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["memory", "exports"])]
+    journal: Option<PathBuf>,
+
+    /// Size of the journal (units: KiB MiB GiB). Writers wait when it is full
+    /// until the export's files are synced and the space is freed.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
+    journal_size: u64,
+
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
     pools: Pools,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    eagernfs_bench::units::parse_size(text)
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -272,13 +288,25 @@ fn build_exports(
                 );
             }
             backend_for(&export.path, unsafe_async, &mut || {
+                let key = export_key(&master, &export.path);
                 let backend = LocalBackend::open(LocalConfig {
                     root: export.path.clone(),
-                    handle_key: export_key(&master, &export.path),
+                    handle_key: key,
                     unsafe_async,
                 })
                 .with_context(|| format!("cannot export {}", export.path.display()))?;
-                Ok(Arc::new(backend))
+                match &args.journal {
+                    None => Ok(Arc::new(backend)),
+                    Some(path) => {
+                        if unsafe_async {
+                            bail!(
+                                "--journal with an `async` export: the journal makes writes durable and `async` \
+                                 says not to bother; drop one of them (use -o rw,sync with --journal)"
+                            );
+                        }
+                        journaled(Arc::new(backend), path, args.journal_size, &key)
+                    }
+                }
             })?
         };
         let id = fsid(&export).unwrap_or_else(|| export_id_for_path(&export.path));
@@ -289,6 +317,47 @@ fn build_exports(
         specs.push(ExportSpec { id, mount_paths, access: export, backend });
     }
     Ok(specs)
+}
+
+/// Put the intent journal at `path` in front of `backend`, replaying it first.
+fn journaled(backend: Arc<dyn Backend>, path: &Path, size: u64, key: &[u8; 16]) -> Result<Arc<dyn Backend>> {
+    use eagernfs_vfs::journal::{JournalOptions, Journaled};
+    use siphasher::sip128::{Hasher128, SipHasher24};
+    use std::hash::Hasher;
+    // The journal names its export by a hash of the export's handle key
+    // (not the key itself: the journal file need not be kept secret).
+    let mut h = SipHasher24::new_with_key(key);
+    h.write(b"eagernfs journal owner");
+    let opts =
+        JournalOptions { size_bytes: size, owner: h.finish128().as_bytes(), ..JournalOptions::default() };
+    let (journal, replay) =
+        Journaled::open_file(backend, path, opts).with_context(|| format!("journal {}", path.display()))?;
+    if replay.fresh {
+        tracing::info!("journal {}: new, {} MiB", path.display(), size >> 20);
+    } else {
+        tracing::info!(
+            "journal {}: replayed {} records ({} bytes; {} of removed files) in {:.1} ms; write verifier {}",
+            path.display(),
+            replay.records,
+            replay.bytes,
+            replay.stale,
+            replay.duration.as_secs_f64() * 1e3,
+            if replay.verifier_kept {
+                "kept: clients resend nothing"
+            } else {
+                "changed: clients resend unstable data"
+            }
+        );
+    }
+    if replay.failed > 0 || replay.damaged {
+        tracing::error!(
+            "journal {}: {} records could not be applied{}; writes acknowledged before the restart may be lost",
+            path.display(),
+            replay.failed,
+            if replay.damaged { " and the log was damaged in the middle" } else { "" }
+        );
+    }
+    Ok(Arc::new(journal))
 }
 
 fn fsid(export: &Export) -> Option<u32> {
@@ -331,6 +400,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             },
             threads_min: args.threads_min,
             threads_max: args.threads_max,
+            writes_block: args.journal.is_some(),
             ..SvcConfig::default()
         },
         udp: args.udp,

@@ -226,9 +226,14 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
     }
     let data = &a.data[..a.count as usize];
     call.state.stats.count_write(a.stable);
-    let turn = call.io_turn();
+    let mut turn = call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
-    let result = r.export.backend.write(&r.cred, &r.fh, a.offset, data, stable(a.stable));
+    // The file's next WRITE may enter the backend once this one's place is
+    // fixed there, before it is durable: their syncs can then be shared.
+    let result = r
+        .export
+        .backend
+        .write_then(&r.cred, &r.fh, a.offset, data, stable(a.stable), &mut || drop(turn.take()));
     drop(turn);
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
         let fileid = result.as_ref().ok().and_then(|w| w.wcc.after.as_ref()).map_or(0, |a| a.fileid);

@@ -32,6 +32,7 @@
 
 use bytes::Bytes;
 
+pub mod journal;
 pub mod local;
 pub mod memory;
 pub mod perm;
@@ -432,6 +433,25 @@ pub trait Backend: Send + Sync + 'static {
         stable: StableHow,
     ) -> FsResult<WriteResult>;
 
+    /// As [`Backend::write`], calling `ordered` once the write's place among
+    /// the file's writes is fixed (its data is in the file, or in the journal),
+    /// before waiting for durability: the caller may then let the file's next
+    /// write in, so that writes waiting for a sync share it. The default calls
+    /// `ordered` when `write` returns.
+    fn write_then(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+        ordered: &mut dyn FnMut(),
+    ) -> FsResult<WriteResult> {
+        let r = self.write(cred, fh, offset, data, stable);
+        ordered();
+        r
+    }
+
     /// Create a regular file.
     fn create(
         &self,
@@ -528,4 +548,9 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Flush everything to stable storage (graceful shutdown).
     fn sync_all(&self) -> FsResult<()>;
+
+    /// The intent journal's counters, for a backend behind one.
+    fn journal_stats(&self) -> Option<journal::JournalStats> {
+        None
+    }
 }

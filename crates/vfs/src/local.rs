@@ -717,6 +717,18 @@ impl Backend for LocalBackend {
         data: &[u8],
         stable: StableHow,
     ) -> FsResult<WriteResult> {
+        self.write_then(cred, fh, offset, data, stable, &mut || {})
+    }
+
+    fn write_then(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+        ordered: &mut dyn FnMut(),
+    ) -> FsResult<WriteResult> {
         let f = self.io_file(fh)?;
         let before = self.io_attr(fh, &f)?;
         if !perm::allowed_io(cred, &before, perm::W) {
@@ -752,6 +764,9 @@ impl Backend for LocalBackend {
         // Every write counts as unsynced until a sync covers it (for a
         // DATA_SYNC write, the sync just below).
         f.mark_dirty();
+        // The data is in the file: the file's next write may go in while
+        // this one waits for its sync (and may share it).
+        ordered();
         self.sync(&f, stable)?;
         let after = sys::fstat(f.fd.as_fd()).ok().map(|st| attr_from_stat(&st));
         Ok(WriteResult {

@@ -107,6 +107,9 @@ pub struct SvcConfig {
     pub threads_max: usize,
     /// An idle thread above the minimum ends after waiting this long.
     pub idle_exit: Duration,
+    /// Every WRITE may block (an export has an intent journal, which answers
+    /// after a group commit): run them all on slow-call threads.
+    pub writes_block: bool,
 }
 
 impl Default for SvcConfig {
@@ -116,6 +119,7 @@ impl Default for SvcConfig {
             threads_min: 2,
             threads_max: 64,
             idle_exit: Duration::from_secs(10),
+            writes_block: false,
         }
     }
 }
@@ -560,7 +564,7 @@ impl Svc {
                 }
             };
             self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
-            let peeked = peek::peek(&record);
+            let peeked = peek::peek(&record, self.cfg.writes_block);
             let room = {
                 let mut out = c.out.lock();
                 out.inflight += 1;
@@ -654,7 +658,7 @@ impl Svc {
             self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
             self.state.stats.count_udp_call();
             let record = bytes::Bytes::copy_from_slice(&buf[..len]);
-            let may_block = peek::peek(&record).may_block;
+            let may_block = peek::peek(&record, self.cfg.writes_block).may_block;
             self.inflight_total.fetch_add(1, Ordering::AcqRel);
             if may_block {
                 self.submit_slow(SlowJob::Udp { socket: i, src, local_port, record });

@@ -59,12 +59,13 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Look at `record` (one RPC message).
-pub(crate) fn peek(record: &[u8]) -> Peeked {
-    inspect(record).unwrap_or_default()
+/// Look at `record` (one RPC message). With `writes_block`, every WRITE may
+/// block (an intent journal answers each one after a group commit).
+pub(crate) fn peek(record: &[u8], writes_block: bool) -> Peeked {
+    inspect(record, writes_block).unwrap_or_default()
 }
 
-fn inspect(record: &[u8]) -> Option<Peeked> {
+fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
     let mut c = Cursor { b: record };
     let _xid = c.u32()?;
     if c.u32()? != 0 {
@@ -85,7 +86,7 @@ fn inspect(record: &[u8]) -> Option<Peeked> {
             let fh = c.opaque(NFS3_FHSIZE)?;
             c.skip(8)?; // offset
             let count = c.u32()?;
-            let stable_write = proc_ == WRITE && c.u32()? != 0;
+            let stable_write = proc_ == WRITE && (c.u32()? != 0 || writes_block);
             Some(Peeked { may_block: stable_write || count > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)) })
         }
         _ => None,
@@ -117,27 +118,35 @@ mod tests {
 
     #[test]
     fn classifies_nfs_calls() {
-        let r = peek(&call(NFS_PROGRAM, READ, &io_args(1, 8192, None)));
+        let p = |proc_, args: &[u32]| peek(&call(NFS_PROGRAM, proc_, args), false);
+        let r = p(READ, &io_args(1, 8192, None));
         assert_eq!(r, Peeked { may_block: false, io_file: r.io_file });
         assert!(r.io_file.is_some());
-        assert!(peek(&call(NFS_PROGRAM, READ, &io_args(1, 1 << 20, None))).may_block);
-        assert!(!peek(&call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(0)))).may_block, "small UNSTABLE");
-        assert!(peek(&call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(2)))).may_block, "FILE_SYNC");
-        assert!(peek(&call(NFS_PROGRAM, COMMIT, &[])).may_block);
-        assert_eq!(peek(&call(NFS_PROGRAM, 1, &[])), Peeked::default(), "GETATTR");
-        let a = peek(&call(NFS_PROGRAM, READ, &io_args(1, 10, None))).io_file;
-        let b = peek(&call(NFS_PROGRAM, WRITE, &io_args(2, 10, Some(0)))).io_file;
+        assert!(p(READ, &io_args(1, 1 << 20, None)).may_block);
+        assert!(!p(WRITE, &io_args(1, 8192, Some(0))).may_block, "small UNSTABLE");
+        assert!(p(WRITE, &io_args(1, 8192, Some(2))).may_block, "FILE_SYNC");
+        assert!(p(COMMIT, &[]).may_block);
+        assert_eq!(p(1, &[]), Peeked::default(), "GETATTR");
+        let a = p(READ, &io_args(1, 10, None)).io_file;
+        let b = p(WRITE, &io_args(2, 10, Some(0))).io_file;
         assert_ne!(a, b, "different files");
     }
 
     #[test]
+    fn with_a_journal_every_write_may_block() {
+        let unstable = call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(0)));
+        assert!(peek(&unstable, true).may_block);
+        assert!(!peek(&call(NFS_PROGRAM, READ, &io_args(1, 8192, None)), true).may_block);
+    }
+
+    #[test]
     fn anything_odd_is_plain() {
-        assert_eq!(peek(&call(100005, READ, &io_args(1, 1 << 20, None))), Peeked::default(), "MOUNT");
+        assert_eq!(peek(&call(100005, READ, &io_args(1, 1 << 20, None)), false), Peeked::default(), "MOUNT");
         let mut short = call(NFS_PROGRAM, READ, &io_args(1, 8192, None));
         short.truncate(short.len() - 4);
-        assert_eq!(peek(&short), Peeked::default());
-        assert_eq!(peek(&[]), Peeked::default());
+        assert_eq!(peek(&short, false), Peeked::default());
+        assert_eq!(peek(&[], false), Peeked::default());
         let huge_fh = call(NFS_PROGRAM, READ, &[1000, 0, 0]);
-        assert_eq!(peek(&huge_fh), Peeked::default());
+        assert_eq!(peek(&huge_fh, false), Peeked::default());
     }
 }
