@@ -514,6 +514,17 @@ pub enum DirectionArg {
     Write,
 }
 
+/// `--stable` of `bench stream`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StableArg {
+    /// UNSTABLE WRITEs, then one COMMIT.
+    Unstable,
+    /// DATA_SYNC WRITEs.
+    DataSync,
+    /// FILE_SYNC WRITEs.
+    FileSync,
+}
+
 /// Flags of `bench stream`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StreamArgs {
@@ -535,6 +546,10 @@ pub struct StreamArgs {
     /// RPCs in flight.
     #[arg(long, default_value_t = 16, value_name = "K")]
     pub in_flight: u32,
+    /// How WRITEs ask for durability: `unstable` (then one COMMIT at the end),
+    /// `data-sync` or `file-sync` (each WRITE durable before its reply; no COMMIT).
+    #[arg(long, value_enum, default_value = "unstable")]
+    pub stable: StableArg,
     /// Bound on the transfer.
     #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
     pub max_seconds: f64,
@@ -577,6 +592,11 @@ impl StreamArgs {
             rpc_size_bytes: u32::try_from(self.rpc_size)
                 .map_err(|_| BenchError::Config("--rpc-size is too large".into()))?,
             in_flight: self.in_flight,
+            stable: match self.stable {
+                StableArg::Unstable => crate::stream::Stability::Unstable,
+                StableArg::DataSync => crate::stream::Stability::DataSync,
+                StableArg::FileSync => crate::stream::Stability::FileSync,
+            },
             max_duration: seconds("--max-seconds", self.max_seconds)?,
             max_rpcs: self.max_rpcs,
             server_trace: self.server_trace.clone(),

@@ -63,6 +63,38 @@ impl Direction {
     }
 }
 
+/// How a WRITE stream asks for durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stability {
+    /// UNSTABLE WRITEs, then one COMMIT of the whole file.
+    #[default]
+    Unstable,
+    /// DATA_SYNC WRITEs, no COMMIT.
+    DataSync,
+    /// FILE_SYNC WRITEs, no COMMIT.
+    FileSync,
+}
+
+impl Stability {
+    fn wire(self) -> StableHow {
+        match self {
+            Stability::Unstable => StableHow::Unstable,
+            Stability::DataSync => StableHow::DataSync,
+            Stability::FileSync => StableHow::FileSync,
+        }
+    }
+
+    /// The name in RFC 1813.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stability::Unstable => "UNSTABLE",
+            Stability::DataSync => "DATA_SYNC",
+            Stability::FileSync => "FILE_SYNC",
+        }
+    }
+}
+
 /// The configuration of a stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamConfig {
@@ -80,6 +112,8 @@ pub struct StreamConfig {
     pub rpc_size_bytes: u32,
     /// RPCs in flight (K).
     pub in_flight: u32,
+    /// How WRITEs ask for durability.
+    pub stable: Stability,
     /// Bound on the transfer's time.
     pub max_duration: Duration,
     /// Bound on RPCs.
@@ -102,6 +136,7 @@ impl Default for StreamConfig {
             size_bytes: 256 << 20,
             rpc_size_bytes: 64 << 10,
             in_flight: 16,
+            stable: Stability::Unstable,
             max_duration: Duration::from_secs(120),
             max_rpcs: 10_000_000,
             server_trace: None,
@@ -155,6 +190,13 @@ pub struct StreamReport {
     pub rpc_size_bytes: u32,
     /// RPCs in flight.
     pub in_flight: u32,
+    /// How the WRITEs asked for durability.
+    #[serde(default)]
+    pub stable: Stability,
+    /// Bytes the server answered as already stable (FILE_SYNC or DATA_SYNC):
+    /// with an intent journal, UNSTABLE WRITEs are too (early laundering).
+    #[serde(default)]
+    pub stably_answered_bytes: u64,
     /// The file's fileid (what the server's trace names it by).
     pub fileid: u64,
     /// Time to create, truncate or fill the file before the transfer.
@@ -381,6 +423,8 @@ async fn transfer(config: &StreamConfig, url: &NfsUrl) -> Result<StreamReport, B
     let mut latency = LatencyRecorder::new(Duration::from_millis(10));
     let mut sent = Vec::new();
     let mut completed = Vec::new();
+    // Bytes the server answered as already stable (FILE_SYNC or DATA_SYNC).
+    let stably = std::sync::atomic::AtomicU64::new(0);
     let mut pending = FuturesUnordered::new();
     let start = Instant::now();
     let deadline = start + config.max_duration;
@@ -403,13 +447,17 @@ async fn transfer(config: &StreamConfig, url: &NfsUrl) -> Result<StreamReport, B
             let count = (config.size_bytes - offset).min(rpc) as u32;
             let (c, cred, fh, data) = (&c, &cred, &fh, payload.slice(..count as usize));
             let direction = config.direction;
+            let (stable, stably) = (config.stable, &stably);
             pending.push(async move {
                 let t = Instant::now();
                 let r = match direction {
                     Direction::Read => c.read(cred, fh, offset, count).await.map(|r| u64::from(r.count)),
-                    Direction::Write => {
-                        c.write(cred, fh, offset, data, StableHow::Unstable).await.map(|r| u64::from(r.count))
-                    }
+                    Direction::Write => c.write(cred, fh, offset, data, stable.wire()).await.map(|r| {
+                        if r.committed != StableHow::Unstable {
+                            stably.fetch_add(u64::from(r.count), std::sync::atomic::Ordering::Relaxed);
+                        }
+                        u64::from(r.count)
+                    }),
                 };
                 (offset, t, r)
             });
@@ -432,13 +480,14 @@ async fn transfer(config: &StreamConfig, url: &NfsUrl) -> Result<StreamReport, B
         counter.add(1);
     }
     let transfer_ns = duration_ns(last_reply - start);
+    drop(pending);
     let commit_ns = match config.direction {
-        Direction::Write => {
+        Direction::Write if config.stable == Stability::Unstable => {
             let t = Instant::now();
             c.commit(&cred, &fh, 0, 0).await.map_err(|e| fail(&config.url, "COMMIT", e))?;
             Some(duration_ns(t.elapsed()))
         }
-        Direction::Read => None,
+        _ => None,
     };
     drop(meter);
     Ok(StreamReport {
@@ -455,6 +504,8 @@ async fn transfer(config: &StreamConfig, url: &NfsUrl) -> Result<StreamReport, B
         size_requested_bytes: config.size_bytes,
         rpc_size_bytes: config.rpc_size_bytes,
         in_flight: config.in_flight,
+        stable: config.stable,
+        stably_answered_bytes: stably.load(std::sync::atomic::Ordering::Relaxed),
         fileid: attrs.fileid,
         prepare_ns,
         bytes,
@@ -477,14 +528,26 @@ pub fn summarize_stream(r: &StreamReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "bench stream: {} {} of {} · {} per RPC · {} in flight · {}",
+        "bench stream: {}{} {} of {} · {} per RPC · {} in flight · {}",
         r.direction.name(),
+        match r.direction {
+            Direction::Write => format!(" {}", r.stable.name()),
+            Direction::Read => String::new(),
+        },
         r.target.label,
         format_bytes(r.bytes),
         format_bytes(u64::from(r.rpc_size_bytes)),
         r.in_flight,
         r.machine.kernel,
     );
+    if r.direction == Direction::Write {
+        let _ = writeln!(
+            out,
+            "  stable    {} of {} answered FILE_SYNC/DATA_SYNC by the server",
+            format_bytes(r.stably_answered_bytes),
+            format_bytes(r.bytes)
+        );
+    }
     let _ = writeln!(
         out,
         "  MB/s      {} to the last reply{} · {} RPCs in {}{}",

@@ -176,6 +176,22 @@ fn tiny_stream(
 }
 
 #[test]
+fn a_file_sync_stream_sends_no_commit_and_counts_what_was_answered_stable() {
+    use eagernfs_bench::stream::{run_stream, Direction, Stability};
+    let s = mem_server();
+    let config = eagernfs_bench::stream::StreamConfig {
+        stable: Stability::FileSync,
+        ..tiny_stream(&s, Direction::Write)
+    };
+    let r = run_stream(&config).expect("stream");
+    assert_eq!(r.stable, Stability::FileSync);
+    assert_eq!(r.bytes, 1 << 20);
+    assert_eq!(r.stably_answered_bytes, 1 << 20, "a FILE_SYNC WRITE is answered at least FILE_SYNC");
+    assert_eq!(r.commit_ns, None, "no COMMIT after stable writes");
+    assert!(eagernfs_bench::stream::summarize_stream(&r).contains("WRITE FILE_SYNC"));
+}
+
+#[test]
 fn a_stream_counts_its_bytes_and_each_order_holds_every_offset_once() {
     use eagernfs_bench::stream::{run_stream, Direction};
     let s = mem_server();
