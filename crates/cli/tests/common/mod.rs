@@ -293,6 +293,20 @@ impl Server {
         }
     }
 
+    /// Kills an eagernfs server with SIGKILL (no shutdown, no flush) and starts it again on the
+    /// same port with the same state directory and arguments: a crash and a restart.
+    #[allow(dead_code)] // not every test binary crashes servers
+    pub(crate) fn crash_restart(&mut self) {
+        let Flavor::Eagernfs { child, .. } = &mut self.flavor else { panic!("not an eagernfs server") };
+        if let Some(mut c) = child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let old_port = self.port;
+        self.spawn_eagernfs(&format!("127.0.0.1:{old_port}"));
+        assert_eq!(self.port, old_port, "restarted server must listen on the same port");
+    }
+
     /// Send `sig` to an eagernfs server process.
     pub(crate) fn signal(&self, sig: libc::c_int) {
         let Flavor::Eagernfs { child: Some(child), .. } = &self.flavor else {
