@@ -146,6 +146,8 @@ pub enum PlotKindArg {
     Histogram,
     /// Latency of every call, one chart per report.
     Latency,
+    /// Written data the client held over time, one line per report (eagernfs's own client).
+    Held,
 }
 
 /// `--metric` of `bench plot`.
@@ -223,6 +225,7 @@ impl PlotArgs {
                 PlotKindArg::Throughput => PlotKind::Throughput(metric),
                 PlotKindArg::Histogram => PlotKind::Histogram,
                 PlotKindArg::Latency => PlotKind::Latency,
+                PlotKindArg::Held => PlotKind::Held,
             },
             output_prefix: self.output.clone(),
             title: self.title.clone(),

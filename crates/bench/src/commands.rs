@@ -107,6 +107,10 @@ pub fn plot_write_report(report: &WriteReport, prefix: &Path) -> Result<Vec<Path
         let title = format!("write() latency distribution, {size} file, {block} writes");
         let series = [HistogramSeries { label: target.clone(), latencies_ns: &run.latencies_ns }];
         files.extend(plot_latency_histogram(&title, &series, &suffixed(&run_prefix, "-histogram"))?);
+        if !run.held_samples.is_empty() {
+            let title = format!("Written data held by the client, {size} file, {target}");
+            files.extend(held_chart(title, vec![held_series(target, run)]).render(&suffixed(&run_prefix, "-held"))?);
+        }
     }
     Ok(files)
 }
@@ -120,6 +124,8 @@ pub enum PlotKind {
     Histogram,
     /// Latency per call of each report's largest run, one chart per report (Fig. 2–4, 6).
     Latency,
+    /// Data the client held over time in each report's largest run, one line per report.
+    Held,
 }
 
 /// `bench plot`: charts from saved `bench write` reports, several targets on one chart.
@@ -183,6 +189,21 @@ pub fn bench_plot(command: &PlotCommand) -> Result<Vec<PathBuf>, BenchError> {
             let title = command.title.clone().unwrap_or_else(|| "write() latency distribution".to_string());
             plot_latency_histogram(&title, &series, &command.output_prefix)
         }
+        PlotKind::Held => {
+            let mut series = Vec::new();
+            for (i, report) in reports.iter().enumerate() {
+                let run = report.runs.iter().filter(|r| !r.held_samples.is_empty()).max_by_key(|r| r.bytes_written);
+                let Some(run) = run else {
+                    return Err(BenchError::Report {
+                        path: command.inputs[i].clone(),
+                        message: "no run recorded held memory (only eagernfs's own client, nfs://, does)".into(),
+                    });
+                };
+                series.push(held_series(&label(i), run));
+            }
+            let title = command.title.clone().unwrap_or_else(|| "Written data held by the client".to_string());
+            held_chart(title, series).render(&command.output_prefix)
+        }
         PlotKind::Latency => {
             let mut files = Vec::new();
             for (i, report) in reports.iter().enumerate() {
@@ -213,6 +234,27 @@ pub fn bench_plot(command: &PlotCommand) -> Result<Vec<PathBuf>, BenchError> {
             }
             Ok(files)
         }
+    }
+}
+
+/// One run's held-memory samples as a chart series: seconds, MiB.
+fn held_series(label: &str, run: &crate::report::WriteRun) -> crate::load::chart::Series {
+    crate::load::chart::Series {
+        label: format!(
+            "{label} (peak {})",
+            format_bytes(run.held_peak_bytes.unwrap_or(0))
+        ),
+        points: run.held_samples.iter().map(|&[t, b]| (t as f64 / 1e9, b as f64 / (1 << 20) as f64)).collect(),
+        style: crate::load::chart::Style::Dots,
+    }
+}
+
+fn held_chart(title: String, series: Vec<crate::load::chart::Series>) -> crate::load::chart::XyChart {
+    crate::load::chart::XyChart {
+        title,
+        x_desc: "seconds since the file was created".into(),
+        y_desc: "MiB held (dirty, in flight, kept until COMMIT)".into(),
+        series,
     }
 }
 

@@ -131,6 +131,14 @@ pub struct WriteRun {
     /// asked not to keep them (`--no-latencies`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub latencies_ns: Vec<u64>,
+    /// Most written data the client held at once (dirty, in flight, or kept until COMMIT),
+    /// when the target can tell (eagernfs's own client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_peak_bytes: Option<u64>,
+    /// `[ns since the file was created, bytes held]` after some of the write() calls
+    /// (Rago et al.'s early laundering shows here: data the server answers as stable is let go).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_samples: Vec<[u64; 2]>,
 }
 
 /// Calls of one operation (an NFS procedure, or `write` for a file system call).

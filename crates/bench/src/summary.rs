@@ -74,6 +74,19 @@ fn write_single(out: &mut String, report: &WriteReport, run: &WriteRun) {
         run.fsync_ns.map_or_else(|| "skipped".to_string(), |ns| format_ns(ns as f64)),
         format_ns(run.close_ns as f64),
     );
+    if let Some(peak) = run.held_peak_bytes {
+        let mean = if run.held_samples.is_empty() {
+            0
+        } else {
+            run.held_samples.iter().map(|s| s[1]).sum::<u64>() / run.held_samples.len() as u64
+        };
+        let _ = writeln!(
+            out,
+            "  held      peak {} · mean {} of written data held by the client (dirty, in flight, kept until COMMIT)",
+            format_bytes(peak),
+            format_bytes(mean)
+        );
+    }
     if let Some(l) = &run.latency {
         let _ = writeln!(
             out,

@@ -131,7 +131,15 @@ pub trait BenchFile {
     fn fsync(&mut self) -> std::io::Result<()>;
     /// Closes the file, reporting errors that surface only at close (NFS does).
     fn close(self) -> std::io::Result<()>;
+    /// Bytes of written data the client still holds (dirty, in flight, or kept
+    /// until a COMMIT), when the target can tell (eagernfs's own client).
+    fn held_bytes(&self) -> Option<u64> {
+        None
+    }
 }
+
+/// Most samples of held memory kept per run.
+const HELD_SAMPLES_MAX: usize = 4096;
 
 /// Where the benchmark creates its files.
 pub trait WriteTarget {
@@ -302,6 +310,10 @@ fn write_one<T: WriteTarget>(
     let error_path = || Path::new(&target.describe().location).join(name);
     let expected_calls = size.div_ceil(block.len() as u64).min(config.max_calls);
     let mut latencies_ns: Vec<u64> = Vec::with_capacity(expected_calls as usize);
+    // Held memory, sampled every `held_every` calls (enough for a plot).
+    let held_every = (expected_calls / HELD_SAMPLES_MAX as u64).max(1);
+    let mut held: Vec<[u64; 2]> = Vec::new();
+    let mut held_peak = None::<u64>;
 
     let start = Instant::now();
     let mut file = target.create(name)?;
@@ -332,6 +344,12 @@ fn write_one<T: WriteTarget>(
             Ok(0) => return Err(BenchError::io("write", error_path(), ErrorKind::WriteZero.into())),
             Ok(n) => {
                 latencies_ns.push(duration_ns(after - before));
+                if let Some(h) = file.held_bytes() {
+                    held_peak = Some(held_peak.unwrap_or(0).max(h));
+                    if (latencies_ns.len() as u64).is_multiple_of(held_every) && held.len() < HELD_SAMPLES_MAX {
+                        held.push([duration_ns(after - start), h]);
+                    }
+                }
                 written += n as u64;
                 offset_in_block = (offset_in_block + n) % block.len();
                 on_progress(written);
@@ -384,6 +402,8 @@ fn write_one<T: WriteTarget>(
         latency,
         spikes,
         latencies_ns,
+        held_peak_bytes: held_peak,
+        held_samples: held,
     })
 }
 

@@ -81,6 +81,13 @@ impl BenchFile for NfsBenchFile {
     fn close(self) -> io::Result<()> {
         self.handle.block_on(self.fs.release(self.fh)).map_err(io_err)
     }
+
+    fn held_bytes(&self) -> Option<u64> {
+        // Dirty and in-flight data (the write-back budget) plus data written
+        // UNSTABLE and kept until a COMMIT.
+        let (dirty, unstable) = self.fs.write_back_bytes();
+        Some(dirty + unstable)
+    }
 }
 
 impl WriteTarget for NfsTarget {
