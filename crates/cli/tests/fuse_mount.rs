@@ -780,3 +780,60 @@ fn stat_of_a_mount_reports_its_operations_and_metrics() {
     let line = format!("eagernfs_client_rpc_calls_total{{mountpoint=\"{mp}\",operation=\"WRITE\"}}");
     assert!(body.contains(&line), "{body}");
 }
+
+/// nfs(5) `sync` and an `O_SYNC` open write FILE_SYNC (the data is stable when write() returns,
+/// no COMMIT needed); an ordinary open on an ordinary mount writes UNSTABLE and COMMITs at close.
+#[test]
+fn sync_mounts_and_o_sync_opens_write_file_sync() {
+    use std::os::unix::fs::OpenOptionsExt;
+    require_fuse!("sync_mounts_and_o_sync_opens_write_file_sync");
+    if ganesha_override() && skip("sync_mounts_and_o_sync_opens_write_file_sync", "counts calls with --stats-file")
+    {
+        return;
+    }
+    let export = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let stats = scratch.path().join("stats");
+    let mut server =
+        Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--stats-file", stats.to_str().unwrap()]);
+    let block = pattern_bytes(5, 0, 64 * 1024);
+    let counts = |server: &mut Server| {
+        server.restart();
+        let text = fs::read_to_string(&stats).unwrap();
+        (stat_count(&text, "WRITE/FILE_SYNC"), stat_count(&text, "WRITE/UNSTABLE"), stat_count(&text, "COMMIT"))
+    };
+    let write_blocks = |f: &mut File| {
+        for _ in 0..4 {
+            f.write_all(&block).unwrap();
+        }
+    };
+    {
+        let m = FuseMount::new(&server.url(""), "");
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("plain")).unwrap();
+        write_blocks(&mut f);
+        drop(f);
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_SYNC)
+            .open(m.path("osync"))
+            .unwrap();
+        write_blocks(&mut f);
+        // Each write() returned with its data on the server: the export shows it while the file
+        // is still open, before any close or fsync.
+        assert_eq!(fs::read(export.path().join("osync")).unwrap().len(), 4 * block.len());
+    }
+    let (file_sync, unstable, commits) = counts(&mut server);
+    assert!(file_sync >= 4, "O_SYNC writes went FILE_SYNC: {file_sync}");
+    assert!(unstable >= 1 && commits >= 1, "the plain file went UNSTABLE + COMMIT: {unstable} {commits}");
+    {
+        let m = FuseMount::new(&server.url(""), "sync");
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("s")).unwrap();
+        write_blocks(&mut f);
+        assert_eq!(fs::read(export.path().join("s")).unwrap().len(), 4 * block.len());
+    }
+    let (file_sync, unstable, commits) = counts(&mut server);
+    assert!(file_sync >= 4, "a sync mount writes FILE_SYNC: {file_sync}");
+    assert_eq!((unstable, commits), (0, 0), "and never UNSTABLE or COMMIT");
+}

@@ -129,6 +129,10 @@ pub struct MountOptions {
     /// `ac` (default) / `noac`: whether attributes are cached at all.
     /// `noac` also makes the cache layer write synchronously, as on Linux.
     pub ac: bool,
+    /// `sync` / `async` (default): with `sync` every write() returns once
+    /// the server holds its data stably (WRITE FILE_SYNC), as nfs(5)'s
+    /// `sync` and as an `O_SYNC` open does for one file.
+    pub sync: bool,
     /// `acregmin=` seconds: least time a regular file's attributes are
     /// trusted. Default 3 s.
     pub acregmin: Duration,
@@ -176,6 +180,7 @@ impl Default for MountOptions {
             wsize: None,
             ro: false,
             ac: true,
+            sync: false,
             acregmin: Duration::from_secs(3),
             acregmax: Duration::from_secs(60),
             acdirmin: Duration::from_secs(30),
@@ -319,6 +324,14 @@ impl MountOptions {
                 flag(value)?;
                 self.ac = false
             }
+            "sync" => {
+                flag(value)?;
+                self.sync = true
+            }
+            "async" => {
+                flag(value)?;
+                self.sync = false
+            }
             "acregmin" => self.acregmin = ac_secs(name, value)?,
             "acregmax" => self.acregmax = ac_secs(name, value)?,
             "acdirmin" => self.acdirmin = ac_secs(name, value)?,
@@ -448,6 +461,9 @@ impl MountOptions {
         }
         if !self.ac {
             v.push("noac".into());
+        }
+        if self.sync {
+            v.push("sync".into());
         }
         for (name, mine, def) in [
             ("acregmin", self.acregmin, d.acregmin),

@@ -46,6 +46,8 @@ pub struct CacheConfig {
     /// `noac`: attributes are never trusted and every write() is written
     /// through FILE_SYNC before it returns (nfs(5) semantics).
     pub noac: bool,
+    /// `sync` mount option: every write waits for a FILE_SYNC WRITE.
+    pub sync: bool,
     /// Close-to-open: GETATTR on every open, write-back + COMMIT on close.
     /// `nocto` keeps the write-back on close (data must not be lost) but
     /// trusts the attribute cache on open.
@@ -127,6 +129,7 @@ impl CacheConfig {
             acdirmin: opts.acdirmin,
             acdirmax: opts.acdirmax.max(opts.acdirmin),
             noac,
+            sync: opts.sync,
             cto: opts.cto,
             lookupcache: opts.lookupcache,
             dirty_bytes_max,

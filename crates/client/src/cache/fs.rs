@@ -124,6 +124,8 @@ pub(crate) struct OpenFile {
     /// is REMOVEd at its last close). Weak: a handle must not keep the
     /// cache alive.
     pub(crate) owner: Weak<dyn LastClose>,
+    /// Writes through this handle are synchronous (`O_SYNC`/`O_DSYNC`, or a `sync` mount).
+    pub(crate) sync: bool,
 }
 
 /// What an [`OpenFile`] needs from the cache when it goes away; a trait
@@ -142,6 +144,9 @@ impl Drop for OpenFile {
     fn drop(&mut self) {
         let silly = {
             let mut st = self.inode.state.lock();
+            if self.sync {
+                st.file.sync_opens -= 1;
+            }
             if st.open_count == 0 {
                 st.silly.take()
             } else {
@@ -603,7 +608,7 @@ impl<C: NfsOps> CachedFs<C> {
         if flags & libc::O_TRUNC != 0 && wants_write(flags) {
             self.setattr(ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
         }
-        Ok(s.open_handle(&inode, cred))
+        Ok(s.open_handle(&inode, cred, flags))
     }
 
     /// Create and open a regular file (`O_EXCL` in `flags`: fail if it
@@ -633,7 +638,7 @@ impl<C: NfsOps> CachedFs<C> {
         if flags & libc::O_TRUNC != 0 && r.attr.size != 0 {
             self.setattr(r.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
         }
-        let fh = s.open_handle(&inode, cred);
+        let fh = s.open_handle(&inode, cred, flags);
         Ok((s.entry_for(&inode), fh))
     }
 
@@ -908,11 +913,16 @@ impl<C: NfsOps> Shared<C> {
         }
     }
 
-    fn open_handle(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred) -> u64 {
+    fn open_handle(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred, flags: i32) -> u64 {
         let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        // O_SYNC includes O_DSYNC's bit; either asks for synchronous writes.
+        let sync = self.cfg.sync || flags & libc::O_DSYNC != 0;
         let seen = {
             let mut st = inode.state.lock();
             st.open_count += 1;
+            if sync {
+                st.file.sync_opens += 1;
+            }
             st.file.err_seq
         };
         let owner: Weak<dyn LastClose> = Arc::downgrade(self) as Weak<dyn LastClose>;
@@ -922,6 +932,7 @@ impl<C: NfsOps> Shared<C> {
             err_seen: AtomicU64::new(seen),
             fsync_err_seen: AtomicU64::new(seen),
             owner,
+            sync,
         };
         self.handles.lock().insert(id, Arc::new(of));
         id

@@ -161,6 +161,9 @@ pub(crate) struct FileData {
     /// A write by a caller who may not keep set-id bits (this one) is not
     /// on the server yet: show the mode without them (`visible_attr`).
     pub(crate) setid_dropped: Option<Cred>,
+    /// Open handles that write synchronously (`O_SYNC`/`O_DSYNC`, or the
+    /// `sync` mount option): while there are any, WRITEs go FILE_SYNC.
+    pub(crate) sync_opens: u32,
 
     /// Write-back errors so far (Linux's errseq): an open handle reports
     /// each error once, on its next write, flush or fsync.
@@ -193,6 +196,7 @@ impl FileData {
             write_cred: Cred::default(),
             written_end: 0,
             setid_dropped: None,
+            sync_opens: 0,
             err_seq: 0,
             last_err: None,
         }

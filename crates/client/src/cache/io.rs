@@ -45,8 +45,8 @@ impl<C: NfsOps> CachedFs<C> {
         let s = self.shared();
         let Some(of) = s.write_checks(fh, offset, data)? else { return Ok(0) };
         s.buffer_write(&of.inode, &of.cred, offset, data).await?;
-        if s.cfg.noac {
-            // nfs(5): noac makes writes synchronous.
+        if s.cfg.noac || of.sync {
+            // nfs(5): noac and sync make writes synchronous, as O_SYNC does.
             s.sync_inode(&of.inode).await?;
             s.take_error(&of.inode, &of.err_seen)?;
         }
@@ -76,6 +76,9 @@ impl<C: NfsOps> CachedFs<C> {
             Ok(None) => return Some(Ok(0)),
             Err(e) => return Some(Err(e)),
         };
+        if of.sync {
+            return None;
+        }
         let len = data.len() as u64;
         let file_take = match &of.inode.file_budget {
             Some(b) => {
@@ -781,8 +784,13 @@ impl<C: NfsOps> Shared<C> {
         f.inflight.insert(start, data.clone());
         self.inflight_total.fetch_add(n, Ordering::Relaxed);
         let cred = f.write_cred.clone();
+        let sync_opens = f.sync_opens;
         st.begin_change();
-        let stable = if cfg.noac { StableHow::FileSync } else { StableHow::Unstable };
+        // Synchronous writers get FILE_SYNC: their data is stable when the
+        // WRITE returns, with no COMMIT (nfs(5) `sync`, O_SYNC, noac).
+        let stable =
+            if cfg.noac || cfg.sync || sync_opens > 0 { StableHow::FileSync } else { StableHow::Unstable };
+
         Some(Job::Write { offset: start, data, stable, cred })
     }
 
