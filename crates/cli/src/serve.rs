@@ -444,6 +444,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp)).await??;
             tracing::info!("registered with the portmapper at {pm}");
         }
+        // Signal handlers before the announcement: a SIGTERM or SIGHUP sent by
+        // whoever waited for the line must find them (not the default action).
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing a SIGTERM handler")?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .context("installing a SIGINT handler")?;
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         let mut stdout = std::io::stdout().lock();
         for a in &addrs {
             // Scripts and tests wait for this exact line (no sleeps needed).
@@ -461,19 +468,15 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         // SIGHUP re-reads the exports file, as exportfs -r does.
         let hup_observer = observer.clone();
         tokio::spawn(async move {
-            let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
-                return;
-            };
+            let Some(mut hup) = hup else { return };
             while hup.recv().await.is_some() {
                 let o = hup_observer.clone();
                 let _ = tokio::task::spawn_blocking(move || o.reload_now()).await;
             }
         });
         tokio::spawn(async move {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("installing a SIGTERM handler");
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
+                _ = int.recv() => {}
                 _ = term.recv() => {}
             }
             tracing::info!("shutting down: finishing calls in flight and syncing exports");
