@@ -107,6 +107,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = parse_size)]
     journal_size: u64,
 
+    /// Most seconds between journal checkpoints (syncing the export's files and freeing the
+    /// log; one also runs whenever the log is half full). Longer: fewer syncs, longer replay.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
+    journal_checkpoint: f64,
+
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
@@ -304,7 +309,14 @@ fn build_exports(
                                  says not to bother; drop one of them (use -o rw,sync with --journal)"
                             );
                         }
-                        journaled(Arc::new(backend), path, args.journal_size, &key)
+                        if !(0.01..=3600.0).contains(&args.journal_checkpoint) {
+                            bail!(
+                                "--journal-checkpoint {}: give 0.01 to 3600 seconds",
+                                args.journal_checkpoint
+                            );
+                        }
+                        let every = std::time::Duration::from_secs_f64(args.journal_checkpoint);
+                        journaled(Arc::new(backend), path, args.journal_size, every, &key)
                     }
                 }
             })?
@@ -320,7 +332,13 @@ fn build_exports(
 }
 
 /// Put the intent journal at `path` in front of `backend`, replaying it first.
-fn journaled(backend: Arc<dyn Backend>, path: &Path, size: u64, key: &[u8; 16]) -> Result<Arc<dyn Backend>> {
+fn journaled(
+    backend: Arc<dyn Backend>,
+    path: &Path,
+    size: u64,
+    checkpoint_interval: std::time::Duration,
+    key: &[u8; 16],
+) -> Result<Arc<dyn Backend>> {
     use eagernfs_vfs::journal::{JournalOptions, Journaled};
     use siphasher::sip128::{Hasher128, SipHasher24};
     use std::hash::Hasher;
@@ -328,8 +346,7 @@ fn journaled(backend: Arc<dyn Backend>, path: &Path, size: u64, key: &[u8; 16]) 
     // (not the key itself: the journal file need not be kept secret).
     let mut h = SipHasher24::new_with_key(key);
     h.write(b"eagernfs journal owner");
-    let opts =
-        JournalOptions { size_bytes: size, owner: h.finish128().as_bytes(), ..JournalOptions::default() };
+    let opts = JournalOptions { size_bytes: size, owner: h.finish128().as_bytes(), checkpoint_interval };
     let (journal, replay) =
         Journaled::open_file(backend, path, opts).with_context(|| format!("journal {}", path.display()))?;
     if replay.fresh {
