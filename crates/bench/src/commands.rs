@@ -109,7 +109,9 @@ pub fn plot_write_report(report: &WriteReport, prefix: &Path) -> Result<Vec<Path
         files.extend(plot_latency_histogram(&title, &series, &suffixed(&run_prefix, "-histogram"))?);
         if !run.held_samples.is_empty() {
             let title = format!("Written data held by the client, {size} file, {target}");
-            files.extend(held_chart(title, vec![held_series(target, run)]).render(&suffixed(&run_prefix, "-held"))?);
+            files.extend(
+                held_chart(title, vec![held_series(target, run)]).render(&suffixed(&run_prefix, "-held"))?,
+            );
         }
     }
     Ok(files)
@@ -192,16 +194,19 @@ pub fn bench_plot(command: &PlotCommand) -> Result<Vec<PathBuf>, BenchError> {
         PlotKind::Held => {
             let mut series = Vec::new();
             for (i, report) in reports.iter().enumerate() {
-                let run = report.runs.iter().filter(|r| !r.held_samples.is_empty()).max_by_key(|r| r.bytes_written);
+                let run =
+                    report.runs.iter().filter(|r| !r.held_samples.is_empty()).max_by_key(|r| r.bytes_written);
                 let Some(run) = run else {
                     return Err(BenchError::Report {
                         path: command.inputs[i].clone(),
-                        message: "no run recorded held memory (only eagernfs's own client, nfs://, does)".into(),
+                        message: "no run recorded held memory (only eagernfs's own client, nfs://, does)"
+                            .into(),
                     });
                 };
                 series.push(held_series(&label(i), run));
             }
-            let title = command.title.clone().unwrap_or_else(|| "Written data held by the client".to_string());
+            let title =
+                command.title.clone().unwrap_or_else(|| "Written data held by the client".to_string());
             held_chart(title, series).render(&command.output_prefix)
         }
         PlotKind::Latency => {
@@ -240,11 +245,12 @@ pub fn bench_plot(command: &PlotCommand) -> Result<Vec<PathBuf>, BenchError> {
 /// One run's held-memory samples as a chart series: seconds, MiB.
 fn held_series(label: &str, run: &crate::report::WriteRun) -> crate::load::chart::Series {
     crate::load::chart::Series {
-        label: format!(
-            "{label} (peak {})",
-            format_bytes(run.held_peak_bytes.unwrap_or(0))
-        ),
-        points: run.held_samples.iter().map(|&[t, b]| (t as f64 / 1e9, b as f64 / (1 << 20) as f64)).collect(),
+        label: format!("{label} (peak {})", format_bytes(run.held_peak_bytes.unwrap_or(0))),
+        points: run
+            .held_samples
+            .iter()
+            .map(|&[t, b]| (t as f64 / 1e9, b as f64 / (1 << 20) as f64))
+            .collect(),
         style: crate::load::chart::Style::Dots,
     }
 }

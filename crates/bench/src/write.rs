@@ -346,7 +346,8 @@ fn write_one<T: WriteTarget>(
                 latencies_ns.push(duration_ns(after - before));
                 if let Some(h) = file.held_bytes() {
                     held_peak = Some(held_peak.unwrap_or(0).max(h));
-                    if (latencies_ns.len() as u64).is_multiple_of(held_every) && held.len() < HELD_SAMPLES_MAX {
+                    if (latencies_ns.len() as u64).is_multiple_of(held_every) && held.len() < HELD_SAMPLES_MAX
+                    {
                         held.push([duration_ns(after - start), h]);
                     }
                 }

@@ -787,20 +787,27 @@ fn stat_of_a_mount_reports_its_operations_and_metrics() {
 fn sync_mounts_and_o_sync_opens_write_file_sync() {
     use std::os::unix::fs::OpenOptionsExt;
     require_fuse!("sync_mounts_and_o_sync_opens_write_file_sync");
-    if ganesha_override() && skip("sync_mounts_and_o_sync_opens_write_file_sync", "counts calls with --stats-file")
+    if ganesha_override()
+        && skip("sync_mounts_and_o_sync_opens_write_file_sync", "counts calls with --stats-file")
     {
         return;
     }
     let export = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let stats = scratch.path().join("stats");
-    let mut server =
-        Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--stats-file", stats.to_str().unwrap()]);
+    let mut server = Server::eagernfs(
+        export.path(),
+        &["-o", "rw,no_root_squash", "--stats-file", stats.to_str().unwrap()],
+    );
     let block = pattern_bytes(5, 0, 64 * 1024);
     let counts = |server: &mut Server| {
         server.restart();
         let text = fs::read_to_string(&stats).unwrap();
-        (stat_count(&text, "WRITE/FILE_SYNC"), stat_count(&text, "WRITE/UNSTABLE"), stat_count(&text, "COMMIT"))
+        (
+            stat_count(&text, "WRITE/FILE_SYNC"),
+            stat_count(&text, "WRITE/UNSTABLE"),
+            stat_count(&text, "COMMIT"),
+        )
     };
     let write_blocks = |f: &mut File| {
         for _ in 0..4 {
@@ -809,7 +816,8 @@ fn sync_mounts_and_o_sync_opens_write_file_sync() {
     };
     {
         let m = FuseMount::new(&server.url(""), "");
-        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("plain")).unwrap();
+        let mut f =
+            fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("plain")).unwrap();
         write_blocks(&mut f);
         drop(f);
         let mut f = fs::OpenOptions::new()

@@ -674,6 +674,7 @@ mod tests {
             proptest::option::of(1u64..u64::MAX >> 1),
             proptest::option::of(1u64..u64::MAX >> 1),
             any::<bool>(),
+            any::<bool>(),
         );
         (ports, transport, cache).prop_map(|(p, t, c)| MountOptions {
             nfsport: p.0,
@@ -708,6 +709,7 @@ mod tests {
             cache_size_bytes_max: c.5,
             dirty_bytes_max: c.6,
             eager: c.7,
+            sync: c.8,
         })
     }
 
