@@ -14,6 +14,7 @@
  *   chown PATH UID GID           chown(2)
  *   link OLD NEW                 link(2)
  *   symlink TARGET LINK          symlink(2)
+ *   mkfifo PATH OCTAL            mkfifo(3)
  *   readlink PATH                payload: the target
  *   lstat PATH                   payload: "mode=OCTAL nlink=N uid=U gid=G size=S"
  *   rename OLD NEW               rename(2)
@@ -121,6 +122,8 @@ int main(int argc, char **argv) {
         return link(path, argv[3]) ? fail() : ok(NULL);
     if (!strcmp(op, "symlink") && argc == 4)
         return symlink(path, argv[3]) ? fail() : ok(NULL);
+    if (!strcmp(op, "mkfifo") && argc == 4)
+        return mkfifo(path, (mode_t)strtoul(argv[3], NULL, 8)) ? fail() : ok(NULL);
     if (!strcmp(op, "rename") && argc == 4)
         return rename(path, argv[3]) ? fail() : ok(NULL);
     if (!strcmp(op, "readlink")) {

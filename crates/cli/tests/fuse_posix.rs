@@ -253,3 +253,57 @@ fn write_by_another_user_clears_setid_bits_ganesha() {
     require_fuse!("write_by_another_user_clears_setid_bits_ganesha");
     write_by_another_user_clears_setid_bits(true);
 }
+
+// ----- 5. link counts after a rename over a link, and an unlink of an open file -----------------
+
+fn link_counts_follow_renames_and_unlinks(ganesha: bool) {
+    let Some(s) = Setup::new(ganesha, "") else { return };
+    let nobody = As::nobody();
+    let nlink = |rel: &str| {
+        let seen = ok(posixop(&nobody, &["lstat", &s.at(rel)]), &format!("lstat {rel}"));
+        field(&seen, "nlink").unwrap_or_else(|| panic!("no nlink in {seen:?}"))
+    };
+    // `b` has a second name `c`; renaming `a` over `b` leaves `c` its only name. `c` is
+    // stat'ed first, so the kernel and the client cache both hold the old count.
+    for kind in ["file", "fifo"] {
+        let (a, b, c) = (format!("{kind}-a"), format!("{kind}-b"), format!("{kind}-c"));
+        for name in [&a, &b] {
+            let made = if kind == "file" {
+                posixop(&nobody, &["open", &s.at(name), "wronly", "creat"])
+            } else {
+                posixop(&nobody, &["mkfifo", &s.at(name), "644"])
+            };
+            ok(made, &format!("create {name}"));
+        }
+        ok(posixop(&nobody, &["link", &s.at(&b), &s.at(&c)]), &format!("link {b} {c}"));
+        assert_eq!(nlink(&c), "2", "{kind}: two names before the rename");
+        ok(posixop(&nobody, &["rename", &s.at(&a), &s.at(&b)]), &format!("rename {a} over {b}"));
+        assert_eq!(nlink(&c), "1", "{kind}: {c} is the last name of what {b} was");
+        assert_eq!(nlink(&b), "1", "{kind}: {b} is now what {a} was");
+        assert_eq!(fs::symlink_metadata(s.on_server(&c)).unwrap().nlink(), 1, "{kind}: on the server");
+    }
+    // An open file that is unlinked has no name left, though the client keeps it on the server
+    // under a hidden one until it is closed (as the Linux NFS client shows 0 too).
+    ok(posixop(&nobody, &["open", &s.at("open-only"), "wronly", "creat"]), "create open-only");
+    let got = ok(posixop(&nobody, &["unlink-fstat", &s.at("open-only")]), "unlink-fstat open-only");
+    assert_eq!(got, "nlink=0", "fstat of an open file after its unlink");
+    // With a second name, one is left, seen by fstat on the open file and later by lstat.
+    ok(posixop(&nobody, &["open", &s.at("open-two"), "wronly", "creat"]), "create open-two");
+    ok(posixop(&nobody, &["link", &s.at("open-two"), &s.at("open-other")]), "link open-two");
+    assert_eq!(nlink("open-other"), "2");
+    let got = ok(posixop(&nobody, &["unlink-fstat", &s.at("open-two")]), "unlink-fstat open-two");
+    assert_eq!(got, "nlink=1", "fstat of an open file with another name after its unlink");
+    assert_eq!(nlink("open-other"), "1", "the other name after the unlinked file was closed");
+}
+
+#[test]
+fn link_counts_follow_renames_and_unlinks_eagernfs() {
+    require_fuse!("link_counts_follow_renames_and_unlinks_eagernfs");
+    link_counts_follow_renames_and_unlinks(false);
+}
+
+#[test]
+fn link_counts_follow_renames_and_unlinks_ganesha() {
+    require_fuse!("link_counts_follow_renames_and_unlinks_ganesha");
+    link_counts_follow_renames_and_unlinks(true);
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{memory, spec, TestServer, WAIT};
 use eagernfs_client::cache::{CacheConfig, CachedFs, ROOT_INO};
-use eagernfs_client::{Cred, MountOptions, NfsClient, NfsOps};
+use eagernfs_client::{Cred, LookupCache, MountOptions, NfsClient, NfsOps};
 use eagernfs_proto::nfs3::*;
 
 /// Fail the test instead of hanging it.
@@ -33,13 +33,17 @@ fn server() -> TestServer {
 /// A cache over a fresh connection. Attributes are trusted for minutes so
 /// that nothing a test counts depends on how fast the machine is.
 async fn mount(s: &TestServer, ac: bool) -> CachedFs<NfsClient> {
+    mount_with(s, MountOptions { ac, ..MountOptions::default() }).await
+}
+
+/// As [`mount`], with other options (`ac` and the attribute periods are set here).
+async fn mount_with(s: &TestServer, opts: MountOptions) -> CachedFs<NfsClient> {
     let opts = MountOptions {
-        ac,
         acregmin: Duration::from_secs(600),
         acregmax: Duration::from_secs(600),
         acdirmin: Duration::from_secs(600),
         acdirmax: Duration::from_secs(600),
-        ..MountOptions::default()
+        ..opts
     };
     let url = format!("nfs://127.0.0.1:{}/export", s.addr.port());
     let client = within(NfsClient::connect(&url)).await.expect("connect");
@@ -166,6 +170,58 @@ async fn a_file_renamed_over_while_open_lives_on_until_its_last_release() {
     let fh = within(fs.open(now_target.ino, libc::O_RDONLY, &c)).await.unwrap();
     assert_eq!(&within(fs.read(fh, 0, 100)).await.unwrap()[..], b"new contents");
     within(fs.release(fh)).await.unwrap();
+}
+
+/// The link count the cache shows for `ino` (from its attribute cache while trusted).
+async fn nlink(fs: &CachedFs<NfsClient>, ino: u64) -> u32 {
+    within(fs.getattr(ino, &root())).await.unwrap().attr.nlink
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hidden_name_is_not_counted_as_a_link() {
+    let s = server();
+    let fs = mount(&s, true).await;
+    let c = root();
+    // The only name of an open file goes: no link is left.
+    let (only, fh) = within(fs.create(ROOT_INO, b"only", 0o644, libc::O_RDWR, &c)).await.unwrap();
+    within(fs.unlink(ROOT_INO, b"only", &c)).await.unwrap();
+    assert_eq!(nlink(&fs, only.ino).await, 0, "a local file system shows 0");
+    let direct = within(fs.client().getattr(&c, &fs.file_handle(only.ino).unwrap())).await.unwrap();
+    assert_eq!(direct.nlink, 1, "the server still has the hidden name");
+    within(fs.release(fh)).await.unwrap();
+    within(fs.wait_background()).await;
+
+    // With a second name, one is left, before and after the hidden name is removed.
+    let (two, fh) = within(fs.create(ROOT_INO, b"two", 0o644, libc::O_RDWR, &c)).await.unwrap();
+    within(fs.link(two.ino, ROOT_INO, b"other", &c)).await.unwrap();
+    assert_eq!(nlink(&fs, two.ino).await, 2);
+    within(fs.unlink(ROOT_INO, b"two", &c)).await.unwrap();
+    assert_eq!(nlink(&fs, two.ino).await, 1);
+    within(fs.release(fh)).await.unwrap();
+    within(fs.wait_background()).await;
+    assert_eq!(nlink(&fs, two.ino).await, 1, "the hidden name is gone from the server too");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rename_over_a_name_drops_the_replaced_objects_attributes() {
+    for lookupcache in [LookupCache::All, LookupCache::None] {
+        let s = server();
+        let fs = mount_with(&s, MountOptions { lookupcache, ..MountOptions::default() }).await;
+        let c = root();
+        for name in [&b"a"[..], b"b"] {
+            let (_, fh) = within(fs.create(ROOT_INO, name, 0o644, libc::O_RDWR, &c)).await.unwrap();
+            within(fs.release(fh)).await.unwrap();
+        }
+        let b = within(fs.lookup(ROOT_INO, b"b", &c)).await.unwrap();
+        within(fs.link(b.ino, ROOT_INO, b"c", &c)).await.unwrap();
+        assert_eq!(nlink(&fs, b.ino).await, 2, "{lookupcache:?}");
+        // Without a lookup cache the rename must ask what `b` is; it does so while a file is
+        // open, which is when a stale count could be seen without a new lookup (fstat).
+        let (_, busy) = within(fs.create(ROOT_INO, b"busy", 0o644, libc::O_RDWR, &c)).await.unwrap();
+        within(fs.rename(ROOT_INO, b"a", ROOT_INO, b"b", &c)).await.unwrap();
+        assert_eq!(nlink(&fs, b.ino).await, 1, "{lookupcache:?}: `c` is its last name");
+        within(fs.release(busy)).await.unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -749,18 +749,28 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
-        if let Some(child) = s.open_child(&dir, name, cred).await {
-            return s.silly_rename(&dir, name, &child, cred).await;
+        let child = s.named_child(&dir, name, cred).await;
+        if let Some(open) = child.as_ref().and_then(|fh| s.open_file(fh)) {
+            return s.silly_rename(&dir, name, &open, cred).await;
         }
-        self.remove_name(parent, name, cred, false).await
+        self.remove_name(parent, name, cred, false, child).await
     }
 
     /// Remove an empty directory.
     pub async fn rmdir(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<()> {
-        self.remove_name(parent, name, cred, true).await
+        self.remove_name(parent, name, cred, true, None).await
     }
 
-    async fn remove_name(&self, parent: u64, name: &[u8], cred: &Cred, is_dir: bool) -> FsResult<()> {
+    /// REMOVE or RMDIR `name`, which names `removed` if the caller knows
+    /// (else the lookup cache may).
+    async fn remove_name(
+        &self,
+        parent: u64,
+        name: &[u8],
+        cred: &Cred,
+        is_dir: bool,
+        removed: Option<NfsFh3>,
+    ) -> FsResult<()> {
         let s = &self.shared;
         s.check_writable()?;
         let dir = s.inode(parent)?;
@@ -777,12 +787,14 @@ impl<C: NfsOps> CachedFs<C> {
         let old = st.names.remove(&key);
         st.end_change(r.as_ref().ok(), now, s.cfg.ac_bounds(true).0);
         drop(st);
-        // The removed object's link count and ctime changed.
-        if let Some(Dentry::Positive(fh)) = old {
-            if let Some(child) = s.inodes.by_fh(&fh) {
-                let mut cs = child.state.lock();
-                cs.attr_timeout = Duration::ZERO;
-            }
+        // The removed object's link count and ctime changed (even a failed
+        // call may have removed it: a retransmission answered NOENT).
+        let removed = match (removed, old) {
+            (Some(fh), _) | (None, Some(Dentry::Positive(fh))) => Some(fh),
+            _ => None,
+        };
+        if let Some(fh) = removed {
+            s.attrs_changed(&fh);
         }
         r?;
         Ok(())
@@ -803,18 +815,19 @@ impl<C: NfsOps> CachedFs<C> {
         let to = s.inode(newparent)?;
         check_name(name)?;
         check_name(newname)?;
-        if let Some(target) = s.open_child(&to, newname, cred).await {
+        // What the new name names now loses a link to the RENAME.
+        let replaced = s.named_child(&to, newname, cred).await;
+        let mut source = match from.state.lock().names.get(name) {
+            Some(Dentry::Positive(fh)) => Some(fh.clone()),
+            _ => None,
+        };
+        if let Some(target) = replaced.as_ref().and_then(|fh| s.open_file(fh)) {
             // The RENAME would unlink an open file: hide it first, as
             // unlink does, unless it is the very object being moved (a
             // rename onto another link of itself changes nothing).
-            let source = match from.state.lock().names.get(name) {
-                Some(Dentry::Positive(fh)) => Some(fh.clone()),
-                _ => None,
-            };
-            let source = match source {
-                Some(fh) => Some(fh),
-                None => s.client.lookup(cred, &from.fh, name).await.ok().map(|r| r.object),
-            };
+            if source.is_none() {
+                source = s.client.lookup(cred, &from.fh, name).await.ok().map(|r| r.object);
+            }
             if source.as_ref() != Some(&target.fh) {
                 s.silly_rename(&to, newname, &target, cred).await?;
             }
@@ -832,6 +845,14 @@ impl<C: NfsOps> CachedFs<C> {
             st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), now, min);
             moved
         };
+        // The moved object's ctime changed, and the replaced one lost a
+        // link (a failed call may have done both: see `remove_name`).
+        if let Some(Dentry::Positive(fh)) = &moved {
+            source = Some(fh.clone());
+        }
+        for fh in source.iter().chain(replaced.iter()) {
+            s.attrs_changed(fh);
+        }
         {
             let mut st = to.state.lock();
             // Whatever had the new name is gone; the moved object has it.
@@ -938,27 +959,45 @@ impl<C: NfsOps> Shared<C> {
         id
     }
 
-    /// The file `name` in `dir` if it is a regular file open here and not
-    /// already hidden: removing its name must go through a silly rename.
-    /// The lookup cache usually knows the name (the kernel looked it up
-    /// before unlinking it); otherwise, and only while some file is open,
-    /// the server is asked. Any failure means "not open": the REMOVE or
-    /// RENAME that follows reports the real error.
-    async fn open_child(&self, dir: &Inode, name: &[u8], cred: &Cred) -> Option<Arc<Inode>> {
-        let cached = match dir.state.lock().names.get(name) {
-            Some(Dentry::Positive(fh)) => Some(fh.clone()),
-            _ => None,
-        };
-        let fh = match cached {
-            Some(fh) => fh,
-            None if self.handles.lock().is_empty() => return None,
-            None => self.client.lookup(cred, &dir.fh, name).await.ok()?.object,
-        };
-        let child = self.inodes.by_fh(&fh)?;
+    /// What `name` in `dir` names now, asked just before an operation
+    /// that removes or replaces that name: afterwards the object's cached
+    /// attributes are stale (its link count and ctime change), and if it
+    /// is a file open here its name must go through a silly rename first.
+    /// The lookup cache usually knows (the kernel looked the name up
+    /// before unlinking or renaming over it); otherwise the server is
+    /// asked, except with `lookupcache=none` while no file is open: then
+    /// every path walk LOOKUPs, which refreshes the attributes anyway. Any
+    /// failure means "nothing there": the REMOVE or RENAME that follows
+    /// reports the real error.
+    async fn named_child(&self, dir: &Inode, name: &[u8], cred: &Cred) -> Option<NfsFh3> {
+        let cached = dir.state.lock().names.get(name).cloned();
+        match cached {
+            Some(Dentry::Positive(fh)) => return Some(fh),
+            Some(Dentry::Negative { until }) if Instant::now() < until => return None,
+            _ => {}
+        }
+        if self.cfg.lookupcache == LookupCache::None && self.handles.lock().is_empty() {
+            return None;
+        }
+        self.client.lookup(cred, &dir.fh, name).await.ok().map(|r| r.object)
+    }
+
+    /// The inode of `fh` if it is a regular file open here and not already
+    /// hidden: removing its name must go through a silly rename.
+    fn open_file(&self, fh: &NfsFh3) -> Option<Arc<Inode>> {
+        let child = self.inodes.by_fh(fh)?;
         let st = child.state.lock();
         let open = child.ftype == Ftype3::Reg && st.open_count > 0 && st.silly.is_none();
         drop(st);
         open.then_some(child)
+    }
+
+    /// A namespace operation changed the object `fh` names (its link
+    /// count, its ctime): its cached attributes must be asked for again.
+    fn attrs_changed(&self, fh: &NfsFh3) {
+        if let Some(inode) = self.inodes.by_fh(fh) {
+            inode.state.lock().attr_timeout = Duration::ZERO;
+        }
     }
 
     /// Rename open file `child`, known as `name` in `dir`, to a hidden name
@@ -1004,6 +1043,7 @@ impl<C: NfsOps> Shared<C> {
                 let mut st = child.state.lock();
                 // The rename moved the file's ctime.
                 st.attr_timeout = Duration::ZERO;
+                st.hidden_link = true;
                 if st.open_count > 0 {
                     st.silly = Some(silly);
                     None
@@ -1031,7 +1071,13 @@ impl<C: NfsOps> Shared<C> {
             st.names.remove(&name);
             st.end_change(r.as_ref().ok(), Instant::now(), self.cfg.ac_bounds(true).0);
         }
-        child.state.lock().attr_timeout = Duration::ZERO;
+        {
+            // The hidden name is gone (or, after an error, stays and is
+            // shown for what it is: a link): ask for the count again.
+            let mut st = child.state.lock();
+            st.attr_timeout = Duration::ZERO;
+            st.hidden_link = false;
+        }
         if let Err(e) = r {
             tracing::warn!(
                 name = %String::from_utf8_lossy(&name),

@@ -320,6 +320,13 @@ pub(crate) struct InodeState {
     /// Set once the file was unlinked (or renamed over) while open and
     /// lives on under a hidden name until its last close.
     pub(crate) silly: Option<SillyName>,
+    /// The file has a hidden name from a silly rename, from the RENAME
+    /// until the REMOVE of that name has returned (longer than `silly`,
+    /// which the last close takes). The hidden name is not a link a
+    /// program made: the link count shown leaves it out, as Linux's NFS
+    /// client drops `nlink` locally (`nfs_drop_nlink`) and a local file
+    /// system shows 0 for an open file with no name left.
+    pub(crate) hidden_link: bool,
     /// ACCESS answers by caller, oldest first, at most
     /// `ACCESS_ENTRIES_MAX`. Each expires with the attributes it came
     /// with; all are cleared when fresh attributes show a new mode or
@@ -342,6 +349,7 @@ impl InodeState {
             file: FileData::new(mem_bytes),
             names: HashMap::new(),
             silly: None,
+            hidden_link: false,
             access: Vec::new(),
         }
     }
@@ -383,11 +391,15 @@ impl InodeState {
     }
 
     /// The attributes as a local program should see them: the size
-    /// includes our writes the server has not seen yet, and set-id bits a
-    /// pending write will clear are shown cleared.
+    /// includes our writes the server has not seen yet, set-id bits a
+    /// pending write will clear are shown cleared, and a hidden name from
+    /// a silly rename is not counted as a link.
     pub(crate) fn visible_attr(&self) -> Fattr3 {
         let mut a = self.attr;
         a.size = a.size.max(self.file.written_end);
+        if self.hidden_link {
+            a.nlink = a.nlink.saturating_sub(1);
+        }
         if let Some(writer) = &self.file.setid_dropped {
             let in_group = writer.gid == a.gid || writer.groups.contains(&a.gid);
             a.mode = mode_without_setid(a.mode, in_group);

@@ -47,7 +47,11 @@
 //!   drops them.
 //! - **Unlink of an open file** (Linux's "silly rename"): the file is
 //!   renamed to a hidden `.nfs…` name instead of removed, so open handles
-//!   keep working; the hidden name is removed after the last release.
+//!   keep working; the hidden name is removed after the last release. The
+//!   link count shown leaves the hidden name out, as Linux's does.
+//! - **Namespace changes**: REMOVE and RENAME drop the cached attributes
+//!   of every object whose link count or ctime they change (the removed or
+//!   replaced object, the moved one); WCC data keeps the directories'.
 //! - **Disk cache** (`cache=DIR`, CacheFS / FS-Cache style): chunks on
 //!   disk with their file's validator, served after a client restart once
 //!   a GETATTR shows the file unchanged; bounded, least recently used
