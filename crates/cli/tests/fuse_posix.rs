@@ -18,22 +18,40 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
+/// Which server a scenario runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    /// `eagernfs serve DIR`: the local-directory backend.
+    Eagernfs,
+    /// `eagernfs serve --memory PATH`: the in-memory backend.
+    EagernfsMemory,
+    /// nfs-ganesha (FSAL VFS) on a directory.
+    Ganesha,
+}
+
 /// A server (eagernfs with `no_root_squash`, or ganesha) exporting a fresh directory anyone may
 /// create in, and a mount of it open to every user (`allow_other`).
 struct Setup {
     mount: FuseMount,
     server: Server,
+    /// The export is in the server's memory: there is no directory to look at.
+    memory: bool,
     _export: tempfile::TempDir,
 }
 
 impl Setup {
     fn new(ganesha: bool, fuse_options: &str) -> Option<Setup> {
+        Setup::with_peer(if ganesha { Peer::Ganesha } else { Peer::Eagernfs }, fuse_options)
+    }
+
+    fn with_peer(peer: Peer, fuse_options: &str) -> Option<Setup> {
         let export = tempfile::tempdir().unwrap();
         chmod(export.path(), 0o1777);
-        let server = if ganesha {
-            Server::ganesha(export.path())?
-        } else {
-            Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"])
+        let server = match peer {
+            Peer::Ganesha => Server::ganesha(export.path())?,
+            Peer::Eagernfs => Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]),
+            // The directory's path is only the name the export is mounted by.
+            Peer::EagernfsMemory => Server::eagernfs(export.path(), &["--memory", "-o", "rw,no_root_squash"]),
         };
         let options = if fuse_options.is_empty() {
             "allow_other".to_string()
@@ -41,7 +59,12 @@ impl Setup {
             format!("allow_other,{fuse_options}")
         };
         let mount = FuseMount::new(&server.url(""), &options);
-        Some(Setup { mount, server, _export: export })
+        let memory = peer == Peer::EagernfsMemory;
+        if memory {
+            // The memory backend's root is 0755 root's; make it like the directories above.
+            chmod(&mount.path(""), 0o1777);
+        }
+        Some(Setup { mount, server, memory, _export: export })
     }
 
     /// `rel` inside the mount, as a string for posixop.
@@ -51,6 +74,7 @@ impl Setup {
 
     /// `rel` in the export directory on the server's disk.
     fn on_server(&self, rel: &str) -> std::path::PathBuf {
+        assert!(!self.memory, "a memory export has no directory on disk");
         self.server.dir().join(rel)
     }
 }
@@ -306,4 +330,52 @@ fn link_counts_follow_renames_and_unlinks_eagernfs() {
 fn link_counts_follow_renames_and_unlinks_ganesha() {
     require_fuse!("link_counts_follow_renames_and_unlinks_ganesha");
     link_counts_follow_renames_and_unlinks(true);
+}
+
+// ----- 6. symlink targets up to PATH_MAX - 1 bytes --------------------------------------------
+
+/// A symlink target of `len` bytes that looks like a path: 200-byte components.
+fn long_target(len: usize) -> String {
+    let component = "c".repeat(199) + "/";
+    component.repeat(len / component.len() + 1)[..len].to_string()
+}
+
+fn symlink_targets_up_to_path_max(peer: Peer) {
+    let Some(s) = Setup::with_peer(peer, "") else { return };
+    let nobody = As::nobody();
+    // Linux's PATH_MAX (4096) counts the NUL that ends a path: 4095 bytes is the longest
+    // target symlink(2) takes.
+    let target = long_target(4095);
+    ok(posixop(&nobody, &["symlink", &target, &s.at("long")]), "symlink to a 4095-byte target");
+    let got = ok(posixop(&nobody, &["readlink", &s.at("long")]), "readlink of a 4095-byte target");
+    assert!(got == target, "readlink gave {} bytes, not the 4095 written", got.len());
+    let seen = ok(posixop(&nobody, &["lstat", &s.at("long")]), "lstat");
+    assert_eq!(field(&seen, "size").as_deref(), Some("4095"), "{seen}");
+    if s.memory {
+        return;
+    }
+    assert_eq!(fs::read_link(s.on_server("long")).unwrap().as_os_str().len(), 4095, "on the server");
+    // One made on the server's disk reads back whole too.
+    let other = long_target(4094) + "x";
+    std::os::unix::fs::symlink(&other, s.on_server("made-there")).unwrap();
+    let got = ok(posixop(&nobody, &["readlink", &s.at("made-there")]), "readlink of one made on the server");
+    assert!(got == other, "readlink gave {} bytes, not the 4095 on disk", got.len());
+}
+
+#[test]
+fn symlink_targets_up_to_path_max_eagernfs() {
+    require_fuse!("symlink_targets_up_to_path_max_eagernfs");
+    symlink_targets_up_to_path_max(Peer::Eagernfs);
+}
+
+#[test]
+fn symlink_targets_up_to_path_max_eagernfs_memory() {
+    require_fuse!("symlink_targets_up_to_path_max_eagernfs_memory");
+    symlink_targets_up_to_path_max(Peer::EagernfsMemory);
+}
+
+#[test]
+fn symlink_targets_up_to_path_max_ganesha() {
+    require_fuse!("symlink_targets_up_to_path_max_ganesha");
+    symlink_targets_up_to_path_max(Peer::Ganesha);
 }

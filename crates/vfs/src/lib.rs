@@ -44,8 +44,10 @@ pub const MAX_BACKEND_HANDLE: usize = 60;
 /// The longest single path component a backend accepts.
 pub const NAME_MAX: usize = 255;
 
-/// The longest symlink target or path a backend accepts.
-pub const PATH_MAX: usize = 1024;
+/// The longest symlink target a backend stores or returns, in bytes: what
+/// Linux's `symlink(2)` takes, `PATH_MAX` (4096) less the NUL that ends the
+/// string. Longer ones are refused with [`FsError::NameTooLong`].
+pub const SYMLINK_TARGET_BYTES_MAX: usize = 4095;
 
 /// An opaque backend file handle (at most [`MAX_BACKEND_HANDLE`] bytes).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]

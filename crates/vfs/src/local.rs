@@ -86,7 +86,7 @@ use self::sys::{attr_from_stat, EMPTY};
 use crate::{
     access, perm, Attr, Backend, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FileType,
     FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, SetTime, StableHow,
-    Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, PATH_MAX,
+    Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
 };
 
 /// The largest READ or WRITE done in one call; a larger request is
@@ -671,9 +671,10 @@ impl Backend for LocalBackend {
         if obj.attr.ftype != FileType::Symlink {
             return Err(FsError::Inval);
         }
-        let mut buf = vec![0u8; PATH_MAX + 1];
+        // One byte more than a target may have, so a longer one shows.
+        let mut buf = vec![0u8; SYMLINK_TARGET_BYTES_MAX + 1];
         let n = sys::readlink_fd(obj.fd.as_fd(), &mut buf)?;
-        if n > PATH_MAX {
+        if n > SYMLINK_TARGET_BYTES_MAX {
             return Err(FsError::NameTooLong);
         }
         buf.truncate(n);
@@ -862,7 +863,7 @@ impl Backend for LocalBackend {
         set: &SetAttr,
     ) -> FsResult<Created> {
         let cname = new_name(name)?;
-        if target.len() > PATH_MAX {
+        if target.len() > SYMLINK_TARGET_BYTES_MAX {
             return Err(FsError::NameTooLong);
         }
         let ctarget = CString::new(target).map_err(|_| FsError::Inval)?;

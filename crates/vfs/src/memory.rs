@@ -58,7 +58,7 @@ use crate::perm::{self, R, W, X};
 use crate::{
     Attr, Backend, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FileType, FsError,
     FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, SetTime, StableHow, Timestamp,
-    Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, PATH_MAX,
+    Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
 };
 use data::SparseData;
 
@@ -971,7 +971,7 @@ impl Backend for MemoryBackend {
             // As Linux symlink(2) and knfsd answer an empty target.
             return Err(FsError::NoEnt);
         }
-        if target.len() > PATH_MAX {
+        if target.len() > SYMLINK_TARGET_BYTES_MAX {
             return Err(FsError::NameTooLong);
         }
         if target.contains(&0) {

@@ -36,7 +36,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use eagernfs_vfs::{
     access, Attr, Backend, CreateMode, Credentials, DirEntry, FileHandle, FileType, FsError, FsResult,
-    NodeKind, SetAttr, SetTime, StableHow, Timestamp, NAME_MAX,
+    NodeKind, SetAttr, SetTime, StableHow, Timestamp, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
 };
 
 /// One named check and what it needs from the environment.
@@ -855,9 +855,18 @@ pub fn symlinks(b: &dyn Backend) {
         let l = b.lookup(&root(), &t, name.as_bytes()).unwrap();
         assert_eq!(l.attr.ftype, FileType::Symlink, "lookup does not follow");
     }
-    let long = vec![b'x'; 1000];
-    let c = b.symlink(&root(), &t, b"long", &long, &SetAttr::default()).expect("long target");
+    // The longest target Linux takes, and one byte more.
+    let long = vec![b'x'; SYMLINK_TARGET_BYTES_MAX];
+    let c = b.symlink(&root(), &t, b"long", &long, &SetAttr::default()).expect("longest target");
+    assert_eq!(c.attr.size, SYMLINK_TARGET_BYTES_MAX as u64);
     assert_eq!(&b.readlink(&root(), &c.handle).unwrap().0[..], &long[..]);
+    let longer = vec![b'x'; SYMLINK_TARGET_BYTES_MAX + 1];
+    expect_err(
+        b.symlink(&root(), &t, b"longer", &longer, &SetAttr::default()),
+        &[FsError::NameTooLong],
+        "a target longer than Linux takes",
+    );
+    expect_err(lookup(b, &t, "longer"), &[FsError::NoEnt], "nothing made by a refused symlink");
     // A symlink to a directory is not a directory.
     mkdir_as(b, &root(), &t, "d", 0o755);
     let s = b.symlink(&root(), &t, b"tod", b"d", &SetAttr::default()).unwrap();
