@@ -379,3 +379,40 @@ fn symlink_targets_up_to_path_max_ganesha() {
     require_fuse!("symlink_targets_up_to_path_max_ganesha");
     symlink_targets_up_to_path_max(Peer::Ganesha);
 }
+
+// ----- 9. times outside nfstime3 ----------------------------------------------------------------
+
+/// NFSv3 carries unsigned 32-bit seconds: a time set past 2106-02-07T06:28:15Z (2^32 - 1 s)
+/// reads back as that second, one before 1970 as 1970-01-01T00:00:00Z. Both backends alike.
+fn times_outside_nfstime3_are_clamped(peer: Peer) {
+    use std::time::{Duration, UNIX_EPOCH};
+    let Some(s) = Setup::with_peer(peer, "") else { return };
+    let path = s.mount.path("t");
+    let f = fs::File::create(&path).unwrap();
+    let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
+    for (set, want) in
+        [(1u64 << 32, u32::MAX as i64), (1 << 33, u32::MAX as i64), (1_700_000_000, 1_700_000_000)]
+    {
+        f.set_times(fs::FileTimes::new().set_modified(at(set)).set_accessed(at(set))).unwrap();
+        let m = fs::File::open(&path).unwrap().metadata().unwrap();
+        assert_eq!((m.mtime(), m.atime()), (want, want), "set {set} s");
+    }
+    f.set_times(fs::FileTimes::new().set_modified(UNIX_EPOCH - Duration::from_secs(10))).unwrap();
+    let m = fs::File::open(&path).unwrap().metadata().unwrap();
+    assert_eq!(m.mtime(), 0, "before 1970");
+    if !s.memory {
+        assert_eq!(fs::metadata(s.on_server("t")).unwrap().mtime(), 0, "on the server's disk");
+    }
+}
+
+#[test]
+fn times_outside_nfstime3_are_clamped_eagernfs() {
+    require_fuse!("times_outside_nfstime3_are_clamped_eagernfs");
+    times_outside_nfstime3_are_clamped(Peer::Eagernfs);
+}
+
+#[test]
+fn times_outside_nfstime3_are_clamped_eagernfs_memory() {
+    require_fuse!("times_outside_nfstime3_are_clamped_eagernfs_memory");
+    times_outside_nfstime3_are_clamped(Peer::EagernfsMemory);
+}

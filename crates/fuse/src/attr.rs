@@ -60,6 +60,10 @@ fn set_time(t: Option<TimeOrNow>) -> SetTime {
         // "Now" is the server's now: its clock stamps every other change,
         // so times set this way compare sanely with them.
         Some(TimeOrNow::Now) => SetTime::SetToServerTime,
+        // NFSv3's `nfstime3` holds unsigned 32-bit seconds: a time before
+        // 1970 is sent as 1970-01-01T00:00:00Z and one after
+        // 2106-02-07T06:28:15Z (2^32 - 1 s) as that second. A documented limit
+        // of the protocol (README, "Limits"), tested in fuse_posix.rs.
         Some(TimeOrNow::SpecificTime(st)) => {
             let d = st.duration_since(UNIX_EPOCH).unwrap_or_default();
             SetTime::SetToClientTime(Nfstime3 {

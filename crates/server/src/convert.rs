@@ -38,7 +38,9 @@ pub(crate) fn status(e: FsError) -> Nfsstat3 {
     }
 }
 
-/// NFSv3 times are unsigned 32-bit seconds: clamp what does not fit.
+/// NFSv3 times are unsigned 32-bit seconds: clamp what does not fit (a
+/// file stamped before 1970 reads as 1970-01-01T00:00:00Z, one after
+/// 2106-02-07T06:28:15Z as that second; both backends alike).
 pub(crate) fn time(t: Timestamp) -> Nfstime3 {
     Nfstime3 { seconds: t.secs.clamp(0, u32::MAX as i64) as u32, nseconds: t.nsecs }
 }
@@ -131,5 +133,20 @@ pub(crate) fn stable_wire(s: eagernfs_vfs::StableHow) -> eagernfs_proto::nfs3::S
         eagernfs_vfs::StableHow::Unstable => W::Unstable,
         eagernfs_vfs::StableHow::DataSync => W::DataSync,
         eagernfs_vfs::StableHow::FileSync => W::FileSync,
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn times_outside_nfstime3_are_clamped() {
+        let t = |secs| time(Timestamp { secs, nsecs: 5 });
+        assert_eq!(t(1 << 32).seconds, u32::MAX);
+        assert_eq!(t(1 << 40).seconds, u32::MAX);
+        assert_eq!(t(u32::MAX as i64).seconds, u32::MAX);
+        assert_eq!(t(-1).seconds, 0);
+        assert_eq!(t(1_700_000_000).seconds, 1_700_000_000);
     }
 }
