@@ -302,3 +302,46 @@ fn clients_outside_the_allow_list_cannot_mount() {
         Err(reply) => assert_eq!(reply.err_kind(), Some("MOUNT"), "{reply:?}"),
     }
 }
+
+/// MOUNT resolves symbolic links inside the export as rpc.mountd does (issue 12, item 8), and
+/// never lets one lead out: a link to `..`, to the export's parent, or to an absolute path
+/// outside the export is refused.
+#[test]
+fn mount_follows_symlinks_inside_the_export_and_never_out() {
+    let layout = Layout::new();
+    let dir = layout.export();
+    fs::create_dir_all(dir.join("subdir/subdir2")).unwrap();
+    fs::write(dir.join("subdir/subdir2/deep-marker"), b"deep").unwrap();
+    std::os::unix::fs::symlink("subdir", dir.join("link")).unwrap();
+    std::os::unix::fs::symlink(dir.join("subdir"), dir.join("abslink")).unwrap();
+    std::os::unix::fs::symlink("subdir/../subdir/subdir2", dir.join("dotted")).unwrap();
+    std::os::unix::fs::symlink("..", dir.join("up")).unwrap();
+    std::os::unix::fs::symlink(layout.outer.path(), dir.join("parent")).unwrap();
+    std::os::unix::fs::symlink("/etc", dir.join("etc")).unwrap();
+    std::os::unix::fs::symlink("loop", dir.join("loop")).unwrap();
+    let server = Server::eagernfs(&dir, &[]);
+    let canon = dir.canonicalize().unwrap();
+    let d = canon.display();
+
+    for path in [format!("{d}/link/subdir2"), format!("{d}/abslink/subdir2"), format!("{d}/dotted")] {
+        let mut op = Nfsop::try_start(&server.url_for_path(&path, ""))
+            .unwrap_or_else(|e| panic!("MOUNT {path} through a symlink inside the export: {e:?}"));
+        let listing = op.ok("readdir /");
+        assert!(listing.contains("deep-marker"), "{path} mounted something else: {listing}");
+    }
+    for path in [
+        format!("{d}/up"),
+        format!("{d}/up/export"),
+        format!("{d}/parent"),
+        format!("{d}/etc"),
+        format!("{d}/link/../up"),
+        format!("{d}/loop"),
+    ] {
+        let out = nfs_ls(&server.url_for_path(&path, ""));
+        assert_no_leak(&format!("nfs-ls {path}"), &out.stdout_text());
+        match Nfsop::try_start(&server.url_for_path(&path, "")) {
+            Ok(mut op) => panic!("MOUNT {path} succeeded: {}", op.ok("readdir /")),
+            Err(reply) => assert!(!reply.is_ok()),
+        }
+    }
+}

@@ -91,28 +91,87 @@ fn mnt(call: &Call, raw: &Dirpath) -> Mountres3 {
         }
     };
     let cred = call.credentials(options);
-    // Walk down to a subdirectory of the export, one component at a time,
-    // with the caller's credentials (never following symlinks: LOOKUP doesn't).
-    let mut fh = export.backend.root();
-    for c in rest.components() {
-        use std::os::unix::ffi::OsStrExt;
-        let name = c.as_os_str().as_bytes();
-        match export.backend.lookup(&cred, &fh, name) {
-            Ok(l) if l.attr.ftype == FileType::Directory => fh = l.handle,
-            Ok(_) => return Mountres3::Fail(Mountstat3::Notdir),
-            Err(e) => {
-                return Mountres3::Fail(match crate::convert::status(e) {
-                    Nfsstat3::Noent => Mountstat3::Noent,
-                    Nfsstat3::Acces | Nfsstat3::Perm => Mountstat3::Acces,
-                    Nfsstat3::Notdir => Mountstat3::Notdir,
-                    _ => Mountstat3::Serverfault,
-                })
-            }
+    let fh = match walk(export, &cred, &rest) {
+        Ok(fh) => fh,
+        Err(stat) => {
+            tracing::info!(peer = %call.conn.peer.addr, ?path, ?stat, "MNT refused");
+            return Mountres3::Fail(stat);
         }
-    }
+    };
     remember(call, raw);
     let wire = handle::to_wire(export.id, &fh);
     Mountres3::Ok(Mountres3Ok { fhandle: wire.data, auth_flavors: vec![AuthFlavor::Sys as u32] })
+}
+
+/// Most symbolic links followed while resolving one MOUNT path (Linux's MAXSYMLINKS).
+const SYMLINKS_MAX: usize = 40;
+
+/// Walk `rest` down from the export's root, one component at a time, with the caller's
+/// credentials, as rpc.mountd's `realpath` does: symbolic links inside the export are followed
+/// (a relative target from the link's directory, an absolute one naming a path under the
+/// export's own path), but nothing ever leaves the export: `..` above its root, or a target
+/// outside it, is refused.
+fn walk(
+    export: &ExportSpec,
+    cred: &eagernfs_vfs::Credentials,
+    rest: &Path,
+) -> Result<eagernfs_vfs::FileHandle, Mountstat3> {
+    use std::os::unix::ffi::OsStrExt;
+    let status = |e| match crate::convert::status(e) {
+        Nfsstat3::Noent => Mountstat3::Noent,
+        Nfsstat3::Acces | Nfsstat3::Perm => Mountstat3::Acces,
+        Nfsstat3::Notdir => Mountstat3::Notdir,
+        _ => Mountstat3::Serverfault,
+    };
+    // The directories from the root down to where the walk is.
+    let mut stack = vec![export.backend.root()];
+    // Components still to walk, the next one last.
+    let mut todo: Vec<Vec<u8>> = rest.components().rev().map(|c| c.as_os_str().as_bytes().to_vec()).collect();
+    let mut links = 0;
+    while let Some(name) = todo.pop() {
+        let here = stack.last().expect("the root stays").clone();
+        match name.as_slice() {
+            b"" | b"." => continue,
+            b".." => {
+                if stack.len() == 1 {
+                    return Err(Mountstat3::Acces); // above the export's root
+                }
+                stack.pop();
+                continue;
+            }
+            _ => {}
+        }
+        let l = export.backend.lookup(cred, &here, &name).map_err(status)?;
+        match l.attr.ftype {
+            FileType::Directory => stack.push(l.handle),
+            FileType::Symlink => {
+                links += 1;
+                if links > SYMLINKS_MAX {
+                    return Err(Mountstat3::Inval);
+                }
+                let (target, _) = export.backend.readlink(cred, &l.handle).map_err(status)?;
+                let target = Path::new(std::ffi::OsStr::from_bytes(&target));
+                let relative = if target.is_absolute() {
+                    // Only a path under the export's own directory names something in it.
+                    let inside = export.mount_paths.first().and_then(|mp| target.strip_prefix(mp).ok());
+                    let Some(inside) = inside else { return Err(Mountstat3::Acces) };
+                    stack.truncate(1);
+                    inside.to_path_buf()
+                } else {
+                    target.to_path_buf()
+                };
+                for c in relative.components().rev() {
+                    match c {
+                        Component::Normal(n) => todo.push(n.as_bytes().to_vec()),
+                        Component::ParentDir => todo.push(b"..".to_vec()),
+                        Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+                    }
+                }
+            }
+            _ => return Err(Mountstat3::Notdir),
+        }
+    }
+    Ok(stack.pop().expect("the root stays"))
 }
 
 fn host(call: &Call) -> Name {
