@@ -416,3 +416,29 @@ fn times_outside_nfstime3_are_clamped_eagernfs_memory() {
     require_fuse!("times_outside_nfstime3_are_clamped_eagernfs_memory");
     times_outside_nfstime3_are_clamped(Peer::EagernfsMemory);
 }
+
+// ----- 7. a rewound directory stream shows the directory as it is now --------------------------
+
+fn rewinddir_after_unlink_no_longer_lists_the_name(peer: Peer) {
+    let Some(s) = Setup::with_peer(peer, "") else { return };
+    for i in 0..20 {
+        fs::write(s.mount.path(&format!("f{i}")), b"x").unwrap();
+    }
+    let root = As::root();
+    // opendir, read until f7 shows, unlink f7, rewinddir, read all again.
+    let got = ok(posixop(&root, &["rewind-unlink", &s.at(""), "f7"]), "rewind-unlink");
+    assert_eq!(got, "gone", "a rewound stream still listed the unlinked name");
+    assert!(!s.mount.path("f7").exists());
+}
+
+#[test]
+fn rewinddir_after_unlink_no_longer_lists_the_name_eagernfs() {
+    require_fuse!("rewinddir_after_unlink_no_longer_lists_the_name_eagernfs");
+    rewinddir_after_unlink_no_longer_lists_the_name(Peer::Eagernfs);
+}
+
+#[test]
+fn rewinddir_after_unlink_no_longer_lists_the_name_ganesha() {
+    require_fuse!("rewinddir_after_unlink_no_longer_lists_the_name_ganesha");
+    rewinddir_after_unlink_no_longer_lists_the_name(Peer::Ganesha);
+}

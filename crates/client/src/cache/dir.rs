@@ -5,7 +5,7 @@
 //! offset of the last entry it used to the next `readdir`, which is the
 //! cookie to continue after. The handle keeps the last page, so the
 //! entries that did not fit in FUSE's buffer are served again without a
-//! call. READDIRPLUS results fill the attribute and lookup caches, so a
+//! call; a read from offset 0 (a rewind) always goes to the server. READDIRPLUS results fill the attribute and lookup caches, so a
 //! following `ls -l` needs no LOOKUPs or GETATTRs.
 
 use std::sync::atomic::Ordering;
@@ -79,7 +79,10 @@ impl<C: NfsOps> CachedFs<C> {
         let s = self.shared();
         let h = s.dir_handles.lock().get(&dh).cloned().ok_or(FsError::BadHandle(dh))?;
         let mut h = h.lock().await;
-        if !h.page.is_empty() {
+        // Offset 0 is a fresh start (opendir, or rewinddir(3)): read the
+        // directory as it is now, not the page kept from before, which may
+        // list names since removed or miss names since made.
+        if !h.page.is_empty() && offset != 0 {
             if offset == h.page_after {
                 return Ok(h.page.clone());
             }
