@@ -13,7 +13,8 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(
     name = "eagernfs",
-    version,
+    // The package version and the git revision (build.rs), so a report names its source.
+    version = env!("EAGERNFS_VERSION"),
     about = "A fast, trustworthy user-space NFSv3 server, client and benchmarks"
 )]
 struct Cli {
