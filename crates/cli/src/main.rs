@@ -1,8 +1,10 @@
-//! The `eagernfs` command: `serve` today; `mount`, `bench`, `ls`, `cp`, … as they land.
+//! The `eagernfs` command: `serve`, `reload`, `mount`/`umount`, the file tools (`ls`, `cat`,
+//! `cp`, `stat`, `mkdir`, `rm`), `bench`, and what a packager needs (`completions`, `manpages`).
 //!
 //! This is the only place that reads flags, files and the environment:
 //! it turns them into typed configuration and hands that to the libraries.
 
+mod manual;
 mod mount;
 mod observe;
 mod serve;
@@ -26,7 +28,7 @@ struct Cli {
 enum Command {
     /// Serve directories over NFSv3 (MOUNT and portmap on the same port).
     Serve(serve::ServeArgs),
-    /// Run the papers' benchmarks (write; load, mountstorm, stream to come).
+    /// Run the papers' benchmarks: write, load, mountstorm, stream, and compare against other servers.
     Bench(eagernfs_bench::cli_args::BenchArgs),
     /// Mount an NFS export with FUSE: eagernfs mount nfs://host/export DIR [-o opts] [-f].
     Mount(mount::MountArgs),
@@ -37,6 +39,10 @@ enum Command {
     /// ls, cat, cp, stat, mkdir, rm on nfs:// URLs.
     #[command(flatten)]
     Tools(tools::ToolCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on standard output.
+    Completions(manual::CompletionsArgs),
+    /// Write the man pages (eagernfs.1, eagernfs-serve.1, …) into a directory.
+    Manpages(manual::ManpagesArgs),
 }
 
 #[derive(clap::Args)]
@@ -82,6 +88,8 @@ fn main() -> std::process::ExitCode {
         Command::Umount(args) => mount::run_umount(args),
         Command::Reload(args) => args.run(),
         Command::Tools(cmd) => return tools::run(cmd),
+        Command::Completions(args) => manual::completions(args),
+        Command::Manpages(args) => manual::manpages(args),
         Command::Bench(args) => {
             eagernfs_bench::cli_args::run(args, &mut std::io::stdout()).map_err(anyhow::Error::from)
         }

@@ -1,0 +1,62 @@
+//! `eagernfs completions SHELL` and `eagernfs manpages DIR`: shell completions and man pages
+//! generated from the clap definition itself, so they cannot drift from what the binary
+//! accepts. A packager runs them once at build time (see `dist/install.sh`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::CommandFactory;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for (`bash`: source the output, or install it as
+    /// /usr/share/bash-completion/completions/eagernfs).
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ManpagesArgs {
+    /// The directory to write the pages into (created if missing); files are named as man(1)
+    /// expects: eagernfs.1, eagernfs-serve.1, eagernfs-bench-write.1, …
+    dir: PathBuf,
+}
+
+pub(crate) fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
+    let mut cmd = crate::Cli::command();
+    clap_complete::generate(args.shell, &mut cmd, "eagernfs", &mut std::io::stdout().lock());
+    Ok(())
+}
+
+pub(crate) fn manpages(args: ManpagesArgs) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
+    let mut written = Vec::new();
+    // Section 1: the command and every subcommand, each on its own page as git does, so
+    // `man eagernfs-mount` answers directly. `build` names the subcommands `eagernfs-mount`.
+    let mut cmd = crate::Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    write_tree(&cmd, "1", &args.dir, &mut written)?;
+    for path in &written {
+        println!("{}", path.display());
+    }
+    Ok(())
+}
+
+/// Write `cmd`'s page and those of its subcommands (depth first), in `section`.
+fn write_tree(
+    cmd: &clap::Command,
+    section: &str,
+    dir: &Path,
+    written: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_tree(sub, section, dir, written)?;
+    }
+    let page = clap_mangen::Man::new(cmd.clone())
+        .section(section)
+        .manual("eagernfs manual")
+        .source(format!("eagernfs {}", env!("EAGERNFS_VERSION")));
+    let path = page.generate_to(dir).with_context(|| format!("writing a man page into {}", dir.display()))?;
+    written.push(path);
+    Ok(())
+}
