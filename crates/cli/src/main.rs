@@ -7,6 +7,7 @@
 mod manual;
 mod mount;
 mod observe;
+mod sd_notify;
 mod serve;
 mod tools;
 

@@ -3,7 +3,8 @@
 //! `mount` behaves like mount(8): it returns once the file system is
 //! usable, exit status 0, or prints why it is not and exits 1. The file
 //! system is then served by a daemon process. `-f` keeps it in the
-//! foreground instead (logs on stderr; Ctrl-C or SIGTERM unmounts).
+//! foreground instead (logs on stderr; Ctrl-C or SIGTERM unmounts; under a
+//! systemd `Type=notify` unit it says `READY=1` once the mount answers).
 //!
 //! Daemon mode forks *before* anything starts a thread (the runtime, the
 //! connections), so the child is a clean copy; the child does the whole
@@ -44,7 +45,8 @@ pub(crate) struct MountArgs {
     /// auto_unmount, fsname=, subtype=, suid, dev, noexec, noatime, threads=N.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
-    /// Stay in the foreground (serve from this process; logs to stderr).
+    /// Stay in the foreground (serve from this process; logs to stderr; under systemd,
+    /// Type=notify: READY=1 once the mount answers).
     #[arg(short = 'f', long)]
     foreground: bool,
 }
@@ -197,6 +199,13 @@ pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
         let _lock = hold_daemon_lock(mount.mountpoint());
         let _stats = observe(&mount, &spec);
         tracing::info!("mounted {} on {}", spec.source(), spec.mountpoint.display());
+        // A Type=notify unit (dist/systemd/eagernfs-mount@.service) is started once the mount
+        // answers, so units ordered after it find files there.
+        crate::sd_notify::notify_or_log(&format!(
+            "READY=1\nSTATUS=serving {} on {}",
+            spec.source(),
+            spec.mountpoint.display()
+        ));
         return serve(mount);
     }
     daemonize_and_mount(&spec)

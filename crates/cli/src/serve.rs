@@ -475,6 +475,14 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         }
         stdout.flush()?;
         drop(stdout);
+        // Under systemd (Type=notify) units ordered after ours start now, not before the
+        // socket is bound: the same moment as the line above.
+        let listening: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        crate::sd_notify::notify_or_log(&format!(
+            "READY=1\nSTATUS=exporting {} on {}",
+            paths.join(", "),
+            listening.join(", ")
+        ));
         tracing::info!("exporting {}", paths.join(", "));
         if server.serves_udp() {
             tracing::info!("serving UDP too, on the same ports");
@@ -497,6 +505,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
                 _ = term.recv() => {}
             }
             tracing::info!("shutting down: finishing calls in flight and syncing exports");
+            crate::sd_notify::notify_or_log("STOPPING=1\nSTATUS=finishing calls in flight, syncing exports");
             trigger.cancel();
         });
         let stats = server.stats();

@@ -5,6 +5,7 @@
 //! Nothing here changes the machine unless `EAGERNFS_TEST_INSTALL=1` is set: the helper is run
 //! from a symlink in a temporary directory, exactly as mount(8) would run it from /sbin.
 
+#[macro_use]
 mod common;
 
 use common::*;
@@ -132,4 +133,103 @@ fn bash_complete(script: &str, words: &[&str]) -> Vec<String> {
     let out = run_tool("bash", ["-c", &program]);
     out.assert_success("bash completion");
     out.stdout_text().lines().map(str::to_owned).collect()
+}
+
+/// A stand-in for systemd's notification socket: what a `Type=notify` service tells it.
+struct NotifySocket {
+    sock: std::os::unix::net::UnixDatagram,
+    /// The `NOTIFY_SOCKET` value to give the service.
+    env: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl NotifySocket {
+    /// A socket in the file system, `NOTIFY_SOCKET=/path`.
+    fn path() -> NotifySocket {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        NotifySocket { sock, env: path.display().to_string(), _dir: Some(dir) }
+    }
+
+    /// An abstract socket, `NOTIFY_SOCKET=@name`, as systemd itself uses.
+    fn abstract_name() -> NotifySocket {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("eagernfs-test-notify-{}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let sock = std::os::unix::net::UnixDatagram::bind_addr(&addr).unwrap();
+        NotifySocket { sock, env: format!("@{name}"), _dir: None }
+    }
+
+    /// The next message, or a panic saying what was awaited.
+    fn recv(&self, what: &str, timeout: std::time::Duration) -> String {
+        self.sock.set_read_timeout(Some(timeout)).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = self.sock.recv(&mut buf).unwrap_or_else(|e| panic!("no notification ({what}): {e}"));
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+#[test]
+fn serve_tells_systemd_when_it_is_ready_and_when_it_stops() {
+    use std::io::BufRead;
+    let notify = NotifySocket::abstract_name();
+    let export = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(eagernfs_bin());
+    cmd.arg("serve")
+        .arg(export.path())
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state.path())
+        .env("NOTIFY_SOCKET", &notify.env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut server = cmd.spawn().unwrap();
+    let ready = notify.recv("READY=1 from serve", SERVER_START_TIMEOUT);
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+    let export_path = export.path().canonicalize().unwrap();
+    assert!(ready.contains(&format!("STATUS=exporting {}", export_path.display())), "{ready:?}");
+    // Ready means bound: the port it announced accepts connections now.
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("eagernfs: listening on ").expect("listening line").to_string();
+    assert!(ready.contains(&addr), "STATUS names the address: {ready:?}");
+    std::net::TcpStream::connect(&addr).expect("the server accepts once it said READY=1");
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) };
+    let stopping = notify.recv("STOPPING=1 after SIGTERM", SERVER_STOP_TIMEOUT);
+    assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping:?}");
+    let status = wait_deadline(&mut server, SERVER_STOP_TIMEOUT).expect("server exits after SIGTERM");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn foreground_mount_tells_systemd_once_the_mount_answers() {
+    require_fuse!("foreground_mount_tells_systemd_once_the_mount_answers");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    std::fs::write(export.path().join("hello"), b"hi\n").unwrap();
+    let server = Server::eagernfs(export.path(), &[]);
+    let mnt_dir = tempfile::tempdir().unwrap();
+    let mountpoint = mnt_dir.path().join("mnt");
+    std::fs::create_dir(&mountpoint).unwrap();
+    let notify = NotifySocket::path();
+    let mut cmd = Command::new(eagernfs_bin());
+    cmd.arg("mount")
+        .arg(server.url(""))
+        .arg(&mountpoint)
+        .arg("-f")
+        .env("NOTIFY_SOCKET", &notify.env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut daemon = cmd.spawn().unwrap();
+    let ready = notify.recv("READY=1 from mount -f", MOUNT_TIMEOUT);
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+    assert!(is_mounted(&mountpoint), "READY=1 came before the mount existed");
+    assert_eq!(std::fs::read(mountpoint.join("hello")).unwrap(), b"hi\n");
+    eagernfs(&["umount", mountpoint.to_str().unwrap()]).assert_success("eagernfs umount");
+    let status = wait_deadline(&mut daemon, MOUNT_TIMEOUT).expect("mount -f exits once unmounted");
+    assert!(status.success(), "{status}");
 }

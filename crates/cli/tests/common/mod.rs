@@ -412,7 +412,7 @@ fn ganesha_env_for(extra_args: &[&str]) -> Vec<(String, String)> {
 
 /// SIGTERM, then wait up to `timeout`; SIGKILL after that. Returns the exit status if the
 /// process exited on its own.
-fn terminate(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+pub(crate) fn terminate(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     if let Ok(Some(status)) = child.try_wait() {
         return Some(status);
     }
@@ -429,7 +429,7 @@ fn terminate(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
 }
 
 /// Polls `try_wait` until the child exits or the deadline passes.
-fn wait_deadline(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+pub(crate) fn wait_deadline(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
