@@ -6,6 +6,7 @@
 
 mod manual;
 mod mount;
+mod mount_helper;
 mod observe;
 mod sd_notify;
 mod serve;
@@ -74,8 +75,7 @@ impl ReloadArgs {
     }
 }
 
-fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -83,6 +83,16 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+}
+
+fn main() -> std::process::ExitCode {
+    // Installed as /sbin/mount.fuse.eagernfs (a symlink), the binary is mount(8)'s helper.
+    if let Some(helper) = std::env::args_os().next().and_then(|a| mount_helper::Helper::for_program(&a)) {
+        init_logging();
+        return helper.run();
+    }
+    let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args),
         Command::Mount(args) => mount::run_mount(args),

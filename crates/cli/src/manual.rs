@@ -18,7 +18,8 @@ pub(crate) struct CompletionsArgs {
 #[derive(clap::Args, Debug)]
 pub(crate) struct ManpagesArgs {
     /// The directory to write the pages into (created if missing); files are named as man(1)
-    /// expects: eagernfs.1, eagernfs-serve.1, eagernfs-bench-write.1, …
+    /// expects: eagernfs.1, eagernfs-serve.1, eagernfs-bench-write.1, …, and
+    /// mount.fuse.eagernfs.8, umount.fuse.eagernfs.8 for the mount(8) helpers.
     dir: PathBuf,
 }
 
@@ -36,6 +37,12 @@ pub(crate) fn manpages(args: ManpagesArgs) -> anyhow::Result<()> {
     let mut cmd = crate::Cli::command().disable_help_subcommand(true);
     cmd.build();
     write_tree(&cmd, "1", &args.dir, &mut written)?;
+    // Section 8, beside mount.nfs(8): the helpers mount(8) and umount(8) run.
+    for helper in
+        [crate::mount_helper::MountHelperArgs::command(), crate::mount_helper::UmountHelperArgs::command()]
+    {
+        write_tree(&helper, "8", &args.dir, &mut written)?;
+    }
     for path in &written {
         println!("{}", path.display());
     }

@@ -39,10 +39,14 @@ pub(crate) struct MountArgs {
     /// An existing empty directory to mount on.
     mountpoint: PathBuf,
     /// Options, comma separated (repeatable). NFS (nfs(5) names): ro, rw, rsize=, wsize=,
-    /// acregmin=, acregmax=, acdirmin=, acdirmax=, actimeo=, noac, cto, nocto,
-    /// lookupcache=all|pos|none, hard, soft, timeo=, retrans=, nconnect=, proto=tcp|udp, cache=DIR, eager,
-    /// nfsport=, mountport=. FUSE: allow_other, allow_root, nodefault_permissions,
-    /// auto_unmount, fsname=, subtype=, suid, dev, noexec, noatime, threads=N.
+    /// acregmin=, acregmax=, acdirmin=, acdirmax=, actimeo=, ac, noac, cto, nocto,
+    /// lookupcache=all|pos|none, hard, soft, timeo=, retrans=, nconnect=, proto=tcp|udp,
+    /// vers=3, port=/nfsport=, mountport=, resvport, noresvport, srcaddr=, uid=, gid=.
+    /// Caching: cache=DIR (a disk cache), cachesize=, dirtymax=, eager, noeager. FUSE:
+    /// allow_other, allow_root, nodefault_permissions, auto_unmount, fsname=, subtype=, suid,
+    /// dev, noexec, noatime, threads=N. Statistics: metrics=ADDR (Prometheus). Those of
+    /// mount(8) and systemd (_netdev, nofail, auto, noauto, user, users, defaults, comment=,
+    /// x-*) are accepted and ignored, so an fstab option string works here too.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Stay in the foreground (serve from this process; logs to stderr; under systemd,
@@ -67,16 +71,22 @@ pub(crate) struct UmountArgs {
 const DAEMON_EXIT_WAIT: Duration = Duration::from_secs(120);
 
 pub(crate) fn run_umount(args: UmountArgs) -> anyhow::Result<()> {
+    umount(&args.mountpoint, args.lazy)
+}
+
+/// Unmount and, unless `lazy`, wait for the daemon serving the mount to
+/// exit (`eagernfs umount`, and umount(8)'s helper).
+pub(crate) fn umount(mountpoint: &Path, lazy: bool) -> anyhow::Result<()> {
     // Opened before the unmount: the daemon exits soon after it.
-    let lock = daemon_lock_path(&args.mountpoint).and_then(|p| File::open(p).ok());
-    unmount(&args.mountpoint, args.lazy)?;
+    let lock = daemon_lock_path(mountpoint).and_then(|p| File::open(p).ok());
+    unmount(mountpoint, lazy)?;
     // A lazy unmount detaches now and finishes when the last user is gone:
     // nothing to wait for yet.
-    if let (Some(lock), false) = (lock, args.lazy) {
+    if let (Some(lock), false) = (lock, lazy) {
         if !wait_for_lock(lock, DAEMON_EXIT_WAIT) {
             eprintln!(
                 "eagernfs umount: unmounted, but the daemon serving {} is still writing back after {} s",
-                args.mountpoint.display(),
+                mountpoint.display(),
                 DAEMON_EXIT_WAIT.as_secs()
             );
         }
@@ -192,12 +202,21 @@ fn wait_for_lock(lock: File, timeout: Duration) -> bool {
 }
 
 pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
-    let options = (!args.options.is_empty()).then(|| args.options.join(","));
-    let spec = MountSpec::parse(&args.url, &args.mountpoint, options.as_deref())?;
-    if args.foreground {
-        let mount = Mount::start(&spec)?;
+    // fstab's and systemd's options (_netdev, nofail, x-systemd.*…) are theirs: accepted here
+    // too, so one option string works in fstab, the systemd template and on the command line.
+    let (options, _) = crate::mount_helper::without_system_options(&args.options.join(","));
+    let spec = MountSpec::parse(&args.url, &args.mountpoint, Some(&options.join(",")))?;
+    mount(&spec, args.foreground)
+}
+
+/// Mount `spec`: in this process until unmounted (`foreground`), or in a
+/// daemon, returning once the mount answers (`eagernfs mount`, and
+/// mount(8)'s helper).
+pub(crate) fn mount(spec: &MountSpec, foreground: bool) -> anyhow::Result<()> {
+    if foreground {
+        let mount = Mount::start(spec)?;
         let _lock = hold_daemon_lock(mount.mountpoint());
-        let _stats = observe(&mount, &spec);
+        let _stats = observe(&mount, spec);
         tracing::info!("mounted {} on {}", spec.source(), spec.mountpoint.display());
         // A Type=notify unit (dist/systemd/eagernfs-mount@.service) is started once the mount
         // answers, so units ordered after it find files there.
@@ -208,7 +227,7 @@ pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
         ));
         return serve(mount);
     }
-    daemonize_and_mount(&spec)
+    daemonize_and_mount(spec)
 }
 
 /// Serve until unmounted; SIGINT/SIGTERM unmount (which fails, and is

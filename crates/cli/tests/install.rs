@@ -233,3 +233,145 @@ fn foreground_mount_tells_systemd_once_the_mount_answers() {
     let status = wait_deadline(&mut daemon, MOUNT_TIMEOUT).expect("mount -f exits once unmounted");
     assert!(status.success(), "{status}");
 }
+
+/// The mount(8) helpers as mount(8) finds them: symlinks to the binary named
+/// `mount.fuse.eagernfs` and `umount.fuse.eagernfs`, here in a private directory.
+struct Helpers {
+    dir: tempfile::TempDir,
+}
+
+impl Helpers {
+    fn new() -> Helpers {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["mount.fuse.eagernfs", "umount.fuse.eagernfs"] {
+            std::os::unix::fs::symlink(eagernfs_bin(), dir.path().join(name)).unwrap();
+        }
+        Helpers { dir }
+    }
+
+    /// Run a helper with exactly the arguments given (argv[0] is its name).
+    fn run(&self, name: &str, args: &[&str]) -> ToolOutput {
+        run_command(
+            {
+                let mut cmd = Command::new(self.dir.path().join(name));
+                cmd.args(args);
+                cmd
+            },
+            MOUNT_TIMEOUT,
+        )
+    }
+}
+
+/// A mount point in a fresh directory (its parent 0755 so any user can reach it).
+fn mountpoint() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new().prefix("eagernfs-mnt-").tempdir().unwrap();
+    chmod(dir.path(), 0o755);
+    let path = dir.path().join("mnt");
+    std::fs::create_dir(&path).unwrap();
+    (dir, path)
+}
+
+/// The source and type /proc/self/mounts shows for `path`.
+fn mount_entry(path: &Path) -> Option<(String, String)> {
+    mount_entry_in("/proc/self/mounts", path)
+}
+
+fn mount_entry_in(mounts: &str, path: &Path) -> Option<(String, String)> {
+    let text = std::fs::read_to_string(mounts).unwrap();
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&path.to_str().unwrap())).then(|| (f[0].to_string(), f[2].to_string()))
+    })
+}
+
+/// What mount(8) 2.38 hands a helper for the fstab line
+/// `URL DIR fuse.eagernfs _netdev,nofail,allow_other,user,noauto,x-systemd.automount,comment=x 0 0`
+/// (it keeps `_netdev`, `nofail`, `user`, adds `user`'s implied flags, passes `-n`/`-v` first),
+/// plus what older versions and the systemd template also pass on.
+const MOUNT8_OPTIONS: &str = "rw,noatime,nodiratime,nosuid,noexec,nodev,allow_other,_netdev,nofail,user,users,\
+                              uhelper=x,x-systemd.automount,x-systemd.idle-timeout=60,comment=systemd.automount,\
+                              X-mount.mkdir,defaults,noauto";
+
+#[test]
+fn mount_helper_mounts_with_mount8s_calling_convention() {
+    require_fuse!("mount_helper_mounts_with_mount8s_calling_convention");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    std::fs::write(export.path().join("hello"), b"hi\n").unwrap();
+    let server = Server::eagernfs(export.path(), &[]);
+    let helpers = Helpers::new();
+    let (_keep, mnt) = mountpoint();
+    let mnt_s = mnt.to_str().unwrap();
+    let url = server.url("");
+
+    // -f (fake): everything is checked, nothing is mounted.
+    helpers.run("mount.fuse.eagernfs", &[&url, mnt_s, "-f", "-o", MOUNT8_OPTIONS]).assert_success("-f");
+    assert!(mount_entry(&mnt).is_none(), "-f must not mount");
+
+    // An option that is nobody's fails the mount with mount(8)'s status 32, naming it; with
+    // -s (sloppy) it is ignored.
+    let bad = helpers.run("mount.fuse.eagernfs", &[&url, mnt_s, "-o", "allow_other,frobnicate"]);
+    assert_eq!(bad.status.code(), Some(32), "{}", bad.stderr);
+    assert!(bad.stderr.contains("frobnicate"), "{}", bad.stderr);
+    assert!(mount_entry(&mnt).is_none());
+
+    // The real thing, as mount(8) calls it: SOURCE DIR -n -v -o OPTIONS -t TYPE.
+    let out = helpers
+        .run("mount.fuse.eagernfs", &[&url, mnt_s, "-n", "-v", "-o", MOUNT8_OPTIONS, "-t", "fuse.eagernfs"]);
+    out.assert_success("mount.fuse.eagernfs");
+    assert!(out.stderr.contains("x-systemd.automount"), "-v says what was left to mount(8): {}", out.stderr);
+    // Mounted with the fstab source verbatim, so `mount -a` sees the line as mounted.
+    assert_eq!(mount_entry(&mnt), Some((url.clone(), "fuse.eagernfs".to_string())));
+    assert_eq!(std::fs::read(mnt.join("hello")).unwrap(), b"hi\n");
+    std::fs::write(mnt.join("from-helper"), b"written through the helper's mount\n").unwrap();
+    // `eagernfs umount` removes it like any eagernfs mount.
+    eagernfs(&["umount", mnt_s]).assert_success("eagernfs umount");
+    assert!(mount_entry(&mnt).is_none());
+    assert_eq!(
+        std::fs::read(export.path().join("from-helper")).unwrap(),
+        b"written through the helper's mount\n"
+    );
+
+    // Sloppy, and unmounted by umount(8)'s helper as umount(8) calls it: DIR -n -v -t TYPE.
+    helpers
+        .run("mount.fuse.eagernfs", &[&url, mnt_s, "-s", "-o", "rw,allow_other,frobnicate,_netdev"])
+        .assert_success("mount.fuse.eagernfs -s");
+    assert!(mount_entry(&mnt).is_some());
+    let out = helpers.run("umount.fuse.eagernfs", &[mnt_s, "-n", "-v", "-t", "fuse.eagernfs"]);
+    out.assert_success("umount.fuse.eagernfs");
+    assert!(mount_entry(&mnt).is_none());
+}
+
+#[test]
+fn mount_helper_mounts_in_the_namespace_mount8_names() {
+    require_fuse!("mount_helper_mounts_in_the_namespace_mount8_names");
+    use std::io::BufRead;
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &[]);
+    let helpers = Helpers::new();
+    let (_keep, mnt) = mountpoint();
+    // A process in a mount namespace of its own that lives until its stdin closes; it says
+    // "ready" once unshare has made the namespace.
+    let mut holder = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", "echo ready; exec cat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("unshare (util-linux)");
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let ns = format!("/proc/{}/ns/mnt", holder.id());
+    let theirs = format!("/proc/{}/mounts", holder.id());
+    let mnt_s = mnt.to_str().unwrap();
+    helpers
+        .run("mount.fuse.eagernfs", &[&server.url(""), mnt_s, "-o", "allow_other", "-N", &ns])
+        .assert_success("mount.fuse.eagernfs -N");
+    assert!(mount_entry_in(&theirs, &mnt).is_some(), "mounted in the namespace -N named");
+    assert!(mount_entry(&mnt).is_none(), "and not in ours");
+    helpers.run("umount.fuse.eagernfs", &[mnt_s, "-N", &ns]).assert_success("umount.fuse.eagernfs -N");
+    assert!(mount_entry_in(&theirs, &mnt).is_none());
+    drop(holder.stdin.take());
+    wait_deadline(&mut holder, MOUNT_TIMEOUT).expect("the namespace holder exits");
+}

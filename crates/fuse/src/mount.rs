@@ -40,7 +40,7 @@ pub enum MountError {
     #[error(transparent)]
     Url(#[from] UrlError),
     /// An `-o` option is unknown or has a bad value.
-    #[error("{0}")]
+    #[error(transparent)]
     Option(#[from] OptionError),
     /// The mount point is missing or not a directory.
     #[error("mount point {path}: {why}")]
@@ -184,6 +184,141 @@ pub struct Mount {
     /// Runs the request tasks; kept here so it outlives the session.
     runtime: Runtime,
     mountpoint: PathBuf,
+    /// Set when this process mounted /dev/fuse itself ([`DirectMount`]):
+    /// detaches the mount if the session fails or ends.
+    _direct: Option<DirectMount>,
+}
+
+/// A FUSE mount root makes with mount(2) itself, as libfuse does, so the
+/// kernel records its type as `fuse.SUBTYPE` (`fuse.eagernfs`). fuser's
+/// own direct mount always says plain `fuse`: then umount(8) never runs
+/// `umount.fuse.eagernfs` (which waits for the daemon's write-back), and
+/// `findmnt -t fuse.eagernfs` finds nothing. Others go through
+/// fusermount3, which already records the subtype.
+struct DirectMount {
+    mountpoint: std::ffi::CString,
+    /// The mount's device (`MAJ:MIN` in /proc/self/mountinfo), so the
+    /// guard detaches only this mount, never one that is under it
+    /// (systemd's automount point) or that replaced it.
+    device: Option<String>,
+}
+
+impl DirectMount {
+    /// Mount `/dev/fuse` on `mountpoint` with the spec's options; `None`
+    /// when this process may not (not root, `auto_unmount`, which needs
+    /// fusermount3's watcher, or EPERM in a container): fuser then asks
+    /// fusermount3.
+    fn mount(
+        spec: &MountSpec,
+        mountpoint: &Path,
+        config: &Config,
+    ) -> io::Result<Option<(std::os::fd::OwnedFd, DirectMount)>> {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 || spec.fuse.auto_unmount {
+            return Ok(None);
+        }
+        let f = &spec.fuse;
+        let fd: std::os::fd::OwnedFd =
+            std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse")?.into();
+        let rootmode = std::fs::metadata(mountpoint)?.mode() & libc::S_IFMT;
+        // SAFETY: getuid/getgid have no preconditions.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let mut data = format!(
+            "fd={},rootmode={rootmode:o},user_id={uid},group_id={gid}",
+            std::os::fd::AsRawFd::as_raw_fd(&fd)
+        );
+        if f.default_permissions {
+            data.push_str(",default_permissions");
+        }
+        // allow_root is allow_other in the kernel; the session refuses
+        // everyone but root and the owner (as fuser's own mount does).
+        if config.acl != SessionACL::Owner {
+            data.push_str(",allow_other");
+        }
+        let mut flags: libc::c_ulong = 0;
+        for (on, flag) in [
+            (!f.suid, libc::MS_NOSUID),
+            (!f.dev, libc::MS_NODEV),
+            (f.noexec, libc::MS_NOEXEC),
+            (f.noatime, libc::MS_NOATIME),
+            (spec.url.options.ro, libc::MS_RDONLY),
+        ] {
+            if on {
+                flags |= flag;
+            }
+        }
+        let cstr =
+            |s: &[u8]| std::ffi::CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+        let source = cstr(f.fsname.clone().unwrap_or_else(|| spec.source()).as_bytes())?;
+        let fstype = cstr(format!("fuse.{}", f.subtype.as_deref().unwrap_or("eagernfs")).as_bytes())?;
+        let target = cstr(mountpoint.as_os_str().as_bytes())?;
+        let data = cstr(data.as_bytes())?;
+        // SAFETY: every pointer is a NUL-terminated string that outlives the call.
+        let r = unsafe {
+            libc::mount(source.as_ptr(), target.as_ptr(), fstype.as_ptr(), flags, data.as_ptr().cast())
+        };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EPERM) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        let device = top_mount_device(mountpoint);
+        Ok(Some((fd, DirectMount { mountpoint: target, device })))
+    }
+}
+
+impl Drop for DirectMount {
+    fn drop(&mut self) {
+        // After a normal unmount there is nothing left to do; after a
+        // failed handshake, or a session that ended with the mount still
+        // there, this removes the dead mount.
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(self.mountpoint.as_bytes()));
+        if self.device.is_some() && top_mount_device(path) == self.device {
+            // SAFETY: a NUL-terminated path we own.
+            unsafe { libc::umount2(self.mountpoint.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// The device (`MAJ:MIN`) of the topmost mount on `mountpoint`, from
+/// /proc/self/mountinfo (later lines are mounted later, so on top).
+fn top_mount_device(mountpoint: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = mountpoint.to_str()?;
+    info.lines().rev().find_map(|line| {
+        let mut fields = line.split(' ');
+        let device = fields.nth(2)?;
+        // Field 5 is the mount point, with space, tab, newline and
+        // backslash written as octal escapes.
+        let point = fields.nth(1)?;
+        (unescape_mountinfo(point) == want).then(|| device.to_string())
+    })
+}
+
+fn unescape_mountinfo(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut rest = field;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        let code = rest.get(i + 1..i + 4).and_then(|o| u8::from_str_radix(o, 8).ok());
+        match code {
+            Some(c) => {
+                out.push(char::from(c));
+                rest = &rest[i + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[i + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Mount {
@@ -200,12 +335,21 @@ impl Mount {
         let cache = fs.clone();
         let fsfs = NfsFuse::new(fs, runtime.handle().clone()).umnt_on_destroy(client);
         let notifier = fsfs.notifier_slot();
-        let session = Session::new(fsfs, &mountpoint, &spec.fuse_config()).map_err(|source| {
+        let fuse_err = |source: io::Error| {
             let hint = fuse_hint(&source);
             MountError::Fuse { path: mountpoint.clone(), source, hint }
-        })?;
+        };
+        let config = spec.fuse_config();
+        let (session, direct) = match DirectMount::mount(spec, &mountpoint, &config).map_err(fuse_err)? {
+            Some((fd, direct)) => {
+                // On failure `direct` is dropped, which detaches the mount just made.
+                let session = Session::from_fd(fsfs, fd, config.acl, config).map_err(fuse_err)?;
+                (session, Some(direct))
+            }
+            None => (Session::new(fsfs, &mountpoint, &config).map_err(fuse_err)?, None),
+        };
         let _ = notifier.set(session.notifier());
-        Ok(Mount { session, cache, runtime, mountpoint })
+        Ok(Mount { session, cache, runtime, mountpoint, _direct: direct })
     }
 
     /// Something that unmounts this file system from another thread (a
@@ -231,9 +375,10 @@ impl Mount {
 
     /// Serve requests until unmounted, then write back cached data.
     pub fn run(self) -> io::Result<()> {
-        let Mount { session, runtime, cache, .. } = self;
+        let Mount { session, runtime, cache, _direct, .. } = self;
         drop(cache);
         let r = session.run();
+        drop(_direct);
         // Tasks still running answer requests nobody waits for any more.
         runtime.shutdown_timeout(std::time::Duration::from_secs(5));
         r
