@@ -375,3 +375,167 @@ fn mount_helper_mounts_in_the_namespace_mount8_names() {
     drop(holder.stdin.take());
     wait_deadline(&mut holder, MOUNT_TIMEOUT).expect("the namespace holder exits");
 }
+
+/// `scripts/install.sh --destdir` stages the whole install: the binary runs, the helpers are
+/// symlinks where mount(8) looks, man pages (helpers in section 8), completions, and units whose
+/// commands name the installed binary.
+#[test]
+fn install_script_stages_everything_a_machine_needs() {
+    let root = tempfile::tempdir().unwrap();
+    let out = run_command(
+        {
+            let mut cmd = Command::new(repo_root().join("scripts/install.sh"));
+            cmd.args(["--bin", eagernfs_bin(), "--destdir"])
+                .arg(root.path())
+                .args(["--prefix", "/usr/local"]);
+            cmd
+        },
+        MOUNT_TIMEOUT,
+    );
+    out.assert_success("scripts/install.sh");
+    let r = root.path();
+    let installed = r.join("usr/local/bin/eagernfs");
+    let version = run_tool(installed.to_str().unwrap(), ["--version"]);
+    version.assert_success("the installed binary");
+    assert!(version.stdout_text().starts_with("eagernfs "), "{}", version.stdout_text());
+    for helper in ["mount.fuse.eagernfs", "umount.fuse.eagernfs"] {
+        let link = std::fs::read_link(r.join("sbin").join(helper)).unwrap();
+        assert_eq!(link, Path::new("/usr/local/bin/eagernfs"), "{helper}");
+    }
+    for page in
+        ["man1/eagernfs.1", "man1/eagernfs-serve.1", "man1/eagernfs-mount.1", "man8/mount.fuse.eagernfs.8"]
+    {
+        let text = std::fs::read_to_string(r.join("usr/local/share/man").join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page} is a man page");
+    }
+    let bash =
+        std::fs::read_to_string(r.join("usr/local/share/bash-completion/completions/eagernfs")).unwrap();
+    assert!(bash.contains("complete"), "bash completion");
+    for unit in ["eagernfs.service", "eagernfs-mount@.service"] {
+        let text = std::fs::read_to_string(r.join("etc/systemd/system").join(unit)).unwrap();
+        assert!(!text.contains("@BINDIR@"), "{unit}: binary path filled in");
+        assert!(text.contains("ExecStart=/usr/local/bin/eagernfs "), "{unit}");
+    }
+    assert!(r.join("etc/eagernfs/exports").exists() && r.join("etc/default/eagernfs").exists());
+}
+
+/// The server unit's ExecStart, run as systemd would (its environment file's options, a
+/// NOTIFY_SOCKET): it starts, says READY=1, serves the exports file, and reloads on SIGHUP
+/// (the unit's ExecReload). `systemd-analyze verify` accepts both units when it is installed.
+#[test]
+fn the_server_units_command_line_starts_and_reloads() {
+    let unit = std::fs::read_to_string(repo_root().join("dist/systemd/eagernfs.service")).unwrap();
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("ExecStart");
+    let export = tempfile::tempdir().unwrap();
+    let etc = tempfile::tempdir().unwrap();
+    let exports = etc.path().join("exports");
+    std::fs::write(&exports, format!("{} 127.0.0.1(rw,no_root_squash)\n", export.path().display())).unwrap();
+    let state = etc.path().join("state");
+    // The unit's words, with this machine's paths for the binary and /etc.
+    let args: Vec<String> = exec
+        .split_whitespace()
+        .skip(1)
+        .map(|w| match w {
+            "/etc/eagernfs/exports" => exports.display().to_string(),
+            "/var/lib/eagernfs" => state.display().to_string(),
+            other => other.to_string(),
+        })
+        .flat_map(
+            |w| if w == "$EAGERNFS_OPTS" { vec!["--listen".into(), "127.0.0.1:0".into()] } else { vec![w] },
+        )
+        .collect();
+    assert_eq!(args[0], "serve", "{exec}");
+    let notify = NotifySocket::path();
+    let mut server = Command::new(eagernfs_bin())
+        .args(&args)
+        .env("NOTIFY_SOCKET", &notify.env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = notify.recv("READY=1", SERVER_START_TIMEOUT);
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready:?}");
+    // ExecReload: SIGHUP re-reads the exports file; the control socket in the unit's state
+    // directory answers `eagernfs reload` too.
+    let reload = run_tool(eagernfs_bin(), ["reload", "--state-dir", state.to_str().unwrap()]);
+    reload.assert_success("eagernfs reload against the unit's state directory");
+    // SAFETY: signalling our own child, not yet reaped.
+    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGHUP) };
+    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGTERM) };
+    let status = wait_deadline(&mut server, SERVER_STOP_TIMEOUT).expect("exits after SIGTERM");
+    assert!(status.success(), "{status}");
+
+    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+        eprintln!("skipping systemd-analyze verify: not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = Path::new(eagernfs_bin()).parent().unwrap().display().to_string();
+    for (unit, name) in [
+        ("eagernfs.service", "eagernfs.service"),
+        ("eagernfs-mount@.service", "eagernfs-mount@mnt-x.service"),
+    ] {
+        let text = std::fs::read_to_string(repo_root().join("dist/systemd").join(unit)).unwrap();
+        std::fs::write(dir.path().join(name), text.replace("@BINDIR@", &bin_dir)).unwrap();
+        let out = run_command(
+            {
+                let mut cmd = Command::new("systemd-analyze");
+                cmd.args(["verify", "--man=no"])
+                    .arg(dir.path().join(name))
+                    .env("SYSTEMD_LOG_LEVEL", "warning");
+                cmd
+            },
+            MOUNT_TIMEOUT,
+        );
+        out.assert_success(&format!("systemd-analyze verify {unit}"));
+        assert!(!out.stderr.contains(name), "systemd-analyze complains about {unit}: {}", out.stderr);
+    }
+}
+
+/// An /etc/fstab line, as mount(8) and umount(8) run it: in a mount namespace of its own where
+/// /usr/sbin holds only our helpers (so nothing is installed on this machine), `mount -T FSTAB
+/// DIR` mounts through mount.fuse.eagernfs with fstab's options, a write reaches the server, and
+/// `umount DIR` goes through umount.fuse.eagernfs.
+#[test]
+fn an_fstab_line_mounts_and_unmounts_through_mount8() {
+    require_fuse!("an_fstab_line_mounts_and_unmounts_through_mount8");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &[]);
+    let helpers = Helpers::new();
+    let (_keep, mnt) = mountpoint();
+    let fstab = helpers.dir.path().join("fstab");
+    std::fs::write(
+        &fstab,
+        format!(
+            "# written by the test\n{} {} fuse.eagernfs _netdev,nofail,allow_other,x-systemd.automount,x-systemd.idle-timeout=60 0 0\n",
+            server.url(""),
+            mnt.display()
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        "set -e\n\
+         mount --bind {helpers} /usr/sbin\n\
+         mount -T {fstab} {mnt}\n\
+         grep -q ' {mnt} fuse.eagernfs ' /proc/self/mounts\n\
+         echo 'through fstab' > {mnt}/from-fstab\n\
+         umount {mnt}\n\
+         if grep -q ' {mnt} ' /proc/self/mounts; then echo still mounted; exit 1; fi\n",
+        helpers = helpers.dir.path().display(),
+        fstab = fstab.display(),
+        mnt = mnt.display(),
+    );
+    let out = run_command(
+        {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+            cmd
+        },
+        MOUNT_TIMEOUT,
+    );
+    out.assert_success("mount -T fstab / umount in a private namespace");
+    // umount(8) returned after the helper waited for the daemon: the data is on the server.
+    assert_eq!(std::fs::read(export.path().join("from-fstab")).unwrap(), b"through fstab\n");
+}

@@ -179,7 +179,7 @@ pub enum ServerError {
     DuplicateExportId(u32),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
-    #[error("no exports configured")]
+    #[error("no exports configured: add a line to the exports file, e.g. `/srv/nfs 192.168.1.0/24(rw)`, or give a directory to serve")]
     NoExports,
 }
 
