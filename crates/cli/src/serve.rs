@@ -55,6 +55,21 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 4096)]
     max_connections: usize,
 
+    /// Most simultaneous connections from one client address; further ones are closed at once
+    /// (logged once per host, counted in `eagernfs stat`), so one host cannot take them all.
+    #[arg(long, default_value_t = 1024)]
+    max_connections_per_host: usize,
+
+    /// Seconds a call may take to arrive once it has begun (and a new connection to send its
+    /// first): slower senders are closed (slowloris).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    record_timeout: f64,
+
+    /// Seconds a connection may stay idle (nothing in flight) before it is closed; clients
+    /// reconnect when they need to (knfsd: 6 minutes).
+    #[arg(long, value_name = "SECONDS", default_value_t = 360.0)]
+    idle_timeout: f64,
+
     /// Most requests of one connection executing at once.
     #[arg(long, default_value_t = 128)]
     max_requests_per_connection: usize,
@@ -116,6 +131,14 @@ pub(crate) struct ServeArgs {
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
     pools: Pools,
+}
+
+/// A positive, finite number of seconds from a flag.
+fn seconds(flag: &str, s: f64) -> Result<std::time::Duration> {
+    if !(s.is_finite() && s > 0.0 && s <= 1e7) {
+        bail!("{flag} {s}: give a number of seconds above 0");
+    }
+    Ok(std::time::Duration::from_secs_f64(s))
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -409,6 +432,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
     let config = ServerConfig {
         max_connections: args.max_connections,
         max_requests_per_connection: args.max_requests_per_connection,
+        max_connections_per_host: args.max_connections_per_host.max(1),
+        record_timeout: seconds("--record-timeout", args.record_timeout)?,
+        idle_timeout: seconds("--idle-timeout", args.idle_timeout)?,
         io_trace_max_events: args.trace_io.as_ref().map(|_| 10_000_000),
         svc: SvcConfig {
             pools: match args.pools {

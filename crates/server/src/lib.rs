@@ -63,6 +63,17 @@ pub fn physical_memory_bytes() -> u64 {
 pub struct ServerConfig {
     /// Most simultaneous TCP connections (a mount storm of 2000 clients fits).
     pub max_connections: usize,
+    /// Most simultaneous TCP connections from one client address: one host
+    /// (or a flood from it) cannot take every connection. Further ones are
+    /// closed at once (logged once per host, counted in stats).
+    pub max_connections_per_host: usize,
+    /// A record (one call) that has begun arriving must be whole within
+    /// this, or the connection is closed: a sender trickling bytes
+    /// (slowloris) cannot hold a connection and its buffer for ever.
+    pub record_timeout: std::time::Duration,
+    /// A connection with no call for this long and nothing in flight is
+    /// closed (knfsd uses 6 minutes); clients reconnect when they need to.
+    pub idle_timeout: std::time::Duration,
     /// Most calls of one connection executing at once; further records wait
     /// unread, which pushes back on the client through TCP.
     pub max_requests_per_connection: usize,
@@ -95,6 +106,9 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             max_connections: 4096,
+            max_connections_per_host: 1024,
+            record_timeout: std::time::Duration::from_secs(30),
+            idle_timeout: std::time::Duration::from_secs(360),
             max_requests_per_connection: 128,
             max_record_bytes: (1 << 20) + 64 * 1024,
             read_max_bytes: 1 << 20,

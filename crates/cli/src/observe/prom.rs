@@ -123,6 +123,18 @@ pub(crate) fn render_server(s: &StatsSnapshot) -> String {
     o.sample("eagernfs_server_connections", &[], s.connections_open);
     o.family("eagernfs_server_connections_accepted_total", "counter", "Connections accepted.");
     o.sample("eagernfs_server_connections_accepted_total", &[], s.connections_accepted);
+    o.family(
+        "eagernfs_server_connections_dropped_total",
+        "counter",
+        "Connections the server closed to protect others: host_limit (too many from one host), slow (a record not sent in time), idle.",
+    );
+    for (reason, n) in [
+        ("host_limit", s.connections_refused_host_limit),
+        ("slow", s.connections_closed_slow),
+        ("idle", s.connections_closed_idle),
+    ] {
+        o.sample("eagernfs_server_connections_dropped_total", &[("reason", reason)], n);
+    }
     o.family("eagernfs_server_threads", "gauge", "Service threads running (they follow the load).");
     o.sample("eagernfs_server_threads", &[], s.threads);
     o.family(

@@ -43,11 +43,23 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
     let total: u64 = s.nfs3.iter().map(|p| p.calls).sum();
     let _ = writeln!(
         o,
-        "eagernfs server {} · up {:.1} h · {} connections ({} accepted) · {} threads (peak {})",
+        "eagernfs server {} · up {:.1} h · {} connections ({} accepted{}) · {} threads (peak {})",
         listen.join(", "),
         s.uptime_s / 3600.0,
         s.connections_open,
         s.connections_accepted,
+        {
+            let dropped = [
+                (s.connections_refused_host_limit, "over the per-host limit"),
+                (s.connections_closed_slow, "too slow"),
+                (s.connections_closed_idle, "idle"),
+            ];
+            dropped
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, why)| format!(", {n} closed {why}"))
+                .collect::<String>()
+        },
         s.threads,
         s.threads_peak
     );

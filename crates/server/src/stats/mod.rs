@@ -70,6 +70,16 @@ pub struct StatsSnapshot {
     pub clients: Vec<ClientSnapshot>,
     pub connections_open: u64,
     pub connections_accepted: u64,
+    /// Connections closed at once because their host had `max_connections_per_host` open.
+    #[serde(default)]
+    pub connections_refused_host_limit: u64,
+    /// Connections closed because a record did not arrive whole within the record timeout
+    /// (a slow or stalled sender: slowloris).
+    #[serde(default)]
+    pub connections_closed_slow: u64,
+    /// Connections closed after the idle timeout with nothing in flight.
+    #[serde(default)]
+    pub connections_closed_idle: u64,
     pub threads: u64,
     pub threads_peak: u64,
 }
@@ -123,6 +133,9 @@ pub struct Stats {
     clients: ClientTable,
     connections_open: AtomicU64,
     connections_accepted: AtomicU64,
+    connections_refused_host_limit: AtomicU64,
+    connections_closed_slow: AtomicU64,
+    connections_closed_idle: AtomicU64,
     started: Instant,
     started_unix_s: u64,
 }
@@ -147,6 +160,9 @@ impl Default for Stats {
             clients: ClientTable::default(),
             connections_open: AtomicU64::new(0),
             connections_accepted: AtomicU64::new(0),
+            connections_refused_host_limit: AtomicU64::new(0),
+            connections_closed_slow: AtomicU64::new(0),
+            connections_closed_idle: AtomicU64::new(0),
             started: Instant::now(),
             started_unix_s: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
         }
@@ -252,6 +268,18 @@ impl Stats {
         self.connections_open.fetch_sub(1, Ordering::Relaxed);
     }
 
+    pub(crate) fn connection_refused_host_limit(&self) {
+        self.connections_refused_host_limit.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_closed_slow(&self) {
+        self.connections_closed_slow.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn connection_closed_idle(&self) {
+        self.connections_closed_idle.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Everything, as of now.
     pub fn snapshot(&self) -> StatsSnapshot {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -301,6 +329,9 @@ impl Stats {
             clients: self.clients.snapshot(now_s),
             connections_open: n(&self.connections_open),
             connections_accepted: n(&self.connections_accepted),
+            connections_refused_host_limit: n(&self.connections_refused_host_limit),
+            connections_closed_slow: n(&self.connections_closed_slow),
+            connections_closed_idle: n(&self.connections_closed_idle),
             threads: self.threads(),
             threads_peak: self.threads_peak(),
         }

@@ -94,6 +94,11 @@ pub(crate) struct Conn {
     pub(crate) info: dispatch::Connection,
     recv: Mutex<RecvState>,
     pub(crate) out: Mutex<OutState>,
+    /// When (ns on the service's clock) the last whole record arrived.
+    pub(crate) activity_ns: std::sync::atomic::AtomicU64,
+    /// Since when a record is awaited in part (0: none). Set at connect, so
+    /// a connection that never sends a whole call counts as slow too.
+    pub(crate) partial_since_ns: std::sync::atomic::AtomicU64,
 }
 
 /// Result of trying to write replies.
@@ -110,6 +115,7 @@ impl Conn {
         pool: usize,
         stream: TcpStream,
         info: dispatch::Connection,
+        now_ns: u64,
     ) -> io::Result<Conn> {
         stream.set_nonblocking(true)?;
         let _ = stream.set_nodelay(true);
@@ -122,12 +128,20 @@ impl Conn {
             info,
             recv: Mutex::new(RecvState::default()),
             out: Mutex::new(OutState::default()),
+            activity_ns: now_ns.into(),
+            partial_since_ns: now_ns.max(1).into(),
         })
     }
 
     /// Read until one whole record is here. `Ok(None)`: the socket has no
     /// more data for now (what was read is kept for the next call).
     /// Only the thread that took the input event calls this.
+    /// Part of a record has arrived and the rest has not.
+    pub(crate) fn has_partial_record(&self) -> bool {
+        let st = self.recv.lock();
+        st.mark_len > 0 || st.in_fragment || !st.record.is_empty()
+    }
+
     pub(crate) fn recv_record(&self, max_record_bytes: usize) -> Result<Option<(Bytes, u64)>, RecvEnd> {
         let mut st = self.recv.lock();
         loop {

@@ -168,6 +168,11 @@ struct Pool {
     sched: Sched,
 }
 
+/// How often the watchdog looks for slow and idle connections.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+/// Hosts remembered for log-once messages.
+const LOGGED_HOSTS_MAX: usize = 4096;
+
 /// The running service.
 pub(crate) struct Svc {
     state: Arc<ServerState>,
@@ -180,6 +185,11 @@ pub(crate) struct Svc {
     listeners_paused: Mutex<Vec<bool>>,
     conns: RwLock<HashMap<u64, Arc<Conn>>>,
     conn_count: AtomicUsize,
+    /// Open connections per client address (`max_connections_per_host`).
+    per_host: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// Hosts already named in a log line about a connection limit or
+    /// timeout (each is logged once; at most [`LOGGED_HOSTS_MAX`]).
+    logged_hosts: Mutex<std::collections::HashSet<(std::net::IpAddr, &'static str)>>,
     next_id: AtomicU64,
     next_pool: AtomicUsize,
     accepting: AtomicBool,
@@ -257,6 +267,8 @@ impl Svc {
             cfg: cfg.clone(),
             pools,
             conns: RwLock::new(HashMap::new()),
+            per_host: Mutex::new(HashMap::new()),
+            logged_hosts: Mutex::new(std::collections::HashSet::new()),
             conn_count: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             next_pool: AtomicUsize::new(0),
@@ -371,7 +383,12 @@ impl Svc {
 
     /// Give the slots of threads stuck in a quick call to others.
     fn watchdog(self: Arc<Self>) {
+        let mut swept = self.now_ns();
         while !self.stopped.load(Ordering::Acquire) {
+            if self.now_ns().saturating_sub(swept) >= SWEEP_EVERY.as_nanos() as u64 {
+                swept = self.now_ns();
+                self.sweep_connections();
+            }
             let now = self.now_ns();
             let recent = now.saturating_sub(self.last_call_ns.load(Ordering::Relaxed)) < 100_000_000;
             std::thread::sleep(if recent { WATCH_BUSY } else { WATCH_IDLE });
@@ -498,13 +515,31 @@ impl Svc {
             Ok(a) => a.port(),
             Err(_) => return,
         };
+        let limit = self.state.config.max_connections_per_host;
+        {
+            let mut hosts = self.per_host.lock();
+            let n = hosts.entry(peer.ip()).or_insert(0);
+            if *n >= limit {
+                drop(hosts);
+                self.state.stats.connection_refused_host_limit();
+                self.log_once(peer.ip(), "host-limit", || {
+                    format!(
+                        "client {} has {limit} connections open (max_connections_per_host): closing further ones",
+                        peer.ip()
+                    )
+                });
+                return; // dropping the stream closes it
+            }
+            *n += 1;
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let pool = self.next_pool.fetch_add(1, Ordering::Relaxed) % self.pools.len();
         let info = dispatch::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
-        let conn = match Conn::new(id, pool, stream, info) {
+        let conn = match Conn::new(id, pool, stream, info, self.now_ns()) {
             Ok(c) => Arc::new(c),
             Err(e) => {
                 tracing::debug!(%peer, "cannot set up connection: {e}");
+                self.host_closed(peer.ip());
                 return;
             }
         };
@@ -544,8 +579,16 @@ impl Svc {
                 return self.input_ended(c);
             }
             let (record, seq) = match c.recv_record(self.state.config.max_record_bytes) {
-                Ok(Some(r)) => r,
+                Ok(Some(r)) => {
+                    let now = self.now_ns();
+                    c.activity_ns.store(now, Ordering::Release);
+                    c.partial_since_ns.store(0, Ordering::Release);
+                    r
+                }
                 Ok(None) => {
+                    if c.partial_since_ns.load(Ordering::Acquire) == 0 && c.has_partial_record() {
+                        c.partial_since_ns.store(self.now_ns().max(1), Ordering::Release);
+                    }
                     self.send_replies(c, &mut replies);
                     return self.arm_input(c);
                 }
@@ -776,6 +819,7 @@ impl Svc {
         }
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
         self.conns.write().remove(&c.id);
+        self.host_closed(c.info.peer.addr.ip());
         self.state.stats.connection_closed();
         let left = self.conn_count.fetch_sub(1, Ordering::AcqRel) - 1;
         if left < self.state.config.max_connections && self.accepting.load(Ordering::Acquire) {
@@ -786,6 +830,58 @@ impl Svc {
                     self.arm_listener(i);
                 }
             }
+        }
+    }
+
+    fn host_closed(&self, ip: std::net::IpAddr) {
+        let mut hosts = self.per_host.lock();
+        if let Some(n) = hosts.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                hosts.remove(&ip);
+            }
+        }
+    }
+
+    /// Log `what` about `host` once per kind of event (a flood would
+    /// otherwise flood the log too).
+    fn log_once(&self, host: std::net::IpAddr, kind: &'static str, what: impl FnOnce() -> String) {
+        let mut logged = self.logged_hosts.lock();
+        if logged.len() < LOGGED_HOSTS_MAX && logged.insert((host, kind)) {
+            tracing::warn!("{} (logged once per host)", what());
+        }
+    }
+
+    /// Close connections that hold a slot without using it: a record begun
+    /// and not finished within `record_timeout` (a trickling sender), or
+    /// nothing at all for `idle_timeout` with no call in flight. Their input
+    /// is shut down; the thread that then reads the end closes them as any
+    /// ended connection, after answering what is in flight.
+    fn sweep_connections(&self) {
+        let now = self.now_ns();
+        let record_ns = self.state.config.record_timeout.as_nanos() as u64;
+        let idle_ns = self.state.config.idle_timeout.as_nanos() as u64;
+        let conns: Vec<Arc<Conn>> = self.conns.read().values().cloned().collect();
+        for c in conns {
+            let partial = c.partial_since_ns.load(Ordering::Acquire);
+            let ip = c.info.peer.addr.ip();
+            let (kind, what) = if partial != 0 && now.saturating_sub(partial) > record_ns {
+                self.state.stats.connection_closed_slow();
+                ("slow", "a call took longer than the record timeout to arrive (a slow or stalled sender)")
+            } else if partial == 0
+                && now.saturating_sub(c.activity_ns.load(Ordering::Acquire)) > idle_ns
+                && c.out.lock().inflight == 0
+            {
+                self.state.stats.connection_closed_idle();
+                ("idle", "idle for longer than the idle timeout")
+            } else {
+                continue;
+            };
+            self.log_once(ip, kind, || format!("closing connection from {}: {what}", c.info.peer.addr));
+            // Nothing more is read: the reader sees the end and closes it.
+            c.partial_since_ns.store(0, Ordering::Release);
+            c.activity_ns.store(u64::MAX / 2, Ordering::Release);
+            let _ = c.stream.shutdown(std::net::Shutdown::Read);
         }
     }
 

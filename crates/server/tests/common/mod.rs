@@ -214,6 +214,12 @@ impl Client {
         Ok(Self::from_stream(std))
     }
 
+    /// The connection itself (for tests that watch it close).
+    #[allow(dead_code)]
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     /// Connect from a random free privileged port (512..1024) on 127.0.0.1.
     pub fn connect_privileged(addr: SocketAddr) -> Client {
         let start: u16 = 512 + rand::random::<u16>() % 512;
