@@ -58,7 +58,6 @@ nofile=$(grep -o "open-file limit [0-9]*" "$work/serve.log" | head -1)
 url="nfs://127.0.0.1:$port$work/export"
 
 stat_json() { "$bin" stat --json --state-dir "$work/state"; }
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 : >"$out/summary.txt"
 {
@@ -66,7 +65,7 @@ field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
     echo "|---|---|---:|---:|---:|---:|---|"
 } >"$work/table.md"
 for mode in none connections many-hosts slowloris oversized churn blast; do
-    before=$(stat_json)
+    stat_json >"$work/before.json"
     flood_out=$work/flood-$mode.txt
     if [ "$mode" != none ]; then
         log "$mode: $connections sockets for $seconds s"
@@ -82,8 +81,8 @@ for mode in none connections many-hosts slowloris oversized churn blast; do
         --label "under $mode" --json "$work/load-$mode.json" >"$work/load.txt" 2>&1 || true
     cat "$work/load.txt" >>"$out/summary.txt"
     [ -n "$flood_pid" ] && wait "$flood_pid" || true
-    after=$(stat_json)
-    python3 - "$work/load-$mode.json" "$mode" "$flood_out" "$before" "$after" >>"$work/table.md" <<'EOF'
+    stat_json >"$work/after.json"
+    python3 - "$work/load-$mode.json" "$mode" "$flood_out" "$work/before.json" "$work/after.json" >>"$work/table.md" <<'EOF'
 import json, sys
 path, mode, flood_out, before, after = sys.argv[1:6]
 try:
@@ -97,7 +96,7 @@ try:
 except Exception as e:  # the measurement itself failed: say so in the table
     p50 = p99 = achieved = 0
     errors = f"no report ({e})"
-b, a = json.loads(before), json.loads(after)
+b, a = json.load(open(before)), json.load(open(after))
 b, a = b.get("stats", b), a.get("stats", a)
 d = lambda k: a.get(k, 0) - b.get(k, 0)
 flood = open(flood_out).read().strip().splitlines()

@@ -37,7 +37,8 @@ def connect(host, port, src=None):
 def alive(s):
     """True if the server has not closed `s` (non-blocking peek)."""
     try:
-        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        s.setblocking(False)  # with a timeout set, recv would wait for data first
+        return s.recv(1, socket.MSG_PEEK) != b""
     except BlockingIOError:
         return True
     except OSError:
