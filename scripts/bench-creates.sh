@@ -48,12 +48,14 @@ fds() { ls "/proc/$server_pid/fd" | wc -l; }
 fds_before=$(fds)
 start=$SECONDS
 taskset -c 0 "$bin" bench load "nfs://127.0.0.1:$port$work/export" --mix CREATE=1 --closed-loop 8 \
-    --clients 16 --max-ops "$creates" --max-seconds "$max_seconds" --no-progress --label creates \
+    --clients 16 --max-ops "$creates" --step-ops "$creates" --step-seconds "$max_seconds" \
+    --max-seconds "$max_seconds" --no-progress --label creates \
     >"$work/load.txt" 2>&1 || true
 elapsed=$((SECONDS - start))
 fds_after=$(fds)
 hwm=$(grep VmHWM "/proc/$server_pid/status" | awk '{print $2, $3}')
 rss=$(grep VmRSS "/proc/$server_pid/status" | awk '{print $2, $3}')
+# The load removes what it created when it ends: what is left is the file set.
 files=$(find "$work/export" -type f | wc -l)
 kill -TERM "$server_pid"
 wait "$server_pid" || true
