@@ -1,10 +1,12 @@
-//! `serve --journal`: real server processes killed with SIGKILL at random points while a client
-//! writes (FILE_SYNC and UNSTABLE, many calls in flight). After each restart every byte the
-//! server acknowledged is in the file, the journal was replayed, and the write verifier is the
-//! one from before the crash, so a client need not resend anything. Without a journal the
-//! verifier changes (e2e_restart.rs).
+//! Real server processes killed with SIGKILL at random points while clients write.
 //!
-//! `EAGERNFS_CRASH_ROUNDS=100 cargo test -p eagernfs --test e2e_journal` runs the long series.
+//! With `serve --journal` (FILE_SYNC and UNSTABLE writes, 8 writers): after each restart every
+//! byte the server acknowledged is in the file, the journal was replayed, and the write verifier
+//! is the one from before the crash, so a client need not resend anything.
+//! Without a journal (UNSTABLE + COMMIT, some FILE_SYNC): every block written FILE_SYNC or
+//! covered by a COMMIT with its WRITE's verifier survives, and the verifier changes.
+//!
+//! `EAGERNFS_CRASH_ROUNDS=100 cargo test -p eagernfs --test e2e_crash` runs the long series.
 
 mod common;
 
@@ -136,4 +138,110 @@ fn acknowledged_writes_and_the_verifier_survive_kill_9_with_a_journal() {
     }
     let log = server.log_tail(400);
     assert!(log.contains("replayed"), "no replay was logged:\n{log}");
+}
+
+/// Without a journal: `kill -9` at random points while writers send UNSTABLE WRITEs and COMMITs
+/// (and some FILE_SYNC). Every block written FILE_SYNC, or UNSTABLE and then covered by a COMMIT
+/// that returned the WRITE's verifier, reads back after the restart; and the verifier changes,
+/// telling clients to resend what they had not committed.
+#[test]
+fn committed_writes_survive_kill_9_without_a_journal_and_the_verifier_changes() {
+    let rounds: u64 = std::env::var("EAGERNFS_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let export = tempfile::tempdir().unwrap();
+    let mut server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let _in_runtime = rt.enter();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut files = Vec::new();
+    let mut verifiers = Vec::new();
+    for round in 0..rounds {
+        let durable: Arc<Mutex<Vec<u64>>> = Arc::default();
+        let c = Arc::new(rt.block_on(connect(&server)));
+        let fh = rt.block_on(create(&c, &format!("plain-{round}")));
+        let tasks: Vec<_> = (0..4u64)
+            .map(|w| {
+                let (c, fh, durable) = (c.clone(), fh.clone(), durable.clone());
+                rt.spawn(async move {
+                    let cred = c.default_cred();
+                    let mut pending = Vec::new();
+                    let mut verf = None;
+                    for n in (w..4096).step_by(4) {
+                        if n % 5 == 0 {
+                            let Ok(r) =
+                                c.write(&cred, &fh, n * BLOCK, block(round, n), StableHow::FileSync).await
+                            else {
+                                break;
+                            };
+                            assert_ne!(r.committed, StableHow::Unstable, "FILE_SYNC answered unstable");
+                            durable.lock().unwrap().push(n);
+                            continue;
+                        }
+                        let Ok(r) =
+                            c.write(&cred, &fh, n * BLOCK, block(round, n), StableHow::Unstable).await
+                        else {
+                            break;
+                        };
+                        verf = Some(r.verf);
+                        pending.push(n);
+                        if pending.len() == 8 {
+                            let Ok(done) = c.commit(&cred, &fh, 0, 0).await else { break };
+                            // Only a COMMIT with the WRITEs' verifier covers them.
+                            if Some(done.verf) == verf {
+                                durable.lock().unwrap().append(&mut pending);
+                            } else {
+                                pending.clear();
+                            }
+                        }
+                    }
+                    verf
+                })
+            })
+            .collect();
+        let want = rng.gen_range(1..100usize);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        rt.block_on(async {
+            while durable.lock().unwrap().len() < want && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        server.crash_restart();
+        let mut before = None;
+        for t in tasks {
+            t.abort();
+            if let Ok(Some(v)) = rt.block_on(t) {
+                before = Some(v);
+            }
+        }
+        drop(c);
+        let blocks = std::mem::take(&mut *durable.lock().unwrap());
+        assert!(!blocks.is_empty(), "round {round}: nothing was made durable before the crash");
+        files.push((round, blocks));
+        let c = rt.block_on(connect(&server));
+        let cred = c.default_cred();
+        for (r, blocks) in &files {
+            let fh = rt.block_on(async {
+                c.lookup(&cred, &c.root(), format!("plain-{r}").as_bytes()).await.expect("lookup").object
+            });
+            for &n in blocks {
+                let got = rt.block_on(c.read(&cred, &fh, n * BLOCK, BLOCK as u32)).expect("read");
+                assert!(
+                    got.data == block(*r, n),
+                    "round {r} block {n}: committed data lost after round {round}'s crash"
+                );
+            }
+        }
+        let probe = rt.block_on(create(&c, "probe"));
+        let after = rt
+            .block_on(c.write(&cred, &probe, 0, Bytes::from_static(b"x"), StableHow::Unstable))
+            .unwrap()
+            .verf;
+        if let Some(before) = before {
+            assert_ne!(
+                after, before,
+                "round {round}: the verifier must change across a restart without a journal"
+            );
+        }
+        assert!(!verifiers.contains(&after), "round {round}: a verifier was reused");
+        verifiers.push(after);
+    }
 }
