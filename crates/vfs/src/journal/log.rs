@@ -11,7 +11,7 @@
 //! run) never passes for the one expected at that place.
 //!
 //! A record is a 28-byte head (magic, kind, handle length, total length, LSN,
-//! file offset), the file handle, the data, and a CRC-32C of all of it.
+//! file offset), the file handle, the data, and a CRC-32 (IEEE, `crc32fast`) of all of it.
 //! A record never wraps: when one does not fit before the end of the area, a
 //! pad record fills the rest (or, when fewer than [`RECORD_MIN`] bytes are left,
 //! the rest is skipped by rule).
