@@ -65,6 +65,16 @@ pub fn decode_portmap_res(procedure: u32, data: &[u8]) -> Result<(), Error> {
     check(data, |b| PortmapRes::decode(procedure, b))
 }
 
+/// Decode `data` as the arguments of NLM v4 procedure `procedure`.
+pub fn decode_nlm_args(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| crate::nlm::NlmArgs::decode(procedure, b))
+}
+
+/// Decode `data` as the arguments of NSM procedure `procedure`.
+pub fn decode_nsm_args(procedure: u32, data: &[u8]) -> Result<(), Error> {
+    check(data, |b| crate::nlm::NsmArgs::decode(procedure, b))
+}
+
 /// Exercise the XDR primitives that take lengths from the wire: bounded
 /// opaque data (as a file handle, a name and a READ payload would be) and
 /// counted arrays. Every decode must fail cleanly or consume only bytes

@@ -1,5 +1,5 @@
-//! NFSv3 (RFC 1813), MOUNT v1/v3 (RFC 1813 appendix I) and portmap v2
-//! (RFC 1833 §3) message types and procedure tables, sans-IO.
+//! NFSv3 (RFC 1813), MOUNT v1/v3 (RFC 1813 appendix I), portmap v2
+//! (RFC 1833 §3), NLM v4 and NSM v1 (X/Open XNFS) message types and procedure tables, sans-IO.
 //!
 //! This crate only turns bytes into typed values and back, with the codec of
 //! [`eagernfs_xdr`]. It has no sockets, no clock and no file-system access;
@@ -16,6 +16,7 @@
 //!   procedure by number) and [`nfs3::NFS3_PROCEDURES`].
 //! - [`mount`]: the MOUNT program (versions 1 and 3) and its table.
 //! - [`portmap`]: portmap v2 and its table.
+//! - [`nlm`]: the lock manager (NLM v4) and status monitor (NSM v1), and their tables.
 //! - [`ProcInfo`]: one row of a procedure table; the server's dispatch,
 //!   duplicate reply cache, read-only check and statistics all read it.
 //! - [`fuzzing`]: decode entry points for fuzz targets and robustness tests.
@@ -47,6 +48,7 @@ macro_rules! linked_list {
 pub mod fuzzing;
 pub mod mount;
 pub mod nfs3;
+pub mod nlm;
 pub mod portmap;
 
 #[cfg(test)]

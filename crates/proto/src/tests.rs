@@ -197,6 +197,10 @@ proptest! {
             let _ = fuzzing::decode_portmap_args(p, &data);
             let _ = fuzzing::decode_portmap_res(p, &data);
         }
+        for p in 0..26 {
+            let _ = fuzzing::decode_nlm_args(p, &data);
+            let _ = fuzzing::decode_nsm_args(p % 8, &data);
+        }
         fuzzing::decode_xdr_opaque(&data);
     }
 
@@ -216,6 +220,10 @@ proptest! {
             let _ = fuzzing::decode_mount_res(MOUNT_V3, p, &data);
         }
         let _ = fuzzing::decode_portmap_res(PMAPPROC_DUMP, &data);
+        for p in 0..24 {
+            let _ = fuzzing::decode_nlm_args(p, &data);
+        }
+        let _ = fuzzing::decode_nsm_args(crate::nlm::sm::MON, &data);
     }
 }
 
