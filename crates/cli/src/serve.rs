@@ -100,6 +100,16 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     udp: bool,
 
+    /// Serve no byte-range locks (NLM and NSM): clients must then mount with
+    /// `nolock` or `local_lock=all`, as with a kernel server without lockd.
+    #[arg(long)]
+    no_locks: bool,
+
+    /// Seconds after a restart during which only locks held before it may be
+    /// reclaimed (clients had locks when the server stopped; otherwise no grace).
+    #[arg(long, value_name = "SECONDS", default_value_t = 90.0)]
+    grace_period: f64,
+
     /// Serve Prometheus /metrics, the JSON /api/stats and a status page on this
     /// address (PORT alone means 127.0.0.1:PORT; nothing there changes the server).
     #[arg(long, value_name = "ADDR")]
@@ -149,6 +159,79 @@ fn parse_size(text: &str) -> Result<u64, String> {
 enum Pools {
     Global,
     Percpu,
+}
+
+/// The lock manager's state across restarts (statd's `/var/lib/nfs/sm`): this
+/// start's NSM state number (odd, two more than the last) and the hosts that
+/// held locks when the server last stopped, to tell of the restart and to
+/// give a grace period for reclaims.
+fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::LockConfig> {
+    use eagernfs_server::{LockConfig, LockHost};
+    if !(args.grace_period.is_finite() && (0.0..=86_400.0).contains(&args.grace_period)) {
+        bail!("--grace-period {}: give seconds from 0 (no grace) to 86400", args.grace_period);
+    }
+    let grace_period = std::time::Duration::from_secs_f64(args.grace_period);
+    if args.no_locks {
+        return Ok(LockConfig { enabled: false, ..LockConfig::default() });
+    }
+    if args.memory {
+        // Nothing survives a restart of the memory backend, locks included.
+        return Ok(LockConfig { grace_period, ..LockConfig::default() });
+    }
+    let dir = state_dir.join("nsm");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let state_path = dir.join("state");
+    let last: i32 = match std::fs::read_to_string(&state_path) {
+        Ok(t) => t.trim().parse().with_context(|| {
+            format!("{} does not hold a number; remove it (clients then see a restart)", state_path.display())
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", state_path.display())),
+    };
+    // Odd while up: the next odd number after the last, wrapping before overflow.
+    let nsm_state = match last {
+        l if l <= 0 || l >= i32::MAX - 2 => 1,
+        l if l % 2 == 1 => l + 2,
+        l => l + 1,
+    };
+    write_durably(&state_path, format!("{nsm_state}\n").as_bytes())?;
+    let hosts_path = dir.join("hosts");
+    let previous_hosts: Vec<LockHost> = std::fs::read_to_string(&hosts_path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (addr, name) = l.split_once(' ')?;
+            Some(LockHost { addr: addr.parse().ok()?, name: name.to_string() })
+        })
+        .collect();
+    let on_hosts_changed: eagernfs_server::HostsChanged = Arc::new(move |hosts: &[LockHost]| {
+        let text: String =
+            hosts.iter().map(|h| format!("{} {}\n", h.addr, h.name.replace('\n', " "))).collect();
+        if let Err(e) = write_durably(&hosts_path, text.as_bytes()) {
+            tracing::error!("cannot record the hosts holding locks in {}: {e:#}", hosts_path.display());
+        }
+    });
+    Ok(LockConfig {
+        grace_period,
+        previous_hosts,
+        nsm_state,
+        on_hosts_changed: Some(on_hosts_changed),
+        ..LockConfig::default()
+    })
+}
+
+/// Replace `path` with `data`, synced, by a rename (never half written).
+fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
+    }
+    Ok(())
 }
 
 /// Load the 16-byte master key for file handles, creating it (0600) on first run.
@@ -447,8 +530,10 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             ..SvcConfig::default()
         },
         udp: args.udp,
+        locks: lock_config(&args, &state_dir)?,
         ..ServerConfig::default()
     };
+    let locks = !args.no_locks;
     let builder = Arc::new(ExportBuilder { args, state_dir, backends: Default::default() });
     let exports = builder.build()?;
     // Calls run on the server's own threads; the runtime only binds, waits
@@ -484,7 +569,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         if let Some(pm) = register {
             let port = addrs[0].port();
             let udp = server.serves_udp();
-            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp)).await??;
+            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp, locks))
+                .await??;
             tracing::info!("registered with the portmapper at {pm}");
         }
         // Signal handlers before the announcement: a SIGTERM or SIGHUP sent by
@@ -539,7 +625,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         server.run(shutdown).await?;
         if let Some(pm) = register {
             if let Err(e) =
-                tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm)).await?
+                tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm, locks)).await?
             {
                 tracing::warn!("{e}");
             }

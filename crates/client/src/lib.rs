@@ -16,6 +16,7 @@
 pub mod cache;
 pub mod core;
 pub mod driver;
+pub mod lock;
 pub mod mount;
 pub mod nfs;
 pub mod ops;
@@ -23,7 +24,8 @@ pub mod options;
 pub mod url;
 
 pub use driver::{RpcClient, TransportConfig, TransportEvent};
+pub use lock::LockClient;
 pub use nfs::NfsClient;
 pub use ops::{Cred, NfsError, NfsOps, NfsResult};
-pub use options::{LookupCache, MountOptions, OptionError};
+pub use options::{LocalLock, LookupCache, MountOptions, OptionError};
 pub use url::{NfsUrl, UrlError};

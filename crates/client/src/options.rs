@@ -66,6 +66,41 @@ impl LookupCache {
     }
 }
 
+/// Which locks stay on this client (nfs(5) `local_lock=`; `nolock` is `all`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum LocalLock {
+    /// Both `fcntl` and `flock` locks go to the server's lock manager (NLM).
+    #[default]
+    None,
+    /// Both stay local: they exclude only processes on this client.
+    All,
+    /// `flock` locks stay local; `fcntl` locks go to the server.
+    Flock,
+    /// `fcntl` locks stay local; `flock` locks go to the server.
+    Posix,
+}
+
+impl LocalLock {
+    fn as_str(self) -> &'static str {
+        match self {
+            LocalLock::None => "none",
+            LocalLock::All => "all",
+            LocalLock::Flock => "flock",
+            LocalLock::Posix => "posix",
+        }
+    }
+
+    /// `fcntl` (POSIX) locks go to the server.
+    pub fn posix_remote(self) -> bool {
+        matches!(self, LocalLock::None | LocalLock::Flock)
+    }
+
+    /// `flock` locks go to the server.
+    pub fn flock_remote(self) -> bool {
+        matches!(self, LocalLock::None | LocalLock::Posix)
+    }
+}
+
 /// Typed NFS mount options. `Default` gives the nfs(5) defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountOptions {
@@ -158,6 +193,10 @@ pub struct MountOptions {
     /// `eager` (ours): eager write-back (one in-order flusher per file that
     /// starts at once) instead of write-behind on close/fsync/pressure.
     pub eager: bool,
+
+    // --- locks (consumed by the FUSE layer) -----------------------------
+    /// `local_lock=none|all|flock|posix`; `lock` is `none`, `nolock` is `all`.
+    pub local_lock: LocalLock,
 }
 
 impl Default for MountOptions {
@@ -191,6 +230,7 @@ impl Default for MountOptions {
             cache_size_bytes_max: None,
             dirty_bytes_max: None,
             eager: false,
+            local_lock: LocalLock::None,
         }
     }
 }
@@ -351,6 +391,24 @@ impl MountOptions {
                 flag(value)?;
                 self.cto = false
             }
+            "lock" => {
+                flag(value)?;
+                self.local_lock = LocalLock::None
+            }
+            "nolock" => {
+                flag(value)?;
+                self.local_lock = LocalLock::All
+            }
+            "local_lock" => {
+                let v = need(name, value)?;
+                self.local_lock = match v {
+                    "none" => LocalLock::None,
+                    "all" => LocalLock::All,
+                    "flock" => LocalLock::Flock,
+                    "posix" => LocalLock::Posix,
+                    _ => return Err(bad(name, v, "expected none, all, flock or posix")),
+                };
+            }
             "lookupcache" => {
                 let v = need(name, value)?;
                 self.lookupcache = match v {
@@ -477,6 +535,9 @@ impl MountOptions {
         }
         if !self.cto {
             v.push("nocto".into());
+        }
+        if self.local_lock != d.local_lock {
+            v.push(format!("local_lock={}", self.local_lock.as_str()));
         }
         if self.lookupcache != d.lookupcache {
             v.push(format!("lookupcache={}", self.lookupcache.as_str()));
@@ -625,6 +686,10 @@ mod tests {
         assert_eq!(MountOptions::parse("hard=1").unwrap_err(), OptionError::UnexpectedValue("hard".into()));
         assert_eq!(MountOptions::parse("uid").unwrap_err(), OptionError::MissingValue("uid".into()));
         assert!(MountOptions::parse("lookupcache=some").is_err());
+        assert!(MountOptions::parse("local_lock=some").is_err());
+        assert_eq!(MountOptions::parse("nolock").unwrap().local_lock, LocalLock::All);
+        assert_eq!(MountOptions::parse("nolock,lock").unwrap().local_lock, LocalLock::None);
+        assert!(MountOptions::parse("local_lock=posix").unwrap().local_lock.flock_remote());
         assert!(MountOptions::parse("rsize=100").is_err());
         assert!(MountOptions::parse("cachesize=0").is_err());
         // Sizes: a bare count, K/M/G/T or KiB/MiB/GiB/TiB, all powers of 1024.
@@ -675,6 +740,12 @@ mod tests {
             proptest::option::of(1u64..u64::MAX >> 1),
             any::<bool>(),
             any::<bool>(),
+            prop_oneof![
+                Just(LocalLock::None),
+                Just(LocalLock::All),
+                Just(LocalLock::Flock),
+                Just(LocalLock::Posix)
+            ],
         );
         (ports, transport, cache).prop_map(|(p, t, c)| MountOptions {
             nfsport: p.0,
@@ -710,6 +781,7 @@ mod tests {
             dirty_bytes_max: c.6,
             eager: c.7,
             sync: c.8,
+            local_lock: c.9,
         })
     }
 

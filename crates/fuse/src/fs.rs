@@ -23,12 +23,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use eagernfs_client::cache::{CachedFs, Entry, FsError};
-use eagernfs_client::{Cred, LookupCache, NfsClient, NfsOps};
+use eagernfs_client::{Cred, LocalLock, LockClient, LookupCache, NfsClient, NfsError, NfsOps};
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
@@ -59,6 +59,79 @@ pub struct NfsFuse<C: NfsOps> {
     /// Tells the kernel to drop what it cached about an inode or a name
     /// when we know better (set once the session exists).
     kernel: Arc<OnceLock<Notifier>>,
+    /// Byte-range locks through the server (NLM), and which kinds go there.
+    locks: Option<Locks>,
+    local_lock: LocalLock,
+}
+
+/// The lock client and what identifies this mount's lock owners.
+#[derive(Clone)]
+struct Locks {
+    client: LockClient,
+    /// Random per mount, first in every owner handle: owners of two mounts
+    /// never collide, and a conflict found by TEST is known to be ours.
+    nonce: [u8; 8],
+    /// The process that took each owner's locks (what F_GETLK reports).
+    pids: Arc<parking_lot::Mutex<std::collections::HashMap<u64, u32>>>,
+}
+
+impl Locks {
+    fn owner(&self, lock_owner: u64) -> eagernfs_client::lock::LockOwner {
+        let mut oh = Vec::with_capacity(16);
+        oh.extend_from_slice(&self.nonce);
+        oh.extend_from_slice(&lock_owner.to_be_bytes());
+        eagernfs_client::lock::LockOwner {
+            oh: bytes::Bytes::from(oh),
+            svid: (lock_owner ^ (lock_owner >> 32)) as i32 & i32::MAX,
+        }
+    }
+
+    /// The local pid holding `owner`'s lock, if the owner is this mount's.
+    fn local_pid(&self, owner: &eagernfs_client::lock::LockOwner) -> u32 {
+        if owner.oh.len() != 16 || owner.oh[..8] != self.nonce {
+            return 0;
+        }
+        let id = u64::from_be_bytes(owner.oh[8..16].try_into().expect("16 bytes"));
+        self.pids.lock().get(&id).copied().unwrap_or(0)
+    }
+}
+
+/// `fcntl`'s `[start, end]` (end inclusive, `OFFSET_MAX` to the end) as NLM's range.
+fn lock_range(start: u64, end: u64) -> eagernfs_client::lock::LockRange {
+    let len = if end >= i64::MAX as u64 { 0 } else { end.saturating_sub(start) + 1 };
+    eagernfs_client::lock::LockRange { offset: start, len }
+}
+
+/// Whether process `pid` has a signal waiting that would interrupt a
+/// blocking `fcntl(F_SETLKW)` (any pending signal it neither blocks nor
+/// ignores; SIGKILL always). FUSE cannot tell us (fuser does not pass
+/// interrupts on), so a waiting lock request looks. A process that is gone
+/// counts as interrupted.
+fn signal_pending(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return true };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let pending = field("SigPnd:") | field("ShdPnd:");
+    pending & !field("SigBlk:") & !field("SigIgn:") != 0
+}
+
+/// Eight bytes that differ between mounts (time, pid and address mixed).
+fn rand_nonce() -> [u8; 8] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish().to_be_bytes()
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -88,7 +161,18 @@ impl<C: NfsOps> NfsFuse<C> {
             names_uncached,
             umnt: None,
             kernel: Arc::new(OnceLock::new()),
+            locks: None,
+            local_lock: LocalLock::All,
         }
+    }
+
+    /// Send `fcntl` and `flock` locks (those `local_lock` does not keep
+    /// local) to the server through `locks`; with `None` they fail with
+    /// ENOLCK unless kept local.
+    pub fn with_locks(mut self, locks: Option<LockClient>, local_lock: LocalLock) -> Self {
+        self.locks = locks.map(|client| Locks { client, nonce: rand_nonce(), pids: Default::default() });
+        self.local_lock = local_lock;
+        self
     }
 
     /// Where to put the session's notifier once it exists: the kernel's
@@ -147,6 +231,35 @@ impl<C: NfsOps> NfsFuse<C> {
     }
 }
 
+/// A request refused for the server's grace period is asked again after this.
+const GRACE_RETRY: Duration = Duration::from_millis(500);
+/// A request the server queued is asked again after this at first, doubling
+/// up to [`BLOCKED_POLL_MAX`] (the server grants it as soon as it can; asking
+/// again only learns of that, and of a signal to the waiting process).
+const BLOCKED_POLL_MIN: Duration = Duration::from_millis(20);
+const BLOCKED_POLL_MAX: Duration = Duration::from_millis(500);
+
+fn lock_errno(e: &NfsError) -> i32 {
+    match e {
+        NfsError::Nfs(s) => NfsError::Nfs(*s).errno(),
+        _ => libc::ENOLCK,
+    }
+}
+
+/// Release every lock `lock_owner` holds on `ino` (a close), if it holds any.
+async fn release_owner<C: NfsOps>(fs: &CachedFs<C>, locks: &Locks, ino: u64, lock_owner: u64) {
+    let Ok(nfh) = fs.file_handle(ino) else { return };
+    let owner = locks.owner(lock_owner);
+    if !locks.client.holds(&nfh, &owner) {
+        return;
+    }
+    let all = eagernfs_client::lock::LockRange { offset: 0, len: 0 };
+    if let Err(e) = locks.client.unlock(&nfh, &owner, all).await {
+        tracing::warn!("releasing locks at close: {e}");
+    }
+    locks.pids.lock().remove(&lock_owner);
+}
+
 /// The type of a READDIR (not PLUS) entry, which the server did not
 /// send. FUSE has no "unknown" type, and a wrong one misleads programs
 /// that trust `d_type` (find does not descend into a "file"), so ask:
@@ -186,6 +299,13 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(cap);
+        }
+        // Without these the kernel keeps the locks itself (local_lock).
+        if self.local_lock.posix_remote() {
+            let _ = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
+        }
+        if self.local_lock.flock_remote() {
+            let _ = config.add_capabilities(InitFlags::FUSE_FLOCK_LOCKS);
         }
         Ok(())
     }
@@ -435,9 +555,18 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         });
     }
 
-    fn flush(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        // Every close(2): write back and COMMIT before it returns.
-        self.spawn(req, move |fs, _cred| async move { Self::reply_empty(reply, fs.flush(fh.0).await) });
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Every close(2): write back and COMMIT before it returns, and
+        // release the closing process's fcntl locks on the file (POSIX:
+        // any close drops them).
+        let locks = self.locks.clone().filter(|_| self.local_lock.posix_remote());
+        self.spawn(req, move |fs, _cred| async move {
+            let r = fs.flush(fh.0).await;
+            if let Some(l) = locks {
+                release_owner(&fs, &l, ino.0, lock_owner.0).await;
+            }
+            Self::reply_empty(reply, r)
+        });
     }
 
     fn release(
@@ -446,11 +575,112 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(req, move |fs, _cred| async move { Self::reply_empty(reply, fs.release(fh.0).await) });
+        // The last close of an open file description drops its flock lock.
+        let locks = self.locks.clone().filter(|_| self.local_lock.flock_remote());
+        let ino = _ino;
+        self.spawn(req, move |fs, _cred| async move {
+            if let (Some(l), Some(owner)) = (locks, lock_owner) {
+                release_owner(&fs, &l, ino.0, owner.0).await;
+            }
+            Self::reply_empty(reply, fs.release(fh.0).await)
+        });
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(locks) = self.locks.clone() else { return reply.error(Errno::from_i32(libc::ENOLCK)) };
+        self.spawn(req, move |fs, _cred| async move {
+            let Ok(nfh) = fs.file_handle(ino.0) else { return reply.error(Errno::from_i32(libc::ESTALE)) };
+            let owner = locks.owner(lock_owner.0);
+            let range = lock_range(start, end);
+            let exclusive = typ == libc::F_WRLCK;
+            loop {
+                match locks.client.test(&nfh, &owner, range, exclusive).await {
+                    Ok(Ok(None)) => return reply.locked(start, end, libc::F_UNLCK, 0),
+                    Ok(Ok(Some(c))) => {
+                        let end =
+                            if c.range.len == 0 { i64::MAX as u64 } else { c.range.offset + c.range.len - 1 };
+                        let typ = if c.exclusive { libc::F_WRLCK } else { libc::F_RDLCK };
+                        return reply.locked(c.range.offset, end, typ, locks.local_pid(&c.owner));
+                    }
+                    // The server restarted: it answers once its grace period is over.
+                    Ok(Err(_)) => {
+                        if signal_pending(pid) {
+                            return reply.error(Errno::from_i32(libc::EINTR));
+                        }
+                        tokio::time::sleep(GRACE_RETRY).await;
+                    }
+                    Err(e) => return reply.error(Errno::from_i32(lock_errno(&e))),
+                }
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(locks) = self.locks.clone() else { return reply.error(Errno::from_i32(libc::ENOLCK)) };
+        self.spawn(req, move |fs, _cred| async move {
+            let Ok(nfh) = fs.file_handle(ino.0) else { return reply.error(Errno::from_i32(libc::ESTALE)) };
+            let owner = locks.owner(lock_owner.0);
+            let range = lock_range(start, end);
+            if typ == libc::F_UNLCK {
+                let r = locks.client.unlock(&nfh, &owner, range).await;
+                return match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(Errno::from_i32(lock_errno(&e))),
+                };
+            }
+            // Before the call: the lock may be granted the moment it is asked.
+            locks.pids.lock().insert(lock_owner.0, pid);
+            let exclusive = typ == libc::F_WRLCK;
+            let mut wait = BLOCKED_POLL_MIN;
+            loop {
+                use eagernfs_client::lock::LockReply;
+                match locks.client.lock(&nfh, &owner, range, exclusive, sleep).await {
+                    Ok(LockReply::Granted) => return reply.ok(),
+                    Ok(LockReply::Denied) => return reply.error(Errno::from_i32(libc::EAGAIN)),
+                    Ok(LockReply::Blocked) if !sleep => return reply.error(Errno::from_i32(libc::EAGAIN)),
+                    Ok(LockReply::Blocked | LockReply::Grace) => {
+                        // Queued on the server (or it is in its grace period):
+                        // ask again until granted, unless the caller got a signal.
+                        if signal_pending(pid) {
+                            if let Err(e) = locks.client.cancel(&nfh, &owner, range, exclusive).await {
+                                tracing::warn!("cancelling an interrupted lock request: {e}");
+                            }
+                            return reply.error(Errno::from_i32(libc::EINTR));
+                        }
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(BLOCKED_POLL_MAX);
+                    }
+                    Err(e) => return reply.error(Errno::from_i32(lock_errno(&e))),
+                }
+            }
+        });
     }
 
     fn fsync(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {

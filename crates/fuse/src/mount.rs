@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use eagernfs_client::cache::{CachedFs, FsError};
-use eagernfs_client::{NfsClient, NfsError, NfsUrl, OptionError, UrlError};
+use eagernfs_client::{LockClient, MountOptions, NfsClient, NfsError, NfsUrl, OptionError, UrlError};
 use eagernfs_proto::nfs3::{Ftype3, Nfsstat3};
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use tokio::runtime::Runtime;
@@ -176,6 +176,37 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
     Ok((fs, client))
 }
 
+/// The server's lock manager, as this host and mount point (so a restart of
+/// this mount frees what the last run of it held: SM_NOTIFY). `None`, with
+/// a warning, when the server has none: lock calls then fail with ENOLCK, as
+/// on a kernel mount of a server without lockd (`nolock` keeps them local).
+async fn connect_locks(client: &NfsClient, options: &MountOptions, mountpoint: &Path) -> Option<LockClient> {
+    let host = {
+        let mut buf = [0u8; 256];
+        // SAFETY: the buffer is valid for its length.
+        let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+        if rc == 0 {
+            String::from_utf8_lossy(&buf[..end]).into_owned()
+        } else {
+            "localhost".into()
+        }
+    };
+    let name = format!("{host}:{}", mountpoint.display());
+    match LockClient::connect(client.rpc(), client.server(), options, &name).await {
+        Ok(locks) => {
+            if let Err(e) = locks.announce_restart().await {
+                tracing::warn!("could not tell the server's status monitor that {name} started: {e}");
+            }
+            Some(locks)
+        }
+        Err(e) => {
+            tracing::warn!("no byte-range locks through the server ({e}); fcntl/flock will fail with ENOLCK (mount with nolock to keep them local)");
+            None
+        }
+    }
+}
+
 /// A mounted, ready file system, not yet serving.
 pub struct Mount {
     session: Session<NfsFuse<NfsClient>>,
@@ -333,7 +364,14 @@ impl Mount {
             .map_err(MountError::Runtime)?;
         let (fs, client) = runtime.block_on(connect(spec))?;
         let cache = fs.clone();
-        let fsfs = NfsFuse::new(fs, runtime.handle().clone()).umnt_on_destroy(client);
+        let local_lock = spec.url.options.local_lock;
+        let locks = if local_lock == eagernfs_client::LocalLock::All {
+            None
+        } else {
+            runtime.block_on(connect_locks(&client, &spec.url.options, &mountpoint))
+        };
+        let fsfs =
+            NfsFuse::new(fs, runtime.handle().clone()).with_locks(locks, local_lock).umnt_on_destroy(client);
         let notifier = fsfs.notifier_slot();
         let fuse_err = |source: io::Error| {
             let hint = fuse_hint(&source);

@@ -528,13 +528,25 @@ mod tests {
 
     #[test]
     fn every_call_round_trips_by_procedure_number() {
-        let la = Nlm4LockArgs { cookie: Opaque::from_static(b"c"), block: true, exclusive: true, alock: lock(), reclaim: false, state: 3 };
+        let la = Nlm4LockArgs {
+            cookie: Opaque::from_static(b"c"),
+            block: true,
+            exclusive: true,
+            alock: lock(),
+            reclaim: false,
+            state: 3,
+        };
         let ta = Nlm4TestArgs { cookie: Opaque::from_static(b"t"), exclusive: false, alock: lock() };
         let calls = [
             NlmArgs::Null,
             NlmArgs::Test(ta.clone()),
             NlmArgs::Lock(la.clone()),
-            NlmArgs::Cancel(Nlm4CancArgs { cookie: Netobj::default(), block: true, exclusive: true, alock: lock() }),
+            NlmArgs::Cancel(Nlm4CancArgs {
+                cookie: Netobj::default(),
+                block: true,
+                exclusive: true,
+                alock: lock(),
+            }),
             NlmArgs::Unlock(Nlm4UnlockArgs { cookie: Netobj::default(), alock: lock() }),
             NlmArgs::Granted(ta),
             NlmArgs::NmLock(la),
@@ -552,9 +564,16 @@ mod tests {
     fn a_denied_test_carries_the_holder_and_others_do_not() {
         let denied = Nlm4TestRes {
             cookie: Opaque::from_static(b"x"),
-            stat: Nlm4TestReply::Denied(Nlm4Holder { exclusive: true, svid: 7, oh: Opaque::from_static(b"o"), l_offset: 10, l_len: 5 }),
+            stat: Nlm4TestReply::Denied(Nlm4Holder {
+                exclusive: true,
+                svid: 7,
+                oh: Opaque::from_static(b"o"),
+                l_offset: 10,
+                l_len: 5,
+            }),
         };
-        let granted = Nlm4TestRes { cookie: Opaque::from_static(b"x"), stat: Nlm4TestReply::Other(Nlm4Stats::Granted) };
+        let granted =
+            Nlm4TestRes { cookie: Opaque::from_static(b"x"), stat: Nlm4TestReply::Other(Nlm4Stats::Granted) };
         for r in [denied, granted.clone()] {
             assert_eq!(eagernfs_xdr::decode_exact::<Nlm4TestRes>(Bytes::from(to_vec(&r))).unwrap(), r);
         }

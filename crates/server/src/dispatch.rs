@@ -13,7 +13,7 @@ use crate::svc::{IoOrder, Ticket, Turn};
 use crate::{drc, handle, ExportSpec, ServerState};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
-use eagernfs_proto::{mount, nfs3, portmap};
+use eagernfs_proto::{mount, nfs3, nlm, portmap};
 use eagernfs_rpc::message::{peek_xid, CredError};
 use eagernfs_rpc::record::{begin_record, finish_record, finish_record_with_tail};
 use eagernfs_rpc::{
@@ -202,6 +202,18 @@ pub(crate) fn handle_record(
         portmap::PMAP_PROGRAM => {
             return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 2, high: 2 }))
         }
+        nlm::NLM_PROGRAM if state.locks.is_some() && header.vers == nlm::NLM_V4 => {
+            (Program::Nlm, nlm::nlm_procedure(header.proc_))
+        }
+        nlm::NLM_PROGRAM if state.locks.is_some() => {
+            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 4, high: 4 }))
+        }
+        nlm::NSM_PROGRAM if state.locks.is_some() && header.vers == nlm::NSM_V1 => {
+            (Program::Nsm, nlm::nsm_procedure(header.proc_))
+        }
+        nlm::NSM_PROGRAM if state.locks.is_some() => {
+            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 1, high: 1 }))
+        }
         _ => return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgUnavail)),
     };
     let Some(info) = info else {
@@ -240,6 +252,8 @@ pub(crate) fn handle_record(
         Program::Nfs3 => crate::nfs3::dispatch(&call, body, &mut out),
         Program::Mount => crate::mount::dispatch(&call, body, &mut out),
         Program::Portmap => crate::portmap::dispatch(&call, body, &mut out),
+        Program::Nlm => crate::nlm::dispatch(&call, body, &mut out),
+        Program::Nsm => crate::nlm::dispatch_nsm(&call, body, &mut out),
     };
     let failed = match &outcome {
         Outcome::Replied | Outcome::RepliedWithData(_) => None,

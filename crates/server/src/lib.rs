@@ -12,6 +12,8 @@
 //!   [`Backend`]; `convert` maps backend values to wire types.
 //! - `mount`, `portmap`: the MOUNT (v1, v3) and portmap (v2) programs,
 //!   served on the same port as NFS so clients need no rpcbind.
+//! - `nlm`: byte-range locks (NLM v4) and the status monitor (NSM v1), on
+//!   the same port: lock table, grace period, GRANTED and SM_NOTIFY callbacks.
 //! - `handle`: wire file handles = export id + backend handle.
 //! - [`exports`]: the exports(5) configuration and client matching.
 //! - `stats`: per-procedure call counters (the procedure tables name them).
@@ -28,6 +30,7 @@ mod drc;
 mod handle;
 mod mount;
 mod nfs3;
+mod nlm;
 mod portmap;
 pub mod rpcbind;
 pub mod stats;
@@ -45,6 +48,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use drc::drc_entries_for_memory;
+pub use nlm::{HostsChanged, LockConfig, LockHost};
 pub use stats::{DrcCounts, Stats, StatsSnapshot};
 
 /// Physical memory, for defaults sized from it (0 if unknown).
@@ -100,6 +104,8 @@ pub struct ServerConfig {
     /// it lose whole calls to one dropped fragment. Transfers are capped at
     /// 32 KiB over UDP; the duplicate reply cache covers retransmissions.
     pub udp: bool,
+    /// Byte-range locks (NLM v4 and NSM on the same port).
+    pub locks: nlm::LockConfig,
 }
 
 impl Default for ServerConfig {
@@ -117,6 +123,7 @@ impl Default for ServerConfig {
             io_trace_max_events: None,
             svc: SvcConfig::default(),
             udp: false,
+            locks: nlm::LockConfig::default(),
         }
     }
 }
@@ -164,6 +171,8 @@ pub(crate) struct ServerState {
     pub(crate) io_trace: Option<trace::IoTrace>,
     /// (client address, path) pairs recorded by MNT for DUMP.
     pub(crate) mounts: parking_lot::Mutex<std::collections::BTreeSet<(bytes::Bytes, bytes::Bytes)>>,
+    /// The lock manager, unless locks are off.
+    pub(crate) locks: Option<nlm::LockManager>,
 }
 
 impl ServerState {
@@ -234,6 +243,7 @@ impl Server {
         let state = Arc::new(ServerState {
             drc: drc::Drc::new(config.drc_entries, stats.clone()),
             io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
+            locks: config.locks.enabled.then(|| nlm::LockManager::new(&config.locks, stats.clone())),
             config,
             exports: parking_lot::RwLock::new(Arc::new(exports)),
             stats,
@@ -274,6 +284,10 @@ impl Server {
         let listeners =
             self.listeners.into_iter().map(|l| l.into_std()).collect::<std::io::Result<Vec<_>>>()?;
         let svc = svc::Svc::start(self.state.clone(), self.state.config.svc.clone(), listeners, self.udp)?;
+        let locks = &self.state.config.locks;
+        if locks.enabled && locks.callbacks {
+            nlm::notify_restart(locks.previous_hosts.clone(), locks.nsm_state);
+        }
         shutdown.cancelled().await;
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || {

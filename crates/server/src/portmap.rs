@@ -29,23 +29,33 @@ pub(crate) const SERVED: [(u32, u32); 5] = [
     (PMAP_PROGRAM, PMAP_V2),
 ];
 
+/// The lock manager and status monitor, when locks are served.
+pub(crate) const LOCK_PROGRAMS: [(u32, u32); 2] =
+    [(eagernfs_proto::nlm::NLM_PROGRAM, eagernfs_proto::nlm::NLM_V4), (eagernfs_proto::nlm::NSM_PROGRAM, 1)];
+
+/// Every (program, version) this server answers.
+pub(crate) fn served(locks: bool) -> impl Iterator<Item = (u32, u32)> + Clone {
+    SERVED.into_iter().chain(LOCK_PROGRAMS.into_iter().filter(move |_| locks))
+}
+
 pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
     let Ok(args) = PortmapArgs::decode(call.header.proc_, &mut body) else {
         return Outcome::GarbageArgs;
     };
     let port = call.conn.peer.local_port as u32;
+    let locks = call.state.locks.is_some();
     let res = match args {
         PortmapArgs::Null => PortmapRes::Null,
         PortmapArgs::Set(_) => PortmapRes::Set(false),
         PortmapArgs::Unset(_) => PortmapRes::Unset(false),
         PortmapArgs::Getport(m) => {
-            let served = protocols(call).contains(&m.prot) && SERVED.contains(&(m.prog, m.vers));
+            let served = protocols(call).contains(&m.prot) && served(locks).any(|p| p == (m.prog, m.vers));
             PortmapRes::Getport(if served { port } else { 0 })
         }
         PortmapArgs::Dump => PortmapRes::Dump(Pmaplist(
             protocols(call)
                 .iter()
-                .flat_map(|&prot| SERVED.iter().map(move |&(prog, vers)| Mapping { prog, vers, prot, port }))
+                .flat_map(|&prot| served(locks).map(move |(prog, vers)| Mapping { prog, vers, prot, port }))
                 .collect(),
         )),
         PortmapArgs::Callit(_) => return Outcome::ProcUnavail,

@@ -5,10 +5,10 @@
 //! v1–v3 at our port with PMAPPROC_SET, and remove them at shutdown. This is
 //! a small blocking client: it runs once at start and once at stop.
 
-use crate::portmap::SERVED;
+use crate::portmap::served;
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::portmap::{
-    Mapping, IPPROTO_TCP, IPPROTO_UDP, PMAPPROC_SET, PMAPPROC_UNSET, PMAP_PROGRAM, PMAP_V2,
+    Mapping, IPPROTO_TCP, IPPROTO_UDP, PMAPPROC_GETPORT, PMAPPROC_SET, PMAPPROC_UNSET, PMAP_PROGRAM, PMAP_V2,
 };
 use eagernfs_rpc::record::{begin_record, finish_record};
 use eagernfs_rpc::{AcceptStat, CallHeader, Message, OpaqueAuth, RecordDecoder, ReplyBody};
@@ -33,19 +33,24 @@ pub enum RpcbindError {
 }
 
 fn call(stream: &mut TcpStream, xid: u32, proc_: u32, m: &Mapping) -> Result<bool, RpcbindError> {
+    let mut body = rpc_call(stream, xid, PMAP_PROGRAM, PMAP_V2, proc_, OpaqueAuth::none(), m)?;
+    bool::decode(&mut body).map_err(|_| RpcbindError::BadReply)
+}
+
+/// One blocking RPC call over `stream`: the body of a successful reply.
+pub(crate) fn rpc_call(
+    stream: &mut TcpStream,
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: OpaqueAuth,
+    args: &impl Encode,
+) -> Result<Bytes, RpcbindError> {
     let mut out = BytesMut::new();
     let at = begin_record(&mut out);
-    CallHeader {
-        xid,
-        rpcvers: 2,
-        prog: PMAP_PROGRAM,
-        vers: PMAP_V2,
-        proc_,
-        cred: OpaqueAuth::none(),
-        verf: OpaqueAuth::none(),
-    }
-    .encode(&mut out);
-    m.encode(&mut out);
+    CallHeader { xid, rpcvers: 2, prog, vers, proc_, cred, verf: OpaqueAuth::none() }.encode(&mut out);
+    args.encode(&mut out);
     finish_record(&mut out, at);
     stream.write_all(&out)?;
     let mut dec = RecordDecoder::new(64 * 1024);
@@ -66,13 +71,22 @@ fn call(stream: &mut TcpStream, xid: u32, proc_: u32, m: &Mapping) -> Result<boo
         Ok(Message::Reply(r))
             if r.xid == xid && matches!(r.body, ReplyBody::Accepted { stat: AcceptStat::Success, .. }) =>
         {
-            bool::decode(&mut body).map_err(|_| RpcbindError::BadReply)
+            Ok(body)
         }
         _ => Err(RpcbindError::BadReply),
     }
 }
 
-fn connect(portmapper: SocketAddr) -> Result<TcpStream, RpcbindError> {
+/// Ask the portmapper at `portmapper` where `prog`/`vers` listens over TCP.
+pub(crate) fn getport(portmapper: SocketAddr, prog: u32, vers: u32) -> Result<Option<u16>, RpcbindError> {
+    let mut s = connect(portmapper)?;
+    let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
+    let mut body = rpc_call(&mut s, 1, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), &m)?;
+    let port = u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)?;
+    Ok(u16::try_from(port).ok().filter(|p| *p != 0))
+}
+
+pub(crate) fn connect(portmapper: SocketAddr) -> Result<TcpStream, RpcbindError> {
     let s = TcpStream::connect_timeout(&portmapper, Duration::from_secs(3))
         .map_err(|source| RpcbindError::Connect { addr: portmapper, source })?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -90,12 +104,13 @@ fn protocols(udp: bool) -> &'static [u32] {
 }
 
 /// Register every program we serve at `port` (replacing older
-/// registrations), over TCP and, with `udp`, over UDP.
-pub fn register(portmapper: SocketAddr, port: u16, udp: bool) -> Result<(), RpcbindError> {
+/// registrations), over TCP and, with `udp`, over UDP; with `locks`, the
+/// lock manager (NLM) and status monitor (NSM) too.
+pub fn register(portmapper: SocketAddr, port: u16, udp: bool, locks: bool) -> Result<(), RpcbindError> {
     let mut s = connect(portmapper)?;
     let mut xid = 0;
     for &prot in protocols(udp) {
-        for &(prog, vers) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM) {
+        for (prog, vers) in served(locks).filter(|(p, _)| *p != PMAP_PROGRAM) {
             let m = Mapping { prog, vers, prot, port: port as u32 };
             // UNSET first: a stale entry from a crashed server would make SET fail.
             xid += 2;
@@ -109,9 +124,9 @@ pub fn register(portmapper: SocketAddr, port: u16, udp: bool) -> Result<(), Rpcb
 }
 
 /// Remove our registrations (UNSET removes every transport's).
-pub fn unregister(portmapper: SocketAddr) -> Result<(), RpcbindError> {
+pub fn unregister(portmapper: SocketAddr, locks: bool) -> Result<(), RpcbindError> {
     let mut s = connect(portmapper)?;
-    for (i, &(prog, vers)) in SERVED.iter().filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
+    for (i, (prog, vers)) in served(locks).filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
         let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
         call(&mut s, 100 + i as u32, PMAPPROC_UNSET, &m)?;
     }

@@ -54,6 +54,16 @@ pub(crate) fn render_server(s: &StatsSnapshot) -> String {
     for (name, n) in &s.portmap {
         o.sample("eagernfs_server_calls_total", &[("program", "portmap"), ("procedure", name)], n);
     }
+    for (name, n) in &s.nlm {
+        o.sample("eagernfs_server_calls_total", &[("program", "nlm"), ("procedure", name)], n);
+    }
+    for (name, n) in &s.nsm {
+        o.sample("eagernfs_server_calls_total", &[("program", "nsm"), ("procedure", name)], n);
+    }
+    o.family("eagernfs_server_locks_held", "gauge", "Byte-range locks (NLM) held by clients now.");
+    o.sample("eagernfs_server_locks_held", &[], s.locks_held);
+    o.family("eagernfs_server_locks_waiting", "gauge", "Blocking lock requests (NLM) waiting now.");
+    o.sample("eagernfs_server_locks_waiting", &[], s.locks_waiting);
 
     o.family(
         "eagernfs_server_call_duration_seconds",

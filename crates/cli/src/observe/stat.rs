@@ -104,6 +104,16 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
         let m: Vec<String> = s.mount.iter().map(|(n, c)| format!("{n} {c}")).collect();
         let _ = writeln!(o, "MOUNT: {}", m.join(" · "));
     }
+    if !s.nlm.is_empty() || !s.nsm.is_empty() || s.locks_held > 0 || s.locks_waiting > 0 {
+        let m: Vec<String> = s.nlm.iter().chain(&s.nsm).map(|(n, c)| format!("{n} {c}")).collect();
+        let _ = writeln!(
+            o,
+            "locks: {} held, {} waiting · NLM/NSM: {}",
+            s.locks_held,
+            s.locks_waiting,
+            if m.is_empty() { "-".to_string() } else { m.join(" · ") }
+        );
+    }
     if !s.errors.is_empty() {
         let e: Vec<String> = s.errors.iter().map(|(n, c)| format!("{n} {c}")).collect();
         let _ = writeln!(o, "\nerrors: {}", e.join(" · "));

@@ -54,6 +54,16 @@ pub struct StatsSnapshot {
     /// MOUNT and portmap calls by procedure name.
     pub mount: Vec<(String, u64)>,
     pub portmap: Vec<(String, u64)>,
+    /// Lock manager (NLM v4) and status monitor (NSM) calls by procedure name.
+    #[serde(default)]
+    pub nlm: Vec<(String, u64)>,
+    #[serde(default)]
+    pub nsm: Vec<(String, u64)>,
+    /// Byte-range locks held now, and lock requests waiting (blocked) now.
+    #[serde(default)]
+    pub locks_held: u64,
+    #[serde(default)]
+    pub locks_waiting: u64,
     /// Calls refused at the RPC level (bad program, version, credentials, arguments).
     pub rejected: u64,
     pub udp_calls: u64,
@@ -110,6 +120,11 @@ pub struct Stats {
     nfs3: [AtomicU64; 22],
     mount: [AtomicU64; 6],
     portmap: [AtomicU64; 6],
+    nlm: [AtomicU64; 24],
+    nsm: [AtomicU64; 7],
+    /// Locks held and requests waiting (gauges the lock manager keeps).
+    pub(crate) locks_held: AtomicU64,
+    pub(crate) locks_waiting: AtomicU64,
     /// Calls refused before reaching a procedure (bad program, version, auth, garbage).
     rejected: AtomicU64,
     /// The duplicate reply cache's work.
@@ -146,6 +161,10 @@ impl Default for Stats {
             nfs3: Default::default(),
             mount: Default::default(),
             portmap: Default::default(),
+            nlm: Default::default(),
+            nsm: Default::default(),
+            locks_held: AtomicU64::new(0),
+            locks_waiting: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             drc: DrcCounters::default(),
             writes_by_stable: Default::default(),
@@ -197,6 +216,8 @@ pub enum Program {
     Nfs3,
     Mount,
     Portmap,
+    Nlm,
+    Nsm,
 }
 
 impl Stats {
@@ -205,6 +226,8 @@ impl Stats {
             Program::Nfs3 => &self.nfs3,
             Program::Mount => &self.mount,
             Program::Portmap => &self.portmap,
+            Program::Nlm => &self.nlm,
+            Program::Nsm => &self.nsm,
         };
         if let Some(c) = table.get(proc_ as usize) {
             c.fetch_add(1, Ordering::Relaxed);
@@ -316,6 +339,10 @@ impl Stats {
             nfs3,
             mount: named(&self.mount, &eagernfs_proto::mount::MOUNT_PROCEDURES),
             portmap: named(&self.portmap, &eagernfs_proto::portmap::PORTMAP_PROCEDURES),
+            nlm: named(&self.nlm, &eagernfs_proto::nlm::NLM4_PROCEDURES),
+            nsm: named(&self.nsm, &eagernfs_proto::nlm::NSM_PROCEDURES),
+            locks_held: n(&self.locks_held),
+            locks_waiting: n(&self.locks_waiting),
             rejected: self.rejected(),
             udp_calls: self.udp_calls(),
             bytes_read: n(&self.bytes_read),

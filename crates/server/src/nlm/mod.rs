@@ -1,0 +1,359 @@
+//! Byte-range locks for NFSv3 clients: the Network Lock Manager (NLM v4)
+//! and the Network Status Monitor (NSM v1), on the NFS port.
+//!
+//! - `locks`: the lock table (POSIX semantics between owners, queues of
+//!   blocked requests).
+//! - this module: the two programs' handlers, the grace period after a
+//!   restart (only reclaims are granted, so clients get back what they held
+//!   before anyone else can take it), and the record of hosts holding locks.
+//! - `callback`: calls the server makes to clients: GRANTED when a blocked
+//!   request is granted, SM_NOTIFY after a restart (found through the
+//!   client's rpcbind, as Linux's lockd and statd do; best effort, bounded).
+//!
+//! Locks are between NFS clients of this server; processes on the server
+//! itself do not see them (the local backend does not take `fcntl` locks on
+//! the exported files). A host's locks are dropped when its status monitor
+//! says it restarted (SM_NOTIFY) or its lock manager asks (FREE_ALL), in
+//! both cases only when the call comes from the address the locks were
+//! taken from.
+
+mod callback;
+mod locks;
+
+use crate::dispatch::{Call, Outcome};
+use bytes::{Bytes, BytesMut};
+use eagernfs_proto::nfs3::NfsFh3;
+use eagernfs_proto::nlm::*;
+use eagernfs_xdr::{Encode, Opaque};
+use locks::{Held, LockResult, LockTable, Owner, Range};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub(crate) use callback::notify_restart;
+
+/// A host that holds (or held, before a restart) locks here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockHost {
+    /// Its `caller_name`.
+    pub name: String,
+    /// The address its calls came from.
+    pub addr: IpAddr,
+}
+
+/// Called with every host holding locks whenever a new one appears or one
+/// goes (so the list survives a restart, like statd's `sm/` directory).
+pub type HostsChanged = Arc<dyn Fn(&[LockHost]) + Send + Sync>;
+
+/// How the lock manager behaves.
+#[derive(Clone)]
+pub struct LockConfig {
+    /// Serve NLM and NSM at all.
+    pub enabled: bool,
+    /// After a restart that had lock holders, only reclaims are granted for this long.
+    pub grace_period: Duration,
+    /// Hosts that held locks when the server last stopped: when not empty, the
+    /// server starts in its grace period and tells each one it restarted.
+    pub previous_hosts: Vec<LockHost>,
+    /// This start's NSM state number (odd while up, one higher each start).
+    pub nsm_state: i32,
+    /// Most locks and waiting requests held at once (NLM4_DENIED_NOLOCKS beyond).
+    pub max_locks: u64,
+    /// Persist the hosts holding locks.
+    pub on_hosts_changed: Option<HostsChanged>,
+    /// Tell clients of granted blocked locks (GRANTED) and of a restart (SM_NOTIFY).
+    pub callbacks: bool,
+}
+
+impl Default for LockConfig {
+    fn default() -> Self {
+        LockConfig {
+            enabled: true,
+            grace_period: Duration::from_secs(90),
+            previous_hosts: Vec::new(),
+            nsm_state: 1,
+            max_locks: 1 << 20,
+            on_hosts_changed: None,
+            callbacks: true,
+        }
+    }
+}
+
+impl std::fmt::Debug for LockConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockConfig")
+            .field("enabled", &self.enabled)
+            .field("grace_period", &self.grace_period)
+            .field("previous_hosts", &self.previous_hosts)
+            .field("nsm_state", &self.nsm_state)
+            .field("max_locks", &self.max_locks)
+            .field("callbacks", &self.callbacks)
+            .finish()
+    }
+}
+
+/// What a blocked request needs to be announced when granted.
+#[derive(Debug, Clone)]
+pub(crate) struct Grant {
+    addr: IpAddr,
+    args: Nlm4TestArgs,
+}
+
+/// The running lock manager.
+pub(crate) struct LockManager {
+    table: LockTable<Grant>,
+    grace_until: Option<Instant>,
+    nsm_state: i32,
+    hosts: parking_lot::Mutex<Vec<(Bytes, IpAddr)>>,
+    /// Runs `on_hosts_changed` on a thread of its own: service threads run
+    /// with the caller's file-system identity, which may not write the
+    /// server's state directory.
+    persister: Option<std::sync::mpsc::SyncSender<(Vec<LockHost>, std::sync::mpsc::SyncSender<()>)>>,
+    callbacks: Option<callback::Sender>,
+}
+
+/// A thread (with the server's own identity) that runs `f` for each list, answering when done.
+fn start_persister(
+    f: HostsChanged,
+) -> Option<std::sync::mpsc::SyncSender<(Vec<LockHost>, std::sync::mpsc::SyncSender<()>)>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<LockHost>, std::sync::mpsc::SyncSender<()>)>(16);
+    std::thread::Builder::new()
+        .name("nlm-hosts".into())
+        .spawn(move || {
+            for (hosts, done) in rx {
+                f(&hosts);
+                let _ = done.send(());
+            }
+        })
+        .map_err(|e| tracing::error!("no thread to record lock holders ({e}); a restart will not know them"))
+        .ok()?;
+    Some(tx)
+}
+
+impl LockManager {
+    pub(crate) fn new(config: &LockConfig, stats: Arc<crate::Stats>) -> Self {
+        let grace_until = (!config.previous_hosts.is_empty()).then(|| Instant::now() + config.grace_period);
+        if let Some(until) = grace_until {
+            tracing::info!(
+                hosts = config.previous_hosts.len(),
+                "lock manager in its grace period for {:?}: only reclaims are granted",
+                until - Instant::now()
+            );
+        }
+        LockManager {
+            table: LockTable::new(config.max_locks, Some(stats)),
+            grace_until,
+            nsm_state: config.nsm_state,
+            hosts: Default::default(),
+            persister: config.on_hosts_changed.clone().and_then(start_persister),
+            callbacks: config.callbacks.then(callback::Sender::start),
+        }
+    }
+
+    fn in_grace(&self) -> bool {
+        self.grace_until.is_some_and(|t| Instant::now() < t)
+    }
+
+    /// Announce grants (GRANTED callbacks), best effort.
+    fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
+        if let Some(tx) = &self.callbacks {
+            for w in granted {
+                tx.granted(w.notice.addr, w.notice.args);
+            }
+        }
+    }
+
+    /// Remember that `host` at `addr` holds locks (persisted before the lock
+    /// is granted, so a restart knows whom to tell). A host stays on the list
+    /// until it restarts (SM_NOTIFY) or frees all (FREE_ALL), as with statd.
+    fn note_host(&self, host: &Bytes, addr: IpAddr) {
+        let mut known = self.hosts.lock();
+        if known.iter().any(|(n, a)| n == host && *a == addr) {
+            return;
+        }
+        known.push((host.clone(), addr));
+        self.persist(&known);
+    }
+
+    fn forget_host(&self, host: &[u8], addr: IpAddr) {
+        let mut known = self.hosts.lock();
+        let before = known.len();
+        known.retain(|(n, a)| !(n == host && *a == addr));
+        if known.len() != before {
+            self.persist(&known);
+        }
+    }
+
+    fn persist(&self, known: &[(Bytes, IpAddr)]) {
+        if let Some(tx) = &self.persister {
+            let list: Vec<LockHost> = known
+                .iter()
+                .map(|(n, a)| LockHost { name: String::from_utf8_lossy(n).into_owned(), addr: *a })
+                .collect();
+            let (done_tx, done) = std::sync::mpsc::sync_channel(1);
+            if tx.send((list, done_tx)).is_ok() {
+                let _ = done.recv();
+            }
+        }
+    }
+}
+
+fn owner(l: &Nlm4Lock) -> Owner {
+    Owner { host: l.caller_name.0.clone(), oh: l.oh.0.clone(), svid: l.svid }
+}
+
+/// Check the lock's file handle names a file this caller may use.
+fn check_file(call: &Call, fh: &Netobj) -> Result<(), Nlm4Stats> {
+    let Ok(data) = Opaque::new(fh.0.clone()) else { return Err(Nlm4Stats::StaleFh) };
+    let r = call.resolve(&NfsFh3 { data }).map_err(|s| match s {
+        eagernfs_proto::nfs3::Nfsstat3::Stale | eagernfs_proto::nfs3::Nfsstat3::Badhandle => {
+            Nlm4Stats::StaleFh
+        }
+        _ => Nlm4Stats::Failed,
+    })?;
+    r.export.backend.getattr(&r.fh).map_err(|_| Nlm4Stats::StaleFh)?;
+    Ok(())
+}
+
+fn want(call: &Call, l: &Nlm4Lock, exclusive: bool) -> Held {
+    Held {
+        owner: owner(l),
+        exclusive,
+        range: Range::from_nlm(l.l_offset, l.l_len),
+        addr: call.conn.peer.addr.ip(),
+    }
+}
+
+pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
+    let Some(lm) = call.state.locks.as_ref() else { return Outcome::ProcUnavail };
+    let Ok(args) = NlmArgs::decode(call.header.proc_, &mut body) else {
+        return Outcome::GarbageArgs;
+    };
+    let res = |cookie: Netobj, stat: Nlm4Stats| Nlm4Res { cookie, stat };
+    match args {
+        NlmArgs::Null => {}
+        NlmArgs::Test(a) => {
+            let stat = if lm.in_grace() {
+                Nlm4TestReply::Other(Nlm4Stats::DeniedGracePeriod)
+            } else if let Err(s) = check_file(call, &a.alock.fh) {
+                Nlm4TestReply::Other(s)
+            } else {
+                match lm.table.test(&a.alock.fh.0, &want(call, &a.alock, a.exclusive)) {
+                    None => Nlm4TestReply::Other(Nlm4Stats::Granted),
+                    Some(h) => Nlm4TestReply::Denied(Nlm4Holder {
+                        exclusive: h.exclusive,
+                        svid: h.owner.svid,
+                        oh: Opaque(h.owner.oh.clone()),
+                        l_offset: h.range.start,
+                        l_len: h.range.nlm_len(),
+                    }),
+                }
+            };
+            Nlm4TestRes { cookie: a.cookie, stat }.encode(out);
+        }
+        NlmArgs::Lock(a) | NlmArgs::NmLock(a) => {
+            let stat = lock(call, lm, &a);
+            res(a.cookie, stat).encode(out);
+        }
+        NlmArgs::Cancel(a) => {
+            let stat = if lm.in_grace() {
+                Nlm4Stats::DeniedGracePeriod
+            } else {
+                let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
+                let (found, granted) = lm.table.cancel(&a.alock.fh.0, &owner(&a.alock), range);
+                lm.announce(granted);
+                if found {
+                    Nlm4Stats::Granted
+                } else {
+                    Nlm4Stats::Denied
+                }
+            };
+            res(a.cookie, stat).encode(out);
+        }
+        NlmArgs::Unlock(a) => {
+            // Allowed in the grace period too: it only gives something up.
+            let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
+            let granted = lm.table.unlock(&a.alock.fh.0, &owner(&a.alock), range);
+            lm.announce(granted);
+            res(a.cookie, Nlm4Stats::Granted).encode(out);
+        }
+        // We are not a client: nothing of ours was blocked.
+        NlmArgs::Granted(a) => res(a.cookie, Nlm4Stats::Denied).encode(out),
+        NlmArgs::FreeAll(n) => {
+            release_host(call, lm, &n.name, "FREE_ALL");
+        }
+        // The asynchronous `_MSG`/`_RES` forms (old UDP clients) and DOS share
+        // reservations are not offered: Linux, libnfs and our client use the
+        // synchronous calls.
+        NlmArgs::TestMsg(_)
+        | NlmArgs::LockMsg(_)
+        | NlmArgs::CancelMsg(_)
+        | NlmArgs::UnlockMsg(_)
+        | NlmArgs::GrantedMsg(_)
+        | NlmArgs::TestRes(_)
+        | NlmArgs::LockRes(_)
+        | NlmArgs::CancelRes(_)
+        | NlmArgs::UnlockRes(_)
+        | NlmArgs::GrantedRes(_)
+        | NlmArgs::Share(_)
+        | NlmArgs::Unshare(_) => return Outcome::ProcUnavail,
+    }
+    Outcome::Replied
+}
+
+fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
+    if lm.in_grace() && !a.reclaim {
+        return Nlm4Stats::DeniedGracePeriod;
+    }
+    if let Err(s) = check_file(call, &a.alock.fh) {
+        return s;
+    }
+    if a.alock.l_offset > i64::MAX as u64 {
+        return Nlm4Stats::Fbig;
+    }
+    let notice = Grant {
+        addr: call.conn.peer.addr.ip(),
+        args: Nlm4TestArgs { cookie: a.cookie.clone(), exclusive: a.exclusive, alock: a.alock.clone() },
+    };
+    // A reclaim never waits: in the grace period nothing else can hold the range.
+    let block = a.block && !a.reclaim;
+    lm.note_host(&a.alock.caller_name.0, call.conn.peer.addr.ip());
+    let r = lm.table.lock(&a.alock.fh.0, want(call, &a.alock, a.exclusive), block, notice);
+    match r {
+        LockResult::Granted => Nlm4Stats::Granted,
+        LockResult::Denied => Nlm4Stats::Denied,
+        LockResult::Blocked => Nlm4Stats::Blocked,
+        LockResult::NoLocks => {
+            tracing::warn!(peer = %call.conn.peer.addr, "lock table full: NLM4_DENIED_NOLOCKS");
+            Nlm4Stats::DeniedNolocks
+        }
+    }
+}
+
+/// Drop every lock `name` took from the caller's address.
+fn release_host(call: &Call, lm: &LockManager, name: &[u8], why: &str) {
+    let addr = call.conn.peer.addr.ip();
+    let (n, granted) = lm.table.release_host(name, Some(addr));
+    tracing::info!(peer = %addr, host = %String::from_utf8_lossy(name), locks = n, "{why}: the host restarted; its locks are released");
+    lm.announce(granted);
+    lm.forget_host(name, addr);
+}
+
+/// The status monitor: our state number, and SM_NOTIFY from clients that restarted.
+pub(crate) fn dispatch_nsm(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
+    let Some(lm) = call.state.locks.as_ref() else { return Outcome::ProcUnavail };
+    let Ok(args) = NsmArgs::decode(call.header.proc_, &mut body) else {
+        return Outcome::GarbageArgs;
+    };
+    match args {
+        NsmArgs::Null => {}
+        NsmArgs::Stat(_) => SmStatRes { res: 0, state: lm.nsm_state }.encode(out),
+        // We monitor our own lock manager's clients only; nobody else may
+        // register here (stat_fail).
+        NsmArgs::Mon(_) => SmStatRes { res: 1, state: lm.nsm_state }.encode(out),
+        NsmArgs::Unmon(_) | NsmArgs::UnmonAll(_) => lm.nsm_state.encode(out),
+        NsmArgs::SimuCrash => return Outcome::ProcUnavail,
+        NsmArgs::Notify(c) => release_host(call, lm, &c.mon_name, "SM_NOTIFY"),
+    }
+    Outcome::Replied
+}
