@@ -1,0 +1,197 @@
+//! Byte-range locks through real FUSE mounts (issue 12): `fcntl` and `flock`
+//! from two mounts of one server exclude each other through the server's
+//! lock manager (NLM), as two NFS client hosts do; a blocked `F_SETLKW`
+//! waits until the holder lets go, and a waiter killed meanwhile leaves no
+//! lock behind; locks survive a server restart (reclaimed in the grace
+//! period); `nolock` keeps locks on the client.
+//!
+//! The two mounts are in this one test process: the server sees them as two
+//! hosts (each mount names itself by host and mount point) and two owners,
+//! so they conflict exactly as two machines' processes would.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn open(p: &Path) -> File {
+    OpenOptions::new().read(true).write(true).create(true).truncate(false).open(p).unwrap()
+}
+
+/// `fcntl(F_SETLK/F_SETLKW)`: `Err(errno)` on failure.
+fn setlk(f: &File, typ: i32, start: i64, len: i64, wait: bool) -> Result<(), i32> {
+    // SAFETY: flock is plain data; zeroed is a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    let cmd = if wait { libc::F_SETLKW } else { libc::F_SETLK };
+    // SAFETY: a valid descriptor and a valid flock struct.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    }
+}
+
+/// `fcntl(F_GETLK)`: the conflicting lock's (type, start, len), or `None`.
+fn getlk(f: &File, typ: i32, start: i64, len: i64) -> Option<(i32, i64, i64)> {
+    // SAFETY: as in `setlk`.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    // SAFETY: as in `setlk`.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETLK, &mut fl) };
+    assert_eq!(r, 0, "F_GETLK failed: {}", std::io::Error::last_os_error());
+    (fl.l_type as i32 != libc::F_UNLCK).then_some((fl.l_type as i32, fl.l_start, fl.l_len))
+}
+
+fn flock(f: &File, op: i32) -> Result<(), i32> {
+    // SAFETY: a valid descriptor.
+    let r = unsafe { libc::flock(f.as_raw_fd(), op) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    }
+}
+
+fn two_mounts(server: &Server, options: &str) -> (FuseMount, FuseMount) {
+    (FuseMount::new(&server.url(""), options), FuseMount::new(&server.url(""), options))
+}
+
+#[test]
+fn two_mounts_contend_for_ranges_and_a_close_releases() {
+    require_fuse!("two_mounts_contend_for_ranges_and_a_close_releases");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (a, b) = two_mounts(&server, "");
+    let fa = open(&a.path("f"));
+    let fb = open(&b.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 100, false).expect("A locks 0..100");
+    assert_eq!(setlk(&fb, libc::F_WRLCK, 50, 10, false), Err(libc::EAGAIN), "B overlaps A");
+    assert_eq!(
+        setlk(&fb, libc::F_RDLCK, 99, 1, false),
+        Err(libc::EAGAIN),
+        "even a read lock on A's last byte"
+    );
+    setlk(&fb, libc::F_WRLCK, 100, 0, false).expect("B locks 100 to the end");
+    assert_eq!(getlk(&fb, libc::F_WRLCK, 0, 10), Some((libc::F_WRLCK, 0, 100)), "B sees A's lock");
+    assert_eq!(getlk(&fa, libc::F_RDLCK, 5000, 1), Some((libc::F_WRLCK, 100, 0)), "A sees B's");
+    // A second descriptor of the same process on the same mount is the same owner.
+    let fa2 = open(&a.path("f"));
+    setlk(&fa2, libc::F_WRLCK, 10, 10, false).expect("same owner: no conflict");
+    // flock is a whole-file lock: B's range lock stands in A's way.
+    assert_eq!(flock(&fa, libc::LOCK_EX | libc::LOCK_NB), Err(libc::EWOULDBLOCK));
+    // Unlocking part of a range frees that part only.
+    setlk(&fa, libc::F_UNLCK, 0, 50, false).unwrap();
+    setlk(&fb, libc::F_WRLCK, 0, 50, false).expect("the freed half");
+    assert_eq!(setlk(&fb, libc::F_WRLCK, 50, 1, false), Err(libc::EAGAIN), "the other half is still A's");
+    // Any close by the owner drops all its locks on the file (POSIX).
+    drop(fa2);
+    setlk(&fb, libc::F_WRLCK, 50, 50, false).expect("A's close released the rest");
+    drop(fa);
+    drop(fb);
+    // With nothing held, flock works across mounts too.
+    let (ga, gb) = (open(&a.path("g")), open(&b.path("g")));
+    flock(&ga, libc::LOCK_EX | libc::LOCK_NB).expect("A flocks g");
+    assert_eq!(flock(&gb, libc::LOCK_SH | libc::LOCK_NB), Err(libc::EWOULDBLOCK));
+    flock(&ga, libc::LOCK_UN).unwrap();
+    flock(&gb, libc::LOCK_SH | libc::LOCK_NB).expect("after A's LOCK_UN");
+    drop(gb);
+    // FUSE sends the release of a closed file after close(2) returns, so wait for it.
+    flock(&ga, libc::LOCK_EX).expect("B's last close released its flock");
+}
+
+#[test]
+fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing() {
+    require_fuse!("a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (a, b) = two_mounts(&server, "");
+    let fa = open(&a.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
+
+    // A process waiting in flock(1) on mount B, killed while it waits: its
+    // request must be withdrawn (it must not hang, nor get the lock later).
+    let mut waiter = Command::new("flock")
+        .arg("-x")
+        .arg(b.path("f"))
+        .arg("true")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("flock(1) from util-linux");
+    assert!(wait_deadline(&mut waiter, Duration::from_millis(300)).is_none(), "flock(1) must wait for A");
+    waiter.kill().unwrap();
+    let status = wait_deadline(&mut waiter, Duration::from_secs(30));
+    assert!(status.is_some(), "a killed waiter must not stay stuck in the kernel");
+
+    // A thread waiting in F_SETLKW on mount B gets the lock once A closes.
+    let fb = open(&b.path("f"));
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let r = setlk(&fb, libc::F_WRLCK, 0, 10, true);
+        tx.send(r).unwrap();
+        fb
+    });
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "B must wait while A holds the lock");
+    drop(fa);
+    let got = rx.recv_timeout(Duration::from_secs(30)).expect("B's F_SETLKW returns once A closed");
+    assert_eq!(got, Ok(()));
+    let fb = t.join().unwrap();
+    // The killed waiter holds nothing: only B's range is taken.
+    let fa = open(&a.path("f"));
+    setlk(&fa, libc::F_WRLCK, 10, 0, false).expect("the killed flock(1) left no lock");
+    assert_eq!(setlk(&fa, libc::F_WRLCK, 0, 1, false), Err(libc::EAGAIN));
+    drop(fb);
+}
+
+#[test]
+fn locks_are_reclaimed_after_a_server_restart() {
+    require_fuse!("locks_are_reclaimed_after_a_server_restart");
+    let export = tempfile::tempdir().unwrap();
+    let mut server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--grace-period", "8"]);
+    let (a, b) = two_mounts(&server, "");
+    let fa = open(&a.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 100, false).unwrap();
+    server.restart();
+    let hosts = std::fs::read_to_string(server.state_dir().join("nsm/hosts")).unwrap();
+    assert!(hosts.contains(&a.path.display().to_string()), "the holder was recorded: {hosts}");
+    // B asks during the grace period: its client retries until the period ends;
+    // by then A's client has reclaimed, so B is refused.
+    let fb = open(&b.path("f"));
+    assert_eq!(setlk(&fb, libc::F_WRLCK, 50, 1, false), Err(libc::EAGAIN), "A's lock survived the restart");
+    setlk(&fb, libc::F_WRLCK, 100, 1, false).expect("outside A's range");
+    drop(fa);
+    setlk(&fb, libc::F_WRLCK, 50, 1, false).expect("after A's close");
+}
+
+#[test]
+fn nolock_keeps_locks_on_the_client() {
+    require_fuse!("nolock_keeps_locks_on_the_client");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (a, b) = two_mounts(&server, "nolock");
+    let fa = open(&a.path("f"));
+    let fb = open(&b.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
+    setlk(&fb, libc::F_WRLCK, 0, 0, false).expect("local locks do not reach the other mount");
+    // Within one mount they still exclude (the kernel keeps them): a child
+    // process is another owner.
+    let out = Command::new("flock").args(["-n", "-x"]).arg(a.path("g")).arg("true").output().unwrap();
+    assert!(out.status.success());
+    let fg = open(&a.path("g"));
+    flock(&fg, libc::LOCK_EX).unwrap();
+    let out = Command::new("flock").args(["-n", "-x"]).arg(a.path("g")).arg("true").output().unwrap();
+    assert!(!out.status.success(), "a local flock excludes on its own mount");
+}
