@@ -195,3 +195,32 @@ fn nolock_keeps_locks_on_the_client() {
     let out = Command::new("flock").args(["-n", "-x"]).arg(a.path("g")).arg("true").output().unwrap();
     assert!(!out.status.success(), "a local flock excludes on its own mount");
 }
+
+#[test]
+fn a_killed_client_s_locks_are_freed_when_it_mounts_again() {
+    require_fuse!("a_killed_client_s_locks_are_freed_when_it_mounts_again");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (a, b) = two_mounts(&server, "");
+    let fa = open(&a.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
+    let daemons = mount_daemons(&a.path);
+    assert_eq!(daemons.len(), 1, "one daemon serves mount A");
+    // SAFETY: plain kill(2) of a process this test started.
+    unsafe { libc::kill(daemons[0] as libc::pid_t, libc::SIGKILL) };
+    drop(fa);
+    // A crashed client's locks stay (the server cannot tell a crash from a
+    // slow client) until that host says it restarted.
+    let fb = open(&b.path("f"));
+    assert_eq!(setlk(&fb, libc::F_WRLCK, 0, 1, false), Err(libc::EAGAIN));
+    // The same mount again (same host, same mount point): its status
+    // monitor call frees what the dead run held.
+    let mut lazy = Command::new(eagernfs_bin());
+    lazy.args(["umount", "-z"]).arg(&a.path);
+    run_command(lazy, MOUNT_TIMEOUT).assert_success("eagernfs umount -z");
+    let mut again = Command::new(eagernfs_bin());
+    again.arg("mount").arg(server.url("")).arg(&a.path);
+    run_command(again, MOUNT_TIMEOUT).assert_success("eagernfs mount (again)");
+    setlk(&fb, libc::F_WRLCK, 0, 1, false).expect("the dead mount's lock was freed");
+    drop(fb);
+}

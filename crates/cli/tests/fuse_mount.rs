@@ -638,22 +638,6 @@ fn foreground_mount_unmounts_on_sigterm() {
     assert!(!is_mounted(mp.path()), "still mounted after the daemon exited");
     assert_eq!(fs::read(export.path().join("kept")).unwrap(), b"written before SIGTERM");
 }
-
-/// Pids of `eagernfs mount` processes whose command line names `mountpoint`.
-fn mount_daemons(mountpoint: &Path) -> Vec<u32> {
-    let want = mountpoint.as_os_str().as_encoded_bytes();
-    let mut pids = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().map_while(Result::ok) {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
-        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        if args.contains(&&b"mount"[..]) && args.contains(&want) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 #[test]
 fn umount_returns_once_the_daemon_has_exited() {
     require_fuse!("umount_returns_once_the_daemon_has_exited");

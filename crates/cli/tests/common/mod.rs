@@ -906,6 +906,22 @@ macro_rules! require_fuse {
     };
 }
 
+/// Pids of `eagernfs mount` processes whose command line names `mountpoint`.
+#[allow(dead_code)] // only some FUSE test binaries kill daemons
+pub(crate) fn mount_daemons(mountpoint: &Path) -> Vec<u32> {
+    let want = mountpoint.as_os_str().as_encoded_bytes();
+    let mut pids = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.contains(&&b"mount"[..]) && args.contains(&want) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 /// Whether `path` is a mount point now, per /proc/self/mounts.
 pub(crate) fn is_mounted(path: &Path) -> bool {
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
