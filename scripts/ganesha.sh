@@ -11,6 +11,9 @@
 #   GANESHA_ACCESS     RW or RO                              (default RW)
 #   GANESHA_SQUASH     No_Root_Squash, Root_Squash, All_Squash (default No_Root_Squash)
 #   GANESHA_TIMEOUT_S  how long to wait for readiness / exit (default 30)
+#   GANESHA_NLM        1: serve byte-range locks (NLM, registered with rpcbind; ganesha then
+#                      needs rpc.statd from nfs-common, started here if not running) (default 0)
+#   GANESHA_NLM_PORT   NLM port                              (default PORT+2)
 #
 # Why MOUNT gets its own port: ganesha 4.3 accepts MNT_Port == NFS_Port in its config but then
 # answers MOUNT calls on that socket with PROG_UNAVAIL ("Invalid Program number 100005"), so
@@ -56,6 +59,23 @@ ensure_rpcbind() {
     deadline=$(deadline_in 10)
     while ! rpcinfo -p 127.0.0.1 >/dev/null 2>&1; do
         before "$deadline" || die "rpcbind did not answer within 10 s: $(tail -5 "$run_dir/rpcbind.log")"
+        sleep 0.1
+    done
+}
+
+ensure_statd() {
+    # ganesha's lock manager asks the host's status monitor to watch each client (SM_MON) and
+    # refuses locks (NLM4_DENIED_NOLOCKS) when it cannot reach one.
+    if rpcinfo -T tcp 127.0.0.1 100024 1 >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v rpc.statd >/dev/null || die "rpc.statd not installed (apt-get install nfs-common)"
+    log "starting rpc.statd"
+    setsid rpc.statd -F </dev/null >"$run_dir/statd.log" 2>&1 &
+    local deadline
+    deadline=$(deadline_in 10)
+    while ! rpcinfo -T tcp 127.0.0.1 100024 1 >/dev/null 2>&1; do
+        before "$deadline" || die "rpc.statd did not register within 10 s: $(tail -5 "$run_dir/statd.log")"
         sleep 0.1
     done
 }
@@ -112,12 +132,18 @@ start() {
     mnt_port=${GANESHA_MNT_PORT:-$((port + 1))}
     [ "$mnt_port" != "$port" ] || die "MOUNT port must differ from NFS port (ganesha 4.3 limitation)"
     access=${GANESHA_ACCESS:-RW}
+    local nlm=false nlm_port=""
+    if [ "${GANESHA_NLM:-0}" = 1 ]; then
+        nlm=true
+        nlm_port=$'\n'"    NLM_Port = ${GANESHA_NLM_PORT:-$((port + 2))};"
+    fi
     squash=${GANESHA_SQUASH:-No_Root_Squash}
     command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed (run scripts/install-deps.sh)"
     command -v nfs-ls >/dev/null || die "nfs-ls not installed (run scripts/install-deps.sh)"
 
     stop
     ensure_rpcbind
+    [ "$nlm" = false ] || ensure_statd
     mkdir -p "$run_dir/recovery" /var/run/ganesha
     local plugins
     plugins=$(dirname "$(dpkg -L nfs-ganesha-vfs 2>/dev/null | grep -m1 'libfsalvfs.so$' || echo /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so)")
@@ -129,7 +155,7 @@ NFS_CORE_PARAM {
     NFS_Port = ${port};
     MNT_Port = ${mnt_port};
     Bind_Addr = 127.0.0.1;
-    Enable_NLM = false;
+    Enable_NLM = ${nlm};${nlm_port}
     Enable_RQUOTA = false;
     Enable_UDP = false;
     Plugins_Dir = "${plugins}";

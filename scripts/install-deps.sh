@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages the end-to-end tests and benchmarks need: the libnfs client
 # tools and library (our reference client), nfs-ganesha (our reference server), rpcbind (which
-# ganesha registers with), fuse3, a C toolchain for tests/clients/*.c, and chromium (the status
-# page is tested in a real headless browser).
+# ganesha registers with), rpc.statd (nfs-common: ganesha's lock manager needs it), fuse3, a C
+# toolchain for tests/clients/*.c, and chromium (the status page is tested in a real headless
+# browser).
 #
 # Idempotent and cheap when warm: `dpkg -s` decides first, and `apt-get update` only runs when
 # something is actually missing, so a machine that already has everything pays ~0 s.
@@ -11,7 +12,7 @@ set -euo pipefail
 packages=(
     libnfs-utils libnfs-dev
     nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
-    rpcbind fuse3 pkg-config build-essential
+    rpcbind nfs-common fuse3 pkg-config build-essential
     chromium
 )
 

@@ -75,7 +75,21 @@ fn two_mounts_contend_for_ranges_and_a_close_releases() {
     require_fuse!("two_mounts_contend_for_ranges_and_a_close_releases");
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
-    let (a, b) = two_mounts(&server, "");
+    contend(&server);
+}
+
+/// The same cases with nfs-ganesha's lock manager (and the host's rpc.statd) as the server.
+#[test]
+fn two_mounts_contend_the_same_way_on_nfs_ganesha() {
+    require_fuse!("two_mounts_contend_the_same_way_on_nfs_ganesha");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let Some(server) = Server::ganesha_with_locks(export.path()) else { return };
+    contend(&server);
+}
+
+fn contend(server: &Server) {
+    let (a, b) = two_mounts(server, "");
     let fa = open(&a.path("f"));
     let fb = open(&b.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 100, false).expect("A locks 0..100");

@@ -107,6 +107,9 @@ fn ranges_release(r: &mut Ranges, start: u64, end: u64) {
 
 struct Inner {
     rpc: RpcClient,
+    /// The server host's status monitor (NSM): on the NFS port for eagernfs,
+    /// the host's rpc.statd otherwise.
+    nsm: RpcClient,
     caller_name: Opaque<LM_MAXSTRLEN>,
     /// Our NSM state number, sent with each LOCK.
     state: i32,
@@ -130,7 +133,7 @@ fn stat_err(s: Nlm4Stats) -> NfsError {
         Nlm4Stats::StaleFh => NfsError::Nfs(Nfsstat3::Stale),
         Nlm4Stats::Rofs => NfsError::Nfs(Nfsstat3::Rofs),
         Nlm4Stats::Fbig => NfsError::Nfs(Nfsstat3::Fbig),
-        Nlm4Stats::DeniedNolocks => NfsError::Nfs(Nfsstat3::Nospc),
+        Nlm4Stats::DeniedNolocks => NfsError::NoLocks,
         other => NfsError::Rpc(format!("lock manager answered {other:?}")),
     }
 }
@@ -146,17 +149,13 @@ impl LockClient {
         caller_name: &str,
     ) -> NfsResult<LockClient> {
         let cred = Cred::root();
-        let rpc = if nfs.call(NLM_PROGRAM, NLM_V4, proc4::NULL, &cred, &()).await.is_ok() {
-            nfs.clone()
+        let (rpc, nsm) = if nfs.call(NLM_PROGRAM, NLM_V4, proc4::NULL, &cred, &()).await.is_ok() {
+            (nfs.clone(), nfs.clone())
         } else {
             let pmap = side_client(SocketAddr::new(nfs_addr.ip(), options.pmapport), options);
-            let port = getport(&pmap, &cred, NLM_PROGRAM, NLM_V4, options).await?.ok_or_else(|| {
-                NfsError::Rpc(format!(
-                    "{} has no lock manager (NLM v4 is not registered); mount with nolock to keep locks local",
-                    nfs_addr.ip()
-                ))
-            })?;
-            RpcClient::new(crate::driver::TransportConfig::new(SocketAddr::new(nfs_addr.ip(), port), options))
+            let nlm = find(&pmap, nfs_addr, options, NLM_PROGRAM, NLM_V4, "lock manager").await?;
+            let nsm = find(&pmap, nfs_addr, options, NSM_PROGRAM, NSM_V1, "status monitor").await?;
+            (nlm, nsm)
         };
         let name = caller_name.as_bytes();
         let caller_name = Opaque::new(Bytes::copy_from_slice(&name[..name.len().min(LM_MAXSTRLEN)]))
@@ -167,6 +166,7 @@ impl LockClient {
         let state = ((now as i32) & 0x3fff_fffe) | 1;
         Ok(LockClient(Arc::new(Inner {
             rpc,
+            nsm,
             caller_name,
             state,
             server_state: AtomicI32::new(0),
@@ -203,7 +203,8 @@ impl LockClient {
         proc_: u32,
         args: &A,
     ) -> NfsResult<R> {
-        let mut body = self.0.rpc.call(prog, vers, proc_, &Cred::root(), args).await?;
+        let rpc = if prog == NSM_PROGRAM { &self.0.nsm } else { &self.0.rpc };
+        let mut body = rpc.call(prog, vers, proc_, &Cred::root(), args).await?;
         R::decode(&mut body).map_err(|e| NfsError::BadReply(format!("lock manager reply: {e}")))
     }
 
@@ -212,7 +213,7 @@ impl LockClient {
     /// Also learns the server's state number.
     pub async fn announce_restart(&self) -> NfsResult<()> {
         let args = StatChge { mon_name: Opaque(self.0.caller_name.0.clone()), state: self.0.state };
-        self.0.rpc.call(NSM_PROGRAM, NSM_V1, sm::NOTIFY, &Cred::root(), &args).await?;
+        self.0.nsm.call(NSM_PROGRAM, NSM_V1, sm::NOTIFY, &Cred::root(), &args).await?;
         let s = self.server_state().await?;
         self.0.server_state.store(s, Ordering::Relaxed);
         Ok(())
@@ -410,6 +411,24 @@ impl LockClient {
             }
         });
     }
+}
+
+/// Where the portmapper at `pmap` says `prog`/`vers` listens on the server, as a client.
+async fn find(
+    pmap: &RpcClient,
+    nfs_addr: SocketAddr,
+    options: &MountOptions,
+    prog: u32,
+    vers: u32,
+    what: &str,
+) -> NfsResult<RpcClient> {
+    let port = getport(pmap, &Cred::root(), prog, vers, options).await?.ok_or_else(|| {
+        NfsError::Rpc(format!(
+            "{} has no {what} (program {prog} is not registered with its portmapper); mount with nolock to keep locks local",
+            nfs_addr.ip()
+        ))
+    })?;
+    Ok(RpcClient::new(crate::driver::TransportConfig::new(SocketAddr::new(nfs_addr.ip(), port), options)))
 }
 
 #[cfg(test)]

@@ -69,6 +69,10 @@ pub enum NfsError {
     /// The MOUNT protocol refused the export.
     #[error("mount failed: {0}")]
     Mount(String),
+    /// The server's lock manager is out of locks, or cannot monitor us
+    /// (NLM4_DENIED_NOLOCKS).
+    #[error("the server's lock manager refused: no locks available")]
+    NoLocks,
 }
 
 impl NfsError {
@@ -81,6 +85,7 @@ impl NfsError {
             NfsError::Connection(_) => libc::EIO,
             NfsError::BadReply(_) => libc::EIO,
             NfsError::Mount(_) => libc::EACCES,
+            NfsError::NoLocks => libc::ENOLCK,
         }
     }
 }

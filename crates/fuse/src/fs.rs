@@ -241,7 +241,7 @@ const BLOCKED_POLL_MAX: Duration = Duration::from_millis(500);
 
 fn lock_errno(e: &NfsError) -> i32 {
     match e {
-        NfsError::Nfs(s) => NfsError::Nfs(*s).errno(),
+        NfsError::Nfs(_) | NfsError::NoLocks => e.errno(),
         _ => libc::ENOLCK,
     }
 }

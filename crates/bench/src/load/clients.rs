@@ -101,6 +101,7 @@ pub fn error_kind(e: &NfsError) -> String {
         NfsError::Connection(m) => m.clone(),
         NfsError::BadReply(m) => format!("malformed reply: {m}"),
         NfsError::Mount(m) => m.clone(),
+        NfsError::NoLocks => "NLM4_DENIED_NOLOCKS".to_string(),
     }
 }
 

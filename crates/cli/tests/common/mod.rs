@@ -143,6 +143,23 @@ impl Server {
         }
     }
 
+    /// [`Server::ganesha`] with its lock manager (NLM) on, at a free port.
+    #[allow(dead_code)] // only the lock tests use it
+    pub(crate) fn ganesha_with_locks(dir: &Path) -> Option<Server> {
+        let dir = dir.canonicalize().expect("export dir exists");
+        let nlm_port =
+            TcpListener::bind("127.0.0.1:0").expect("bind a free port").local_addr().unwrap().port();
+        let env = vec![("GANESHA_NLM".into(), "1".into()), ("GANESHA_NLM_PORT".into(), nlm_port.to_string())];
+        match Server::start_ganesha(&dir, env) {
+            Ok(server) => Some(server),
+            Err(e) if ganesha_required() => panic!("ganesha is required here but failed: {e}"),
+            Err(e) => {
+                eprintln!("SKIP: ganesha could not start: {e}");
+                None
+            }
+        }
+    }
+
     fn start_ganesha(dir: &Path, mut env: Vec<(String, String)>) -> Result<Server, String> {
         let scratch = tempfile::Builder::new().prefix("eagernfs-ganesha-").tempdir().unwrap();
         let (port, mount_port) = free_ports();
