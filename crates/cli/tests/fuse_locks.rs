@@ -66,6 +66,14 @@ fn flock(f: &File, op: i32) -> Result<(), i32> {
     }
 }
 
+/// Lock tests run one at a time: a host has one portmapper entry for its lock manager (the
+/// first mount takes it), and the ganesha test registers ganesha's there.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn two_mounts(server: &Server, options: &str) -> (FuseMount, FuseMount) {
     (FuseMount::new(&server.url(""), options), FuseMount::new(&server.url(""), options))
 }
@@ -73,6 +81,7 @@ fn two_mounts(server: &Server, options: &str) -> (FuseMount, FuseMount) {
 #[test]
 fn two_mounts_contend_for_ranges_and_a_close_releases() {
     require_fuse!("two_mounts_contend_for_ranges_and_a_close_releases");
+    let _serial = serial();
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
     contend(&server);
@@ -82,6 +91,7 @@ fn two_mounts_contend_for_ranges_and_a_close_releases() {
 #[test]
 fn two_mounts_contend_the_same_way_on_nfs_ganesha() {
     require_fuse!("two_mounts_contend_the_same_way_on_nfs_ganesha");
+    let _serial = serial();
     let export = tempfile::tempdir().unwrap();
     chmod(export.path(), 0o777);
     let Some(server) = Server::ganesha_with_locks(export.path()) else { return };
@@ -130,6 +140,7 @@ fn contend(server: &Server) {
 #[test]
 fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing() {
     require_fuse!("a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing");
+    let _serial = serial();
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
     let (a, b) = two_mounts(&server, "");
@@ -173,6 +184,7 @@ fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing() {
 #[test]
 fn locks_are_reclaimed_after_a_server_restart() {
     require_fuse!("locks_are_reclaimed_after_a_server_restart");
+    let _serial = serial();
     let export = tempfile::tempdir().unwrap();
     let mut server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--grace-period", "8"]);
     let (a, b) = two_mounts(&server, "");
@@ -193,6 +205,7 @@ fn locks_are_reclaimed_after_a_server_restart() {
 #[test]
 fn nolock_keeps_locks_on_the_client() {
     require_fuse!("nolock_keeps_locks_on_the_client");
+    let _serial = serial();
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
     let (a, b) = two_mounts(&server, "nolock");
@@ -213,6 +226,7 @@ fn nolock_keeps_locks_on_the_client() {
 #[test]
 fn a_killed_client_s_locks_are_freed_when_it_mounts_again() {
     require_fuse!("a_killed_client_s_locks_are_freed_when_it_mounts_again");
+    let _serial = serial();
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
     let (a, b) = two_mounts(&server, "");
@@ -237,4 +251,74 @@ fn a_killed_client_s_locks_are_freed_when_it_mounts_again() {
     run_command(again, MOUNT_TIMEOUT).assert_success("eagernfs mount (again)");
     setlk(&fb, libc::F_WRLCK, 0, 1, false).expect("the dead mount's lock was freed");
     drop(fb);
+}
+
+/// With a portmapper on this host, the first mount takes the server's GRANTED calls: a waiter
+/// is woken by the server when the holder lets go (counted by the server as delivered).
+#[test]
+fn a_granted_callback_wakes_the_waiter() {
+    require_fuse!("a_granted_callback_wakes_the_waiter");
+    let _serial = serial();
+    if !ensure_rpcbind() {
+        return;
+    }
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    // The waiter's mount first: it registers the host's lock manager.
+    let w = FuseMount::new(&server.url(""), "");
+    let h = FuseMount::new(&server.url(""), "");
+    let fh = open(&h.path("f"));
+    setlk(&fh, libc::F_WRLCK, 0, 0, false).unwrap();
+    let fw = open(&w.path("f"));
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        tx.send(setlk(&fw, libc::F_WRLCK, 0, 0, true)).unwrap();
+        fw
+    });
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "W must wait while H holds the lock");
+    drop(fh);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(30)).expect("W is granted the lock"), Ok(()));
+    let fw = t.join().unwrap();
+    let out =
+        run_tool(eagernfs_bin(), ["stat", "--json", "--state-dir", server.state_dir().to_str().unwrap()]);
+    out.assert_success("eagernfs stat --json");
+    let v: serde_json::Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    assert!(
+        v["stats"]["lock_callbacks_delivered"].as_u64().unwrap_or(0) >= 1,
+        "the server's GRANTED call reached the waiting mount: {}",
+        v["stats"]
+    );
+    drop(fw);
+}
+
+/// Start rpcbind if nothing answers on port 111; false (test skipped) if it is not installed.
+fn ensure_rpcbind() -> bool {
+    let answers = || {
+        Command::new("rpcinfo")
+            .args(["-p", "127.0.0.1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if answers() {
+        return true;
+    }
+    // Detached (its own session), as scripts/ganesha.sh starts it; it outlives the test.
+    let spawned = Command::new("setsid")
+        .args(["rpcbind", "-f"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    if spawned.is_err() {
+        skip("a_granted_callback_wakes_the_waiter", "rpcbind is not installed");
+        return false;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !answers() {
+        assert!(std::time::Instant::now() < deadline, "rpcbind did not answer within 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
 }

@@ -315,8 +315,12 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // flushed by their last close; this catches a lazy unmount.
         let fs = self.fs.clone();
         let umnt = self.umnt.take();
+        let locks = self.locks.as_ref().map(|l| l.client.clone());
         let done = self.rt.block_on(async move {
             let r = fs.sync_all().await;
+            if let Some(l) = locks {
+                l.stop_callbacks().await;
+            }
             if let Some(c) = umnt {
                 let _ = c.unmount().await;
             }
@@ -674,7 +678,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                             }
                             return reply.error(Errno::from_i32(libc::EINTR));
                         }
-                        tokio::time::sleep(wait).await;
+                        locks.client.wait_for_grant(wait).await;
                         wait = (wait * 2).min(BLOCKED_POLL_MAX);
                     }
                     Err(e) => return reply.error(Errno::from_i32(lock_errno(&e))),

@@ -198,6 +198,16 @@ async fn connect_locks(client: &NfsClient, options: &MountOptions, mountpoint: &
             if let Err(e) = locks.announce_restart().await {
                 tracing::warn!("could not tell the server's status monitor that {name} started: {e}");
             }
+            // GRANTED callbacks, where this host's portmapper lets us take them.
+            if let Some(local) = client.rpc().local_addr() {
+                match locks.start_callbacks(local.ip(), options).await {
+                    Ok(true) => tracing::info!("lock callbacks (NLM GRANTED) registered with the portmapper"),
+                    Ok(false) => tracing::info!(
+                        "another lock manager is registered on this host: blocked locks are polled"
+                    ),
+                    Err(e) => tracing::info!("no lock callbacks ({e}): blocked locks are polled"),
+                }
+            }
             Some(locks)
         }
         Err(e) => {

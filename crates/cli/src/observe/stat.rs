@@ -108,9 +108,11 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
         let m: Vec<String> = s.nlm.iter().chain(&s.nsm).map(|(n, c)| format!("{n} {c}")).collect();
         let _ = writeln!(
             o,
-            "locks: {} held, {} waiting · NLM/NSM: {}",
+            "locks: {} held, {} waiting, {} GRANTED callbacks ({} undelivered) · NLM/NSM: {}",
             s.locks_held,
             s.locks_waiting,
+            s.lock_callbacks_delivered,
+            s.lock_callbacks_failed,
             if m.is_empty() { "-".to_string() } else { m.join(" · ") }
         );
     }

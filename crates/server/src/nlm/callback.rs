@@ -26,14 +26,20 @@ const QUEUE: usize = 1024;
 pub(crate) struct Sender(SyncSender<(IpAddr, Nlm4TestArgs)>);
 
 impl Sender {
-    pub(crate) fn start() -> Sender {
+    pub(crate) fn start(stats: std::sync::Arc<crate::Stats>) -> Sender {
         let (tx, rx) = sync_channel::<(IpAddr, Nlm4TestArgs)>(QUEUE);
         let spawned = std::thread::Builder::new().name("nlm-callback".into()).spawn(move || {
             let mut xid = 1u32;
             for (addr, args) in rx {
                 xid = xid.wrapping_add(1);
-                if let Err(e) = granted(addr, &args, xid) {
-                    tracing::debug!(client = %addr, "GRANTED callback not delivered ({e}); the client will ask again");
+                match granted(addr, &args, xid) {
+                    Ok(()) => {
+                        stats.lock_callbacks_delivered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        stats.lock_callbacks_failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::debug!(client = %addr, "GRANTED callback not delivered ({e}); the client will ask again");
+                    }
                 }
             }
         });

@@ -141,12 +141,12 @@ impl LockManager {
             );
         }
         LockManager {
-            table: LockTable::new(config.max_locks, Some(stats)),
+            table: LockTable::new(config.max_locks, Some(stats.clone())),
             grace_until,
             nsm_state: config.nsm_state,
             hosts: Default::default(),
             persister: config.on_hosts_changed.clone().and_then(start_persister),
-            callbacks: config.callbacks.then(callback::Sender::start),
+            callbacks: config.callbacks.then(|| callback::Sender::start(stats)),
         }
     }
 

@@ -64,6 +64,11 @@ pub struct StatsSnapshot {
     pub locks_held: u64,
     #[serde(default)]
     pub locks_waiting: u64,
+    /// GRANTED callbacks to clients: answered, and not delivered (the client polls instead).
+    #[serde(default)]
+    pub lock_callbacks_delivered: u64,
+    #[serde(default)]
+    pub lock_callbacks_failed: u64,
     /// Calls refused at the RPC level (bad program, version, credentials, arguments).
     pub rejected: u64,
     pub udp_calls: u64,
@@ -125,6 +130,8 @@ pub struct Stats {
     /// Locks held and requests waiting (gauges the lock manager keeps).
     pub(crate) locks_held: AtomicU64,
     pub(crate) locks_waiting: AtomicU64,
+    pub(crate) lock_callbacks_delivered: AtomicU64,
+    pub(crate) lock_callbacks_failed: AtomicU64,
     /// Calls refused before reaching a procedure (bad program, version, auth, garbage).
     rejected: AtomicU64,
     /// The duplicate reply cache's work.
@@ -165,6 +172,8 @@ impl Default for Stats {
             nsm: Default::default(),
             locks_held: AtomicU64::new(0),
             locks_waiting: AtomicU64::new(0),
+            lock_callbacks_delivered: AtomicU64::new(0),
+            lock_callbacks_failed: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             drc: DrcCounters::default(),
             writes_by_stable: Default::default(),
@@ -343,6 +352,8 @@ impl Stats {
             nsm: named(&self.nsm, &eagernfs_proto::nlm::NSM_PROCEDURES),
             locks_held: n(&self.locks_held),
             locks_waiting: n(&self.locks_waiting),
+            lock_callbacks_delivered: n(&self.lock_callbacks_delivered),
+            lock_callbacks_failed: n(&self.lock_callbacks_failed),
             rejected: self.rejected(),
             udp_calls: self.udp_calls(),
             bytes_read: n(&self.bytes_read),

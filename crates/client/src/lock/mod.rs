@@ -14,6 +14,8 @@
 //! Where the lock manager is: on the NFS port (eagernfs serves NLM and NSM
 //! there), else wherever the portmapper says (nfs-ganesha, knfsd).
 
+mod callback;
+
 use crate::driver::RpcClient;
 use crate::mount::{getport, side_client};
 use crate::ops::{Cred, NfsError, NfsResult};
@@ -23,7 +25,7 @@ use eagernfs_proto::nfs3::NfsFh3;
 use eagernfs_proto::nlm::*;
 use eagernfs_xdr::{Decode, Opaque};
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -121,6 +123,10 @@ struct Inner {
     /// Serialises reclaims with new lock calls, so a lock taken while the
     /// server restarts is reclaimed, not lost.
     reclaiming: tokio::sync::Mutex<()>,
+    /// Woken by the server's GRANTED calls, when our callback service gets them.
+    news: Arc<tokio::sync::Notify>,
+    granted_callbacks: Arc<std::sync::atomic::AtomicU64>,
+    callbacks: parking_lot::Mutex<Option<Arc<callback::Callbacks>>>,
 }
 
 /// Lock calls to one server as one client host. Clones share everything.
@@ -173,7 +179,41 @@ impl LockClient {
             held: Default::default(),
             cookie: AtomicU32::new(1),
             reclaiming: tokio::sync::Mutex::new(()),
+            news: Default::default(),
+            granted_callbacks: Default::default(),
+            callbacks: Default::default(),
         })))
+    }
+
+    /// Take the server's GRANTED calls on `ip` (this host's address as the
+    /// server sees it), registered with this host's portmapper if no live lock
+    /// manager is. `Ok(false)`: listening, but another lock manager holds the
+    /// registration, so grants are learned by asking again.
+    pub async fn start_callbacks(&self, ip: IpAddr, options: &MountOptions) -> NfsResult<bool> {
+        let service = callback::start(ip, self.0.news.clone(), self.0.granted_callbacks.clone(), options)
+            .await
+            .map_err(|e| NfsError::Connection(format!("cannot listen for lock callbacks on {ip}: {e}")))?;
+        let service = Arc::new(service);
+        *self.0.callbacks.lock() = Some(service.clone());
+        service.register().await
+    }
+
+    /// Remove the callback service's registration (when the mount stops).
+    pub async fn stop_callbacks(&self) {
+        let service = self.0.callbacks.lock().take();
+        if let Some(s) = service {
+            s.unregister().await;
+        }
+    }
+
+    /// GRANTED calls received from the server.
+    pub fn granted_callbacks(&self) -> u64 {
+        self.0.granted_callbacks.load(Ordering::Relaxed)
+    }
+
+    /// Wait until the server says something was granted, or `most` passes.
+    pub async fn wait_for_grant(&self, most: Duration) {
+        let _ = tokio::time::timeout(most, self.0.news.notified()).await;
     }
 
     /// The name this client locks as.
