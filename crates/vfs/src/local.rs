@@ -96,7 +96,10 @@ const IO_MAX_BYTES: usize = 16 << 20;
 /// Buffer for one `getdents64` call.
 const DIRENT_BUF_BYTES: usize = 32 * 1024;
 
-const DEFAULT_FILE_MODE: u32 = 0o644;
+/// The mode of a file whose creator gave none, and of an EXCLUSIVE create until the client's
+/// SETATTR that follows it: 0, as knfsd (and the memory backend) do, so a file is never, even
+/// for a moment, open to more users than its creator meant.
+const DEFAULT_FILE_MODE: u32 = 0;
 const DEFAULT_DIR_MODE: u32 = 0o755;
 
 /// How to export a local directory.
@@ -812,8 +815,10 @@ impl Backend for LocalBackend {
                     if child.obj.attr.ftype != FileType::Regular {
                         return Err(FsError::Exist);
                     }
-                    // An existing file: the whole of `set`, mode included.
-                    self.finish_create(cred, &d, child, None, set)
+                    // An existing file: only the size applies (truncation), as knfsd
+                    // does; its mode and owner stay what they are.
+                    let set = SetAttr { size: set.size, ..SetAttr::default() };
+                    self.finish_create(cred, &d, child, None, &set)
                 }
             }
             CreateMode::Exclusive(verf) => {

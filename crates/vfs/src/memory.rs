@@ -707,6 +707,7 @@ impl MemoryBackend {
 /// Apply an authorised SETATTR to `st` at time `t`. Adds bytes released by
 /// a truncate to `released` (the caller returns them to the capacity).
 fn apply_setattr(cred: &Credentials, st: &mut State, set: &SetAttr, t: Timestamp, released: &mut u64) {
+    let times_before = (st.attr.atime, st.attr.mtime);
     let chown = set.uid.is_some_and(|u| u != st.attr.uid) || set.gid.is_some_and(|g| g != st.attr.gid);
     let mut changed = chown;
     if let Some(uid) = set.uid {
@@ -754,6 +755,20 @@ fn apply_setattr(cred: &Credentials, st: &mut State, set: &SetAttr, t: Timestamp
     }
     if changed || set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
         st.attr.ctime = t;
+    }
+    if (st.attr.atime, st.attr.mtime) != times_before {
+        forget_create_verifier(st);
+    }
+}
+
+/// An EXCLUSIVE create's verifier identifies the file only until its times
+/// change (a write, a truncation, the creator's SETATTR of its times): after
+/// that a CREATE with the same verifier is not a retransmission but a second
+/// create, and fails with EXIST, as where the verifier lives in the times
+/// (knfsd, the local backend).
+fn forget_create_verifier(st: &mut State) {
+    if let Body::Regular { create_verf, .. } = &mut st.body {
+        *create_verf = None;
     }
 }
 
@@ -887,6 +902,7 @@ impl Backend for MemoryBackend {
             self.reserve_bytes(data.write_growth(offset, count as u64))?;
             data.write(offset, bytes);
             st.attr.used = data.stored_bytes();
+            forget_create_verifier(st);
             st.attr.size = st.attr.size.max(end);
             let t = now();
             st.attr.mtime = t;
@@ -1031,6 +1047,13 @@ impl Backend for MemoryBackend {
         }
         let from = self.inode(from_fh)?;
         let to = self.inode(to_fh)?;
+        // Both handles must name directories before any name is looked up
+        // (NOTDIR before NOENT, as renameat(2) on the kernel's file systems).
+        for dir in [&from, &to] {
+            let st = dir.state.read();
+            live(&st)?;
+            dir_of(&st)?;
+        }
         let mut tree_guard: Option<MutexGuard<'_, ()>> = None;
         loop {
             // Look both names up, one directory lock at a time.
@@ -1080,6 +1103,13 @@ impl Backend for MemoryBackend {
             }
             if moves_dir && self.is_ancestor(src.ino, to.ino) {
                 return Err(FsError::Inval);
+            }
+            // The target is the source's directory or above it: it cannot be
+            // empty (renameat(2) answers ENOTEMPTY before comparing types).
+            if let Some(d) = &dst {
+                if from.ino != to.ino && d.ftype == FileType::Directory && self.is_ancestor(d.ino, from.ino) {
+                    return Err(FsError::NotEmpty);
+                }
             }
             let from_before = WccAttr::from(&locked.st(from.ino).attr);
             let to_before = WccAttr::from(&locked.st(to.ino).attr);

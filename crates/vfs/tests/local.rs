@@ -702,12 +702,18 @@ fn create_modes() {
         b.create(&cred, &r, b"f", &CreateMode::Guarded(SetAttr::default())).unwrap_err(),
         FsError::Exist
     );
-    // UNCHECKED on an existing file applies the attributes (here: truncate).
+    // UNCHECKED on an existing file applies only the size (here: truncate), as knfsd does:
+    // its mode stays.
     let again = b
-        .create(&cred, &r, b"f", &CreateMode::Unchecked(SetAttr { size: Some(0), ..SetAttr::default() }))
+        .create(
+            &cred,
+            &r,
+            b"f",
+            &CreateMode::Unchecked(SetAttr { size: Some(0), mode: Some(0o600), ..SetAttr::default() }),
+        )
         .unwrap();
     assert_eq!(again.handle, c.handle);
-    assert_eq!(again.attr.size, 0);
+    assert_eq!((again.attr.size, again.attr.mode), (0, 0o666));
     // UNCHECKED over a directory does not make it a file.
     mkdir(&b, &cred, &r, "d", 0o755);
     assert_eq!(
@@ -718,9 +724,9 @@ fn create_modes() {
         b.create(&cred, &r, b".", &CreateMode::Unchecked(SetAttr::default())).unwrap_err(),
         FsError::Exist
     );
-    // Without a mode: 0o644.
+    // Without a mode: 0, as knfsd (the client's SETATTR gives the one it means).
     let dflt = b.create(&cred, &r, b"dflt", &CreateMode::Unchecked(SetAttr::default())).unwrap();
-    assert_eq!(dflt.attr.mode, 0o644);
+    assert_eq!(dflt.attr.mode, 0);
 }
 
 #[test]
