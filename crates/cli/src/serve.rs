@@ -569,8 +569,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         if let Some(pm) = register {
             let port = addrs[0].port();
             let udp = server.serves_udp();
-            tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp, locks))
-                .await??;
+            let notes =
+                tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::register(pm, port, udp, locks))
+                    .await??;
+            for note in notes {
+                tracing::warn!("portmapper at {pm}: {note}");
+            }
             tracing::info!("registered with the portmapper at {pm}");
         }
         // Signal handlers before the announcement: a SIGTERM or SIGHUP sent by
@@ -624,8 +628,10 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         let trace = server.io_trace();
         server.run(shutdown).await?;
         if let Some(pm) = register {
+            let port = addrs[0].port();
             if let Err(e) =
-                tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm, locks)).await?
+                tokio::task::spawn_blocking(move || eagernfs_server::rpcbind::unregister(pm, port, locks))
+                    .await?
             {
                 tracing::warn!("{e}");
             }

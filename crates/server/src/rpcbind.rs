@@ -105,12 +105,21 @@ fn protocols(udp: bool) -> &'static [u32] {
 
 /// Register every program we serve at `port` (replacing older
 /// registrations), over TCP and, with `udp`, over UDP; with `locks`, the
-/// lock manager (NLM) and status monitor (NSM) too.
-pub fn register(portmapper: SocketAddr, port: u16, udp: bool, locks: bool) -> Result<(), RpcbindError> {
+/// lock manager (NLM) and status monitor (NSM) too, best effort: another
+/// lock manager or the host's rpc.statd may hold those, and our own
+/// clients find them on the NFS port anyway. Returns what could not be
+/// registered, as sentences to log.
+pub fn register(
+    portmapper: SocketAddr,
+    port: u16,
+    udp: bool,
+    locks: bool,
+) -> Result<Vec<String>, RpcbindError> {
     let mut s = connect(portmapper)?;
     let mut xid = 0;
+    let mut notes = Vec::new();
     for &prot in protocols(udp) {
-        for (prog, vers) in served(locks).filter(|(p, _)| *p != PMAP_PROGRAM) {
+        for (prog, vers) in served(false).filter(|(p, _)| *p != PMAP_PROGRAM) {
             let m = Mapping { prog, vers, prot, port: port as u32 };
             // UNSET first: a stale entry from a crashed server would make SET fail.
             xid += 2;
@@ -119,16 +128,52 @@ pub fn register(portmapper: SocketAddr, port: u16, udp: bool, locks: bool) -> Re
                 return Err(RpcbindError::Refused { prog, vers });
             }
         }
+        if !locks {
+            continue;
+        }
+        for (prog, vers) in crate::portmap::LOCK_PROGRAMS {
+            let m = Mapping { prog, vers, prot, port: port as u32 };
+            xid += 4;
+            let mut body =
+                rpc_call(&mut s, xid, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), &m)?;
+            let current = u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)?;
+            if current != 0 && current != port as u32 {
+                let holder = SocketAddr::new(portmapper.ip(), current as u16);
+                if TcpStream::connect_timeout(&holder, Duration::from_secs(1)).is_ok() {
+                    notes.push(format!(
+                        "program {prog} v{vers} is registered to port {current}, where something answers (another lock manager, or the host's rpc.statd): left alone; eagernfs serves it on port {port}, where eagernfs clients find it"
+                    ));
+                    continue;
+                }
+                // Nothing answers there: a stale entry of a server that died.
+                call(&mut s, xid + 1, PMAPPROC_UNSET, &m)?;
+            }
+            if !call(&mut s, xid + 2, PMAPPROC_SET, &m)? {
+                notes.push(format!("the portmapper refused program {prog} v{vers}"));
+            }
+        }
     }
-    Ok(())
+    Ok(notes)
 }
 
 /// Remove our registrations (UNSET removes every transport's).
-pub fn unregister(portmapper: SocketAddr, locks: bool) -> Result<(), RpcbindError> {
+pub fn unregister(portmapper: SocketAddr, port: u16, locks: bool) -> Result<(), RpcbindError> {
     let mut s = connect(portmapper)?;
-    for (i, (prog, vers)) in served(locks).filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
+    for (i, (prog, vers)) in served(false).filter(|(p, _)| *p != PMAP_PROGRAM).enumerate() {
         let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
         call(&mut s, 100 + i as u32, PMAPPROC_UNSET, &m)?;
+    }
+    if locks {
+        // Only what is ours: rpc.statd's registration stays.
+        for (i, (prog, vers)) in crate::portmap::LOCK_PROGRAMS.into_iter().enumerate() {
+            let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
+            let xid = 200 + 2 * i as u32;
+            let mut body =
+                rpc_call(&mut s, xid, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), &m)?;
+            if u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)? == port as u32 {
+                call(&mut s, xid + 1, PMAPPROC_UNSET, &m)?;
+            }
+        }
     }
     Ok(())
 }
