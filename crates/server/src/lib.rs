@@ -33,6 +33,8 @@ mod nfs3;
 mod nlm;
 mod portmap;
 pub mod rpcbind;
+#[doc(hidden)]
+pub mod sim;
 pub mod stats;
 mod svc;
 mod trace;
@@ -176,6 +178,19 @@ pub(crate) struct ServerState {
 }
 
 impl ServerState {
+    fn new(config: ServerConfig, exports: Vec<ExportSpec>) -> ServerState {
+        let stats = Arc::new(Stats::default());
+        ServerState {
+            drc: drc::Drc::new(config.drc_entries, stats.clone()),
+            io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
+            locks: config.locks.enabled.then(|| nlm::LockManager::new(&config.locks, stats.clone())),
+            config,
+            exports: parking_lot::RwLock::new(Arc::new(exports)),
+            stats,
+            mounts: Default::default(),
+        }
+    }
+
     /// The exports a call starting now uses.
     pub(crate) fn exports(&self) -> Arc<Vec<ExportSpec>> {
         self.exports.read().clone()
@@ -239,16 +254,7 @@ impl Server {
             }
             listeners.push(l);
         }
-        let stats = Arc::new(Stats::default());
-        let state = Arc::new(ServerState {
-            drc: drc::Drc::new(config.drc_entries, stats.clone()),
-            io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
-            locks: config.locks.enabled.then(|| nlm::LockManager::new(&config.locks, stats.clone())),
-            config,
-            exports: parking_lot::RwLock::new(Arc::new(exports)),
-            stats,
-            mounts: Default::default(),
-        });
+        let state = Arc::new(ServerState::new(config, exports));
         Ok(Server { state, listeners, udp })
     }
 

@@ -16,6 +16,8 @@
 // means "for the test files", which the crate-level lint cannot see.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod seqops;
+
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::mount::{self, Mountres3, MOUNTPROC_MNT, MOUNT_PROGRAM, MOUNT_V3};
 use eagernfs_proto::nfs3::*;
