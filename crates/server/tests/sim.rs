@@ -3,9 +3,13 @@
 //! call by call over a simulated network on a simulated clock, all from one seeded PRNG. The
 //! network drops, duplicates, delays and so reorders calls and replies; connections reset; the
 //! server restarts (its duplicate reply cache and everything in flight are lost, the disk is
-//! kept). A client runs a random sequence of operations, retransmitting on its timeout as an NFS
-//! client does. Every answer is checked against the same sequence run on a fresh server with no
-//! faults, and so is the whole tree at the end.
+//! kept); the disk fails writes and syncs (EIO, ENOSPC) before they change anything. Two
+//! clients, on two addresses and with the same xids, each run a random sequence of operations on
+//! an export of its own, taking turns and retransmitting on a timeout as NFS clients do, while
+//! late duplicates of the other's calls are still in flight. Every answer is checked against the
+//! same sequences run on a fresh server with no faults, and so is every tree at the end. An
+//! operation answered with a disk error is tried again, as a program would, and its final answer
+//! is the one compared.
 //!
 //! The one difference allowed is NFSv3's own: a non-idempotent call (CREATE, MKDIR, REMOVE,
 //! RENAME, …) retransmitted across a server restart may run twice, and its second run answers
@@ -24,9 +28,10 @@ use eagernfs_proto::nfs3::*;
 use eagernfs_rpc::{CallHeader, Message, OpaqueAuth, ReplyBody};
 use eagernfs_server::sim::SimServer;
 use eagernfs_server::{ExportSpec, ServerConfig};
-use eagernfs_vfs::Backend;
+use eagernfs_vfs::{Backend, FsError, FsResult};
 use eagernfs_xdr::{Decode, Encode, Opaque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Seeds that once failed (with the bug each found), always run.
@@ -62,36 +67,202 @@ struct Faults {
     /// Per tick while a call is outstanding.
     reset: u64,
     restart: u64,
+    /// Per call the server runs: the disk fails its first change.
+    disk: u64,
 }
 
-/// Ticks before the client retransmits (a message takes at most `max_delay`).
+/// Ticks before a client retransmits (a message takes at most `max_delay`).
 const TIMEOUT_TICKS: u64 = 60;
 /// A call with no answer after this many ticks is a hang: a bug.
 const HANG_TICKS: u64 = 200_000;
+/// Tries of an operation that keeps getting disk errors.
+const DISK_RETRIES: usize = 50;
 
 enum Msg {
-    Call(Bytes),
-    Reply(Bytes),
+    /// A call from client `usize`.
+    Call(usize, Bytes),
+    /// A reply to client `usize`.
+    Reply(usize, Bytes),
 }
 
-/// The network, the clock and the server.
-struct World {
-    rng: Rng,
-    now: u64,
-    faults: Faults,
-    server: SimServer,
-    backend: Arc<dyn Backend>,
-    in_flight: Vec<(u64, Msg)>,
-    xid: u32,
-    client: SocketAddr,
-    /// The last call crossed a server restart (it may have run twice).
-    restarted_during_call: bool,
-    trace: Vec<String>,
+/// A memory backend whose changes fail, before they touch anything, when the world says so:
+/// a disk that answers EIO or ENOSPC to a write or a sync.
+struct FaultyDisk {
+    inner: Arc<dyn Backend>,
+    fail_next: parking_lot::Mutex<Option<FsError>>,
+    injected: AtomicU64,
 }
 
-fn exports(backend: &Arc<dyn Backend>) -> Vec<ExportSpec> {
-    vec![spec(1, &["/mem"], "/mem 127.0.0.0/8(rw,insecure,no_root_squash)", backend.clone())]
+impl FaultyDisk {
+    fn new() -> Arc<FaultyDisk> {
+        Arc::new(FaultyDisk { inner: memory(), fail_next: Default::default(), injected: AtomicU64::new(0) })
+    }
+
+    fn check(&self) -> FsResult<()> {
+        match self.fail_next.lock().take() {
+            Some(e) => {
+                self.injected.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+            None => Ok(()),
+        }
+    }
 }
+
+use eagernfs_vfs::{
+    Attr, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FsProperties, FsStat, Lookup,
+    NodeKind, ReadResult, SetAttr, StableHow as VfsStable, Timestamp, Verifier, Wcc, WriteResult,
+};
+
+impl Backend for FaultyDisk {
+    fn root(&self) -> FileHandle {
+        self.inner.root()
+    }
+    fn getattr(&self, fh: &FileHandle) -> FsResult<Attr> {
+        self.inner.getattr(fh)
+    }
+    fn setattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+    ) -> FsResult<Wcc> {
+        self.check()?;
+        self.inner.setattr(cred, fh, set, guard)
+    }
+    fn lookup(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Lookup> {
+        self.inner.lookup(cred, dir, name)
+    }
+    fn access(&self, cred: &Credentials, fh: &FileHandle, want: u32) -> FsResult<(u32, Attr)> {
+        self.inner.access(cred, fh, want)
+    }
+    fn readlink(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<(Bytes, Attr)> {
+        self.inner.readlink(cred, fh)
+    }
+    fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult> {
+        self.inner.read(cred, fh, offset, count)
+    }
+    fn write(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: VfsStable,
+    ) -> FsResult<WriteResult> {
+        self.check()?;
+        self.inner.write(cred, fh, offset, data, stable)
+    }
+    fn create(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        how: &CreateMode,
+    ) -> FsResult<Created> {
+        self.check()?;
+        self.inner.create(cred, dir, name, how)
+    }
+    fn mkdir(&self, cred: &Credentials, dir: &FileHandle, name: &[u8], set: &SetAttr) -> FsResult<Created> {
+        self.check()?;
+        self.inner.mkdir(cred, dir, name, set)
+    }
+    fn symlink(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+    ) -> FsResult<Created> {
+        self.check()?;
+        self.inner.symlink(cred, dir, name, target, set)
+    }
+    fn mknod(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        kind: NodeKind,
+        set: &SetAttr,
+    ) -> FsResult<Created> {
+        self.check()?;
+        self.inner.mknod(cred, dir, name, kind, set)
+    }
+    fn remove(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Wcc> {
+        self.check()?;
+        self.inner.remove(cred, dir, name)
+    }
+    fn rmdir(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Wcc> {
+        self.check()?;
+        self.inner.rmdir(cred, dir, name)
+    }
+    fn rename(
+        &self,
+        cred: &Credentials,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> FsResult<(Wcc, Wcc)> {
+        self.check()?;
+        self.inner.rename(cred, from_dir, from_name, to_dir, to_name)
+    }
+    fn link(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> FsResult<(Option<Attr>, Wcc)> {
+        self.check()?;
+        self.inner.link(cred, fh, dir, name)
+    }
+    fn readdir(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: Verifier,
+        plus: bool,
+        sink: &mut dyn FnMut(&DirEntry) -> bool,
+    ) -> FsResult<DirInfo> {
+        self.inner.readdir(cred, dir, cookie, cookieverf, plus, sink)
+    }
+    fn fsstat(&self, fh: &FileHandle) -> FsResult<FsStat> {
+        self.inner.fsstat(fh)
+    }
+    fn properties(&self) -> FsProperties {
+        self.inner.properties()
+    }
+    fn commit(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> FsResult<(Wcc, Verifier)> {
+        self.check()?;
+        self.inner.commit(cred, fh, offset, count)
+    }
+    fn write_verifier(&self) -> Verifier {
+        self.inner.write_verifier()
+    }
+    fn sync_all(&self) -> FsResult<()> {
+        self.inner.sync_all()
+    }
+}
+
+fn exports(backends: [Arc<dyn Backend>; 2]) -> Vec<ExportSpec> {
+    let [a, b] = backends;
+    vec![
+        spec(1, &["/mem1"], "/mem1 127.0.0.0/8(rw,insecure,no_root_squash)", a),
+        spec(2, &["/mem2"], "/mem2 127.0.0.0/8(rw,insecure,no_root_squash)", b),
+    ]
+}
+
+const EXPORTS: [&[u8]; 2] = [b"/mem1", b"/mem2"];
 
 fn config() -> ServerConfig {
     ServerConfig {
@@ -100,21 +271,63 @@ fn config() -> ServerConfig {
     }
 }
 
+/// The network, the clock, the disks and the server.
+struct World {
+    rng: Rng,
+    now: u64,
+    faults: Faults,
+    server: SimServer,
+    disks: [Arc<FaultyDisk>; 2],
+    in_flight: Vec<(u64, Msg)>,
+    /// Each client's last xid: both start at the same one.
+    xids: [u32; 2],
+    clients: [SocketAddr; 2],
+    /// The client calling now.
+    current: usize,
+    /// Server restarts so far.
+    restarts: u64,
+    trace: Vec<String>,
+}
+
+fn call_message(xid: u32, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Bytes {
+    let sys =
+        eagernfs_rpc::AuthSys { stamp: 0, machine_name: Opaque::default(), uid: 0, gid: 0, gids: vec![] };
+    let header = CallHeader {
+        xid,
+        rpcvers: 2,
+        prog,
+        vers,
+        proc_,
+        cred: OpaqueAuth::sys(&sys),
+        verf: OpaqueAuth::none(),
+    };
+    let mut b = BytesMut::new();
+    header.encode(&mut b);
+    b.extend_from_slice(args);
+    b.freeze()
+}
+
 impl World {
     fn new(seed: u64, faults: Faults) -> World {
-        let backend = memory();
+        let disks = [FaultyDisk::new(), FaultyDisk::new()];
+        let xid = (seed as u32) << 8;
         World {
             rng: Rng(seed),
             now: 0,
             faults,
-            server: SimServer::new(config(), exports(&backend)),
-            backend,
+            server: SimServer::new(config(), exports(Self::backends(&disks))),
+            disks,
             in_flight: Vec::new(),
-            xid: (seed as u32) << 8,
-            client: "127.0.0.9:800".parse().unwrap(),
-            restarted_during_call: false,
+            xids: [xid, xid],
+            clients: ["127.0.0.9:800".parse().unwrap(), "127.0.0.10:800".parse().unwrap()],
+            current: 0,
+            restarts: 0,
             trace: Vec::new(),
         }
+    }
+
+    fn backends(disks: &[Arc<FaultyDisk>; 2]) -> [Arc<dyn Backend>; 2] {
+        [disks[0].clone(), disks[1].clone()]
     }
 
     fn send(&mut self, m: Msg) {
@@ -122,53 +335,49 @@ impl World {
             return;
         }
         let copies = if self.rng.chance(self.faults.duplicate) { 2 } else { 1 };
-        for i in 0..copies {
+        for _ in 0..copies {
             let at = self.now + 1 + self.rng.below(self.faults.max_delay.max(1));
-            let m = match (&m, i) {
-                (Msg::Call(b), _) => Msg::Call(b.clone()),
-                (Msg::Reply(b), _) => Msg::Reply(b.clone()),
+            let m = match &m {
+                Msg::Call(c, b) => Msg::Call(*c, b.clone()),
+                Msg::Reply(c, b) => Msg::Reply(*c, b.clone()),
             };
             self.in_flight.push((at, m));
         }
     }
 
-    fn message(&mut self, proc_: u32, args: &[u8]) -> Bytes {
-        let sys =
-            eagernfs_rpc::AuthSys { stamp: 0, machine_name: Opaque::default(), uid: 0, gid: 0, gids: vec![] };
-        let header = CallHeader {
-            xid: self.xid,
-            rpcvers: 2,
-            prog: NFS_PROGRAM,
-            vers: NFS_V3,
-            proc_,
-            cred: OpaqueAuth::sys(&sys),
-            verf: OpaqueAuth::none(),
-        };
-        let mut b = BytesMut::new();
-        header.encode(&mut b);
-        b.extend_from_slice(args);
-        b.freeze()
+    /// The server runs a call that arrived from client `c`; the disk may fail its first change.
+    fn serve(&mut self, c: usize, m: Bytes) {
+        if self.rng.chance(self.faults.disk) {
+            let e = if self.rng.chance(500) { FsError::Io } else { FsError::NoSpc };
+            *self.disks[c].fail_next.lock() = Some(e);
+        }
+        let reply = self.server.call(self.clients[c], m);
+        // A call that changed nothing leaves its fault unused: it goes.
+        *self.disks[c].fail_next.lock() = None;
+        if let Some(reply) = reply {
+            self.send(Msg::Reply(c, reply));
+        }
     }
 
     /// One call through the faulty world: retransmitted until its reply arrives.
     fn rpc(&mut self, proc_: u32, args: Vec<u8>) -> Nfs3Res {
-        self.xid = self.xid.wrapping_add(1);
-        let xid = self.xid;
-        let msg = self.message(proc_, &args);
-        self.restarted_during_call = false;
+        let me = self.current;
+        self.xids[me] = self.xids[me].wrapping_add(1);
+        let xid = self.xids[me];
+        let msg = call_message(xid, NFS_PROGRAM, NFS_V3, proc_, &args);
         let started = self.now;
         let mut sent = self.now;
-        self.send(Msg::Call(msg.clone()));
+        self.send(Msg::Call(me, msg.clone()));
         loop {
             self.now += 1;
             assert!(self.now - started < HANG_TICKS, "call {xid} (procedure {proc_}) never answered");
             if self.rng.chance(self.faults.restart) {
                 self.trace.push(format!("t={} server restart", self.now));
-                self.server.restart(exports(&self.backend));
+                self.server.restart(exports(Self::backends(&self.disks)));
                 self.in_flight.clear();
-                self.restarted_during_call = true;
+                self.restarts += 1;
             } else if self.rng.chance(self.faults.reset) {
-                self.trace.push(format!("t={} connection reset", self.now));
+                self.trace.push(format!("t={} connections reset", self.now));
                 self.in_flight.clear();
             }
             // Deliver what is due, in a random order among those due together.
@@ -184,25 +393,25 @@ impl World {
             while !due.is_empty() {
                 let k = self.rng.below(due.len() as u64) as usize;
                 match due.swap_remove(k) {
-                    Msg::Call(m) => {
-                        if let Some(reply) = self.server.call(self.client, m) {
-                            self.send(Msg::Reply(reply));
-                        }
-                    }
-                    Msg::Reply(r) => {
+                    Msg::Call(c, m) => self.serve(c, m),
+                    Msg::Reply(c, r) => {
                         let mut body = r.clone();
                         let Ok(Message::Reply(h)) = Message::decode(&mut body) else { panic!("not a reply") };
-                        if h.xid != xid {
-                            continue; // a late duplicate of an earlier call's reply
+                        if c != me || h.xid != xid {
+                            continue; // a late duplicate of an earlier reply, or the other client's
                         }
                         assert!(matches!(h.body, ReplyBody::Accepted { .. }), "call {xid} refused: {h:?}");
+                        // Anything still in flight stays: late duplicates meet the next calls.
+                        for m in due {
+                            self.in_flight.push((self.now, m));
+                        }
                         return Nfs3Res::decode(proc_, &mut body).expect("a reply that decodes");
                     }
                 }
             }
             if self.now - sent >= TIMEOUT_TICKS {
                 sent = self.now;
-                self.send(Msg::Call(msg.clone()));
+                self.send(Msg::Call(me, msg.clone()));
             }
         }
     }
@@ -220,28 +429,14 @@ struct Direct<'a>(&'a SimServer, u32);
 impl Caller for Direct<'_> {
     fn nfs_raw(&mut self, proc_: u32, args: Vec<u8>) -> Nfs3Res {
         self.1 += 1;
-        let sys =
-            eagernfs_rpc::AuthSys { stamp: 0, machine_name: Opaque::default(), uid: 0, gid: 0, gids: vec![] };
-        let header = CallHeader {
-            xid: self.1,
-            rpcvers: 2,
-            prog: NFS_PROGRAM,
-            vers: NFS_V3,
-            proc_,
-            cred: OpaqueAuth::sys(&sys),
-            verf: OpaqueAuth::none(),
-        };
-        let mut b = BytesMut::new();
-        header.encode(&mut b);
-        b.extend_from_slice(&args);
-        let mut r = self.0.call("127.0.0.8:800".parse().unwrap(), b.freeze()).expect("a reply");
+        let m = call_message(self.1, NFS_PROGRAM, NFS_V3, proc_, &args);
+        let mut r = self.0.call("127.0.0.8:800".parse().unwrap(), m).expect("a reply");
         let Ok(Message::Reply(_)) = Message::decode(&mut r) else { panic!("not a reply") };
         Nfs3Res::decode(proc_, &mut r).expect("a reply that decodes")
     }
 }
 
-/// The export's root handle, through MOUNT.
-fn server_root(server: &SimServer) -> NfsFh3 {
+fn server_root(server: &SimServer, path: &'static [u8]) -> NfsFh3 {
     use eagernfs_proto::mount::{Mountres3, MOUNTPROC_MNT, MOUNT_PROGRAM, MOUNT_V3};
     let header = CallHeader {
         xid: 7,
@@ -254,12 +449,12 @@ fn server_root(server: &SimServer) -> NfsFh3 {
     };
     let mut b = BytesMut::new();
     header.encode(&mut b);
-    Opaque::<1024>::new(Bytes::from_static(b"/mem")).unwrap().encode(&mut b);
+    Opaque::<1024>::new(Bytes::from_static(path)).unwrap().encode(&mut b);
     let mut r = server.call("127.0.0.8:800".parse().unwrap(), b.freeze()).expect("a reply");
     let Ok(Message::Reply(_)) = Message::decode(&mut r) else { panic!("not a reply") };
     match Mountres3::decode(&mut r).unwrap() {
         Mountres3::Ok(ok) => NfsFh3 { data: Opaque(ok.fhandle.0) },
-        Mountres3::Fail(s) => panic!("MNT /mem: {s:?}"),
+        Mountres3::Fail(s) => panic!("MNT: {s:?}"),
     }
 }
 
@@ -303,6 +498,11 @@ fn second_run_answer(op: &Op, first: &str, second: &str) -> bool {
     }
 }
 
+/// An answer the faulty disk caused.
+fn disk_error(answer: &str) -> bool {
+    answer == "Io" || answer == "Nospc"
+}
+
 fn gen_ops(rng: &mut Rng, n: usize) -> Vec<Op> {
     use proptest::strategy::{Strategy, ValueTree};
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -319,31 +519,43 @@ fn gen_ops(rng: &mut Rng, n: usize) -> Vec<Op> {
 fn simulate(seed: u64) -> Result<(), String> {
     let mut rng = Rng(seed ^ 0x5eed);
     let n = 5 + rng.below(30) as usize;
-    let ops = gen_ops(&mut rng, n);
+    let ops: Vec<(usize, Op)> =
+        gen_ops(&mut rng, n).into_iter().map(|op| (rng.below(2) as usize, op)).collect();
     let faults = Faults {
         drop: rng.below(300),
         duplicate: rng.below(300),
         max_delay: 1 + rng.below(120),
         reset: rng.below(20),
         restart: rng.below(10),
+        disk: rng.below(150),
     };
     // The reference: the same operations, no faults.
-    let reference = SimServer::new(config(), exports(&memory()));
-    let ref_side = Side { root: server_root(&reference) };
+    let reference = SimServer::new(config(), exports([memory(), memory()]));
+    let ref_sides = EXPORTS.map(|p| Side { root: server_root(&reference, p) });
     let mut direct = Direct(&reference, 1);
-    let expected: Vec<String> = ops.iter().map(|op| run(&mut direct, &ref_side, op)).collect();
+    let expected: Vec<String> = ops.iter().map(|(c, op)| run(&mut direct, &ref_sides[*c], op)).collect();
 
     let mut world = World::new(seed, faults);
-    let side = Side { root: server_root(&world.server) };
+    let sides = EXPORTS.map(|p| Side { root: server_root(&world.server, p) });
     world.trace.push(format!("seed {seed}: {faults:?}"));
-    let mut twice = false;
-    for (op, want) in ops.iter().zip(&expected) {
-        let got = run(&mut world, &side, op);
-        let crossed = world.restarted_during_call;
-        world.trace.push(format!("t={} {op:?} -> {got}", world.now));
+    for ((c, op), want) in ops.iter().zip(&expected) {
+        world.current = *c;
+        let restarts_before = world.restarts;
+        let mut got = run(&mut world, &sides[*c], op);
+        let mut tries = 1;
+        while disk_error(&got) && tries < DISK_RETRIES {
+            world.trace.push(format!("t={} client {c} {op:?} -> {got} (disk error: again)", world.now));
+            got = run(&mut world, &sides[*c], op);
+            tries += 1;
+        }
+        let crossed = world.restarts > restarts_before;
+        world.trace.push(format!("t={} client {c} {op:?} -> {got}", world.now));
         if got != *want {
             if crossed && second_run_answer(op, want, &got) {
-                twice = true;
+                continue;
+            }
+            // A retry after a disk error is a second run too (its first may have happened).
+            if tries > 1 && second_run_answer(op, want, &got) {
                 continue;
             }
             return Err(format!(
@@ -357,18 +569,25 @@ fn simulate(seed: u64) -> Result<(), String> {
             ));
         }
     }
-    let _ = twice;
-    let server = std::mem::replace(&mut world.server, SimServer::new(config(), exports(&world.backend)));
-    let got_tree = dump(&mut Direct(&server, 1 << 20), &side);
-    let want_tree = dump(&mut Direct(&reference, 1 << 20), &ref_side);
-    if got_tree != want_tree {
-        let diff: Vec<String> = got_tree
-            .iter()
-            .zip(&want_tree)
-            .filter(|(g, w)| g != w)
-            .map(|(g, w)| format!("  got  {g}\n  want {w}"))
-            .collect();
-        return Err(format!("{}\nthe trees differ at the end:\n{}", world.trace.join("\n"), diff.join("\n")));
+    let injected: u64 = world.disks.iter().map(|d| d.injected.load(Ordering::Relaxed)).sum();
+    let server =
+        std::mem::replace(&mut world.server, SimServer::new(config(), exports([memory(), memory()])));
+    for c in 0..2 {
+        let got_tree = dump(&mut Direct(&server, 1 << 20), &sides[c]);
+        let want_tree = dump(&mut Direct(&reference, 1 << 20), &ref_sides[c]);
+        if got_tree != want_tree {
+            let diff: Vec<String> = got_tree
+                .iter()
+                .zip(&want_tree)
+                .filter(|(g, w)| g != w)
+                .map(|(g, w)| format!("  got  {g}\n  want {w}"))
+                .collect();
+            return Err(format!(
+                "{}\nclient {c}'s tree differs at the end ({injected} disk errors injected):\n{}",
+                world.trace.join("\n"),
+                diff.join("\n")
+            ));
+        }
     }
     Ok(())
 }
