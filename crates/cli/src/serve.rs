@@ -100,6 +100,20 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     udp: bool,
 
+    /// RPC-with-TLS (RFC 9289): this server's certificate chain (PEM). Clients that ask
+    /// (`xprtsec=tls`) get TLS 1.3; exports can require it (`xprtsec=tls:mtls` in exports(5)).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// The private key of `--tls-cert` (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// Accept client certificates signed by this CA (PEM): mutual TLS (`xprtsec=mtls`; an
+    /// exports host rule then also covers a client whose certificate is for that host name).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_client_ca: Option<PathBuf>,
+
     /// Serve no byte-range locks (NLM and NSM): clients must then mount with
     /// `nolock` or `local_lock=all`, as with a kernel server without lockd.
     #[arg(long)]
@@ -218,6 +232,22 @@ fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Lo
         on_hosts_changed: Some(on_hosts_changed),
         ..LockConfig::default()
     })
+}
+
+/// The TLS configuration from `--tls-cert`, `--tls-key`, `--tls-client-ca`.
+fn tls_config(args: &ServeArgs) -> Result<Option<Arc<rustls::ServerConfig>>> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else { return Ok(None) };
+    let read = |flag: &str, p: &Path| std::fs::read(p).with_context(|| format!("{flag} {}", p.display()));
+    let cert_pem = read("--tls-cert", cert)?;
+    let key_pem = read("--tls-key", key)?;
+    let ca_pem = args.tls_client_ca.as_deref().map(|p| read("--tls-client-ca", p)).transpose()?;
+    let config = eagernfs_server::tls::server_config(&cert_pem, &key_pem, ca_pem.as_deref())
+        .context("setting up TLS (check that --tls-key is the key of --tls-cert)")?;
+    tracing::info!(
+        "RPC-with-TLS offered (TLS 1.3){}",
+        if ca_pem.is_some() { ", client certificates verified (mutual TLS)" } else { "" }
+    );
+    Ok(Some(config))
 }
 
 /// Replace `path` with `data`, synced, by a rename (never half written).
@@ -531,6 +561,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         },
         udp: args.udp,
         locks: lock_config(&args, &state_dir)?,
+        tls: tls_config(&args)?,
         ..ServerConfig::default()
     };
     let locks = !args.no_locks;

@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -63,6 +62,8 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// UDP instead of TCP.
     pub udp: bool,
+    /// RPC-with-TLS on every connection (`xprtsec=tls|mtls`).
+    pub(crate) tls: Option<crate::tls::TlsSetup>,
 }
 
 impl TransportConfig {
@@ -81,6 +82,7 @@ impl TransportConfig {
             // timeout would, nor give up before a slow network answers.
             connect_timeout: options.timeo.clamp(Duration::from_secs(2), Duration::from_secs(30)),
             udp: options.udp,
+            tls: crate::tls::setup(options, server),
         }
     }
 }
@@ -312,8 +314,8 @@ struct Conn {
 
 /// How a connection receives.
 enum ConnIo {
-    /// TCP: a byte stream cut into records.
-    Stream { reader: OwnedReadHalf, decoder: RecordDecoder },
+    /// TCP (or TLS over it): a byte stream cut into records.
+    Stream { reader: Box<dyn tokio::io::AsyncRead + Send + Unpin>, decoder: RecordDecoder },
     /// UDP: each datagram is one reply.
     Datagram { sock: Arc<UdpSocket> },
 }
@@ -328,6 +330,8 @@ impl Drop for Conn {
 /// A socket just connected.
 enum Connected {
     Stream(TcpStream),
+    /// TCP after the RPC-with-TLS handshake.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     Datagram(UdpSocket),
 }
 
@@ -335,6 +339,7 @@ impl Connected {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Connected::Stream(s) => s.local_addr(),
+            Connected::Tls(s) => s.get_ref().0.local_addr(),
             Connected::Datagram(s) => s.local_addr(),
         }
     }
@@ -388,6 +393,7 @@ async fn connection_task(
                 config.resvport,
                 last_port,
                 config.connect_timeout,
+                config.tls.clone(),
             )));
         }
         if let Some(c) = &conn {
@@ -565,7 +571,19 @@ fn start_connection(sock: Connected, max_record_bytes: usize) -> Conn {
             let _ = stream.set_nodelay(true);
             let (reader, writer) = stream.into_split();
             let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
-            (ConnIo::Stream { reader, decoder: RecordDecoder::new(max_record_bytes) }, writer)
+            (
+                ConnIo::Stream { reader: Box::new(reader), decoder: RecordDecoder::new(max_record_bytes) },
+                writer,
+            )
+        }
+        Connected::Tls(stream) => {
+            let _ = stream.get_ref().0.set_nodelay(true);
+            let (reader, writer) = tokio::io::split(*stream);
+            let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
+            (
+                ConnIo::Stream { reader: Box::new(reader), decoder: RecordDecoder::new(max_record_bytes) },
+                writer,
+            )
         }
         Connected::Datagram(sock) => {
             let sock = Arc::new(sock);
@@ -609,8 +627,8 @@ async fn datagram_writer_task(
 /// The channel is unbounded, but what flows through it is bounded by the
 /// core: at most `slots_max` calls are outstanding, and each is queued
 /// again only after a timeout or a reconnect (which starts a new writer).
-async fn writer_task(
-    mut writer: OwnedWriteHalf,
+async fn writer_task<W: tokio::io::AsyncWrite + Unpin + Send>(
+    mut writer: W,
     mut records: mpsc::UnboundedReceiver<Record>,
     failed: oneshot::Sender<io::Error>,
 ) {
@@ -640,7 +658,7 @@ async fn writer_task(
 const WRITEV_PIECES_MAX: usize = 64;
 
 /// Write `batch` in order, heads and tails straight from their buffers.
-async fn write_records(w: &mut OwnedWriteHalf, batch: &[Record]) -> io::Result<()> {
+async fn write_records<W: tokio::io::AsyncWrite + Unpin>(w: &mut W, batch: &[Record]) -> io::Result<()> {
     let mut slices: Vec<IoSlice<'_>> = batch
         .iter()
         .flat_map(|r| std::iter::once(&r.head).chain(r.tail.iter()))
@@ -696,6 +714,7 @@ async fn connect(
     resvport: bool,
     last_port: Option<u16>,
     timeout: Duration,
+    tls: Option<crate::tls::TlsSetup>,
 ) -> io::Result<Connected> {
     let ip = source.unwrap_or(match server {
         SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -760,9 +779,15 @@ async fn connect(
         }
         Err(last_err)
     };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out")),
+    let connected = match tokio::time::timeout(timeout, attempt).await {
+        Ok(r) => r?,
+        Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "connection attempt timed out")),
+    };
+    match (connected, tls) {
+        (Connected::Stream(s), Some(setup)) => {
+            Ok(Connected::Tls(Box::new(crate::tls::start(s, &setup, server).await?)))
+        }
+        (c, _) => Ok(c),
     }
 }
 

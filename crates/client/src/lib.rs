@@ -21,11 +21,12 @@ pub mod mount;
 pub mod nfs;
 pub mod ops;
 pub mod options;
+mod tls;
 pub mod url;
 
 pub use driver::{RpcClient, TransportConfig, TransportEvent};
 pub use lock::LockClient;
 pub use nfs::NfsClient;
 pub use ops::{Cred, NfsError, NfsOps, NfsResult};
-pub use options::{LocalLock, LookupCache, MountOptions, OptionError};
+pub use options::{LocalLock, LookupCache, MountOptions, OptionError, Xprtsec};
 pub use url::{NfsUrl, UrlError};

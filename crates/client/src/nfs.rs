@@ -127,11 +127,19 @@ impl NfsClient {
     /// Mount `url`'s export (the longest prefix of its path MOUNT accepts,
     /// or its explicit `export=`) and connect.
     pub async fn connect_url(url: &NfsUrl) -> NfsResult<NfsClient> {
-        let cred = default_cred(&url.options);
+        let mut options = url.options.clone();
+        // TLS checks the server's certificate against the name the user gave.
+        if options.xprtsec != crate::Xprtsec::None
+            && options.tls_name.is_none()
+            && url.host.parse::<std::net::IpAddr>().is_err()
+        {
+            options.tls_name = Some(url.host.clone());
+        }
+        let cred = default_cred(&options);
         let mounted =
-            mount::mount(&url.host, url.nfs_port(), &url.path, url.export.as_deref(), &url.options, &cred)
+            mount::mount(&url.host, url.nfs_port(), &url.path, url.export.as_deref(), &options, &cred)
                 .await?;
-        Self::start(mounted, url.options.clone()).await
+        Self::start(mounted, options).await
     }
 
     /// Mount exactly `export` of the server at `addr` (its NFS port; MOUNT

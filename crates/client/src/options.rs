@@ -101,6 +101,28 @@ impl LocalLock {
     }
 }
 
+/// Transport security (nfs(5) `xprtsec=`, RFC 9289 RPC-with-TLS).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Xprtsec {
+    /// Plain TCP (or UDP).
+    #[default]
+    None,
+    /// TLS 1.3; the server proves itself with a certificate.
+    Tls,
+    /// TLS 1.3 with this client's certificate too (`tls_cert=`, `tls_key=`).
+    Mtls,
+}
+
+impl Xprtsec {
+    fn as_str(self) -> &'static str {
+        match self {
+            Xprtsec::None => "none",
+            Xprtsec::Tls => "tls",
+            Xprtsec::Mtls => "mtls",
+        }
+    }
+}
+
 /// Typed NFS mount options. `Default` gives the nfs(5) defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountOptions {
@@ -197,6 +219,20 @@ pub struct MountOptions {
     // --- locks (consumed by the FUSE layer) -----------------------------
     /// `local_lock=none|all|flock|posix`; `lock` is `none`, `nolock` is `all`.
     pub local_lock: LocalLock,
+
+    // --- transport security ---------------------------------------------
+    /// `xprtsec=none|tls|mtls`.
+    pub xprtsec: Xprtsec,
+    /// `tls_ca=FILE` (ours): PEM CA certificates the server's certificate must chain to
+    /// (default: the system's store).
+    pub tls_ca: Option<PathBuf>,
+    /// `tls_cert=FILE`, `tls_key=FILE` (ours): this client's certificate chain and key, PEM,
+    /// for `xprtsec=mtls`.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// `tls_name=NAME` (ours): the name the server's certificate must be valid for
+    /// (default: the host in the URL, else the server's address).
+    pub tls_name: Option<String>,
 }
 
 impl Default for MountOptions {
@@ -231,6 +267,11 @@ impl Default for MountOptions {
             dirty_bytes_max: None,
             eager: false,
             local_lock: LocalLock::None,
+            xprtsec: Xprtsec::None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_name: None,
         }
     }
 }
@@ -409,6 +450,34 @@ impl MountOptions {
                     _ => return Err(bad(name, v, "expected none, all, flock or posix")),
                 };
             }
+            "xprtsec" => {
+                let v = need(name, value)?;
+                self.xprtsec = match v {
+                    "none" => Xprtsec::None,
+                    "tls" => Xprtsec::Tls,
+                    "mtls" => Xprtsec::Mtls,
+                    _ => return Err(bad(name, v, "expected none, tls or mtls")),
+                };
+            }
+            "tls_ca" | "tls_cert" | "tls_key" => {
+                let v = need(name, value)?;
+                if v.is_empty() {
+                    return Err(bad(name, v, "expected a file"));
+                }
+                let slot = match name {
+                    "tls_ca" => &mut self.tls_ca,
+                    "tls_cert" => &mut self.tls_cert,
+                    _ => &mut self.tls_key,
+                };
+                *slot = Some(PathBuf::from(v));
+            }
+            "tls_name" => {
+                let v = need(name, value)?;
+                if v.is_empty() {
+                    return Err(bad(name, v, "expected a host name"));
+                }
+                self.tls_name = Some(v.to_string());
+            }
             "lookupcache" => {
                 let v = need(name, value)?;
                 self.lookupcache = match v {
@@ -535,6 +604,19 @@ impl MountOptions {
         }
         if !self.cto {
             v.push("nocto".into());
+        }
+        if self.xprtsec != d.xprtsec {
+            v.push(format!("xprtsec={}", self.xprtsec.as_str()));
+        }
+        for (name, path) in
+            [("tls_ca", &self.tls_ca), ("tls_cert", &self.tls_cert), ("tls_key", &self.tls_key)]
+        {
+            if let Some(p) = path {
+                v.push(format!("{name}={}", p.display()));
+            }
+        }
+        if let Some(n) = &self.tls_name {
+            v.push(format!("tls_name={n}"));
         }
         if self.local_lock != d.local_lock {
             v.push(format!("local_lock={}", self.local_lock.as_str()));
@@ -687,6 +769,12 @@ mod tests {
         assert_eq!(MountOptions::parse("uid").unwrap_err(), OptionError::MissingValue("uid".into()));
         assert!(MountOptions::parse("lookupcache=some").is_err());
         assert!(MountOptions::parse("local_lock=some").is_err());
+        assert!(MountOptions::parse("xprtsec=ssl").is_err());
+        let o = MountOptions::parse(
+            "xprtsec=mtls,tls_ca=/etc/ca.pem,tls_cert=/c.pem,tls_key=/k.pem,tls_name=nfs.example",
+        )
+        .unwrap();
+        assert_eq!((o.xprtsec, o.tls_name.as_deref()), (Xprtsec::Mtls, Some("nfs.example")));
         assert_eq!(MountOptions::parse("nolock").unwrap().local_lock, LocalLock::All);
         assert_eq!(MountOptions::parse("nolock,lock").unwrap().local_lock, LocalLock::None);
         assert!(MountOptions::parse("local_lock=posix").unwrap().local_lock.flock_remote());
@@ -747,7 +835,14 @@ mod tests {
                 Just(LocalLock::Posix)
             ],
         );
-        (ports, transport, cache).prop_map(|(p, t, c)| MountOptions {
+        let security = (
+            prop_oneof![Just(Xprtsec::None), Just(Xprtsec::Tls), Just(Xprtsec::Mtls)],
+            proptest::option::of("/[a-z0-9_/.-]{1,20}"),
+            proptest::option::of("/[a-z0-9_/.-]{1,20}"),
+            proptest::option::of("/[a-z0-9_/.-]{1,20}"),
+            proptest::option::of("[a-z0-9.-]{1,20}"),
+        );
+        (ports, transport, cache, security).prop_map(|(p, t, c, x)| MountOptions {
             nfsport: p.0,
             mountport: p.1,
             pmapport: p.2,
@@ -782,6 +877,11 @@ mod tests {
             eager: c.7,
             sync: c.8,
             local_lock: c.9,
+            xprtsec: x.0,
+            tls_ca: x.1.map(PathBuf::from),
+            tls_cert: x.2.map(PathBuf::from),
+            tls_key: x.3.map(PathBuf::from),
+            tls_name: x.4,
         })
     }
 

@@ -18,7 +18,12 @@ pub enum AuthFlavor {
     Short = 2,
     Dh = 3,
     RpcsecGss = 6,
+    /// AUTH_TLS (RFC 9289): only on a NULL call, asking the server to start TLS.
+    Tls = 7,
 }
+
+/// The body of the verifier that accepts an RPC-with-TLS probe.
+pub const STARTTLS: &[u8] = b"STARTTLS";
 
 /// Why authentication failed (`auth_stat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,17 @@ impl OpaqueAuth {
     /// AUTH_NONE with an empty body.
     pub const fn none() -> Self {
         OpaqueAuth { flavor: AuthFlavor::None as u32, body: Opaque(Bytes::new()) }
+    }
+
+    /// The AUTH_TLS credential of an RPC-with-TLS probe (RFC 9289 §4.1): empty.
+    pub const fn tls() -> Self {
+        OpaqueAuth { flavor: AuthFlavor::Tls as u32, body: Opaque(Bytes::new()) }
+    }
+
+    /// The verifier a server that will start TLS answers the probe with: AUTH_NONE whose body
+    /// is the eight bytes "STARTTLS".
+    pub fn starttls() -> Self {
+        OpaqueAuth { flavor: AuthFlavor::None as u32, body: Opaque(Bytes::from_static(STARTTLS)) }
     }
 
     /// An AUTH_SYS credential carrying `sys`.

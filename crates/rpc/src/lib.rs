@@ -16,7 +16,7 @@ pub mod auth;
 pub mod message;
 pub mod record;
 
-pub use auth::{AuthFlavor, AuthStat, AuthSys, OpaqueAuth};
+pub use auth::{AuthFlavor, AuthStat, AuthSys, OpaqueAuth, STARTTLS};
 pub use message::{AcceptStat, CallHeader, Message, RejectedReply, ReplyBody, ReplyHeader};
 pub use record::{RecordDecoder, RecordError};
 

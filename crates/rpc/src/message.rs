@@ -106,6 +106,14 @@ impl ReplyHeader {
         ReplyHeader { xid, body: ReplyBody::Accepted { verf: OpaqueAuth::none(), stat: AcceptStat::Success } }
     }
 
+    /// The answer to an RPC-with-TLS probe: success with the STARTTLS verifier.
+    pub fn starttls(xid: u32) -> Self {
+        ReplyHeader {
+            xid,
+            body: ReplyBody::Accepted { verf: OpaqueAuth::starttls(), stat: AcceptStat::Success },
+        }
+    }
+
     /// An accepted reply with a non-success status (no results follow).
     pub fn accepted_error(xid: u32, stat: AcceptStat) -> Self {
         ReplyHeader { xid, body: ReplyBody::Accepted { verf: OpaqueAuth::none(), stat } }

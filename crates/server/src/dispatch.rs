@@ -35,6 +35,9 @@ pub(crate) struct Peer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Transport {
     Tcp,
+    /// TCP with TLS (RFC 9289), relayed by `tls`: what TLS proved is in
+    /// [`Connection::tls`].
+    Tls,
     /// One datagram per call and per reply: transfers must fit one.
     Udp,
 }
@@ -50,11 +53,28 @@ pub(crate) struct Connection {
     pub(crate) peer: Peer,
     /// Keeps one file's READs and WRITEs in arrival order.
     pub(crate) order: std::sync::Arc<IoOrder>,
+    /// What TLS proved (TLS connections only).
+    pub(crate) tls: Option<crate::tls::TlsPeer>,
 }
 
 impl Connection {
     pub(crate) fn new(peer: Peer) -> Self {
-        Connection { peer, order: Default::default() }
+        Connection { peer, order: Default::default(), tls: None }
+    }
+
+    /// A connection relayed from TLS.
+    pub(crate) fn with_tls(peer: Peer, tls: crate::tls::TlsPeer) -> Self {
+        Connection { peer, order: Default::default(), tls: Some(tls) }
+    }
+
+    /// How the connection is secured, for `xprtsec=`.
+    pub(crate) fn security(&self) -> crate::exports::TransportSecurity {
+        use crate::exports::TransportSecurity;
+        match &self.tls {
+            None => TransportSecurity::None,
+            Some(t) if t.client_cert.is_some() => TransportSecurity::Mtls,
+            Some(_) => TransportSecurity::Tls,
+        }
     }
 }
 
@@ -92,7 +112,19 @@ impl<'a> Call<'a> {
     /// The export's options for this caller's address and port, if it may use the export at all.
     pub(crate) fn export_options(&self, export: &'a ExportSpec) -> Result<&'a ExportOptions, Nfsstat3> {
         let addr = self.conn.peer.addr;
-        let options = export.access.options_for(addr.ip()).ok_or(Nfsstat3::Acces)?;
+        let options = match &self.conn.tls {
+            // Mutual TLS: a rule naming a host covers a client whose certificate is for it.
+            Some(t) if t.client_cert.is_some() => {
+                export.access.options_for_peer(addr.ip(), &|name| t.proves(name))
+            }
+            _ => export.access.options_for(addr.ip()),
+        };
+        let options = options.ok_or(Nfsstat3::Acces)?;
+        let security = self.conn.security();
+        if !options.xprtsec.allows(security) {
+            tracing::info!(peer = %addr, ?security, xprtsec = %options.xprtsec, "refused: the export needs another transport security");
+            return Err(Nfsstat3::Acces);
+        }
         if !options.port_allowed(addr.port()) {
             tracing::warn!(peer = %addr, "request from a non-privileged port refused (export is `secure`)");
             return Err(Nfsstat3::Perm);
@@ -114,7 +146,7 @@ impl<'a> Call<'a> {
     /// than fits a datagram when the call came over UDP.
     pub(crate) fn io_max(&self, configured: u32) -> u32 {
         match self.conn.peer.transport {
-            Transport::Tcp => configured,
+            Transport::Tcp | Transport::Tls => configured,
             Transport::Udp => configured.min(UDP_IO_MAX_BYTES),
         }
     }
@@ -219,6 +251,20 @@ pub(crate) fn handle_record(
     let Some(info) = info else {
         return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProcUnavail));
     };
+    // RPC-with-TLS probe (RFC 9289 §4.1): NULL with AUTH_TLS. Answered with the STARTTLS
+    // verifier when TLS is configured and the connection is plain TCP; otherwise as an
+    // ordinary NULL, which tells the client this server will not start TLS.
+    if header.cred.flavor == AuthFlavor::Tls as u32 {
+        if header.proc_ != 0 {
+            return reject(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred)));
+        }
+        if state.config.tls.is_some() && conn.peer.transport == Transport::Tcp {
+            state.stats.count(program, 0);
+            let mut reply = Reply::from(reply_header_only(ReplyHeader::starttls(xid)));
+            reply.starttls = true;
+            return Some(reply);
+        }
+    }
     // Credentials. NULL answers anyone (clients probe with AUTH_NONE);
     // otherwise AUTH_SYS, or AUTH_NONE mapped to the anonymous user.
     let caller = match header.auth_sys() {
@@ -284,6 +330,9 @@ pub(crate) fn handle_record(
 pub(crate) struct Reply {
     pub(crate) head: BytesMut,
     pub(crate) tail: Option<Bytes>,
+    /// The answer to an RPC-with-TLS probe: once it is written, the
+    /// connection goes to the TLS relay.
+    pub(crate) starttls: bool,
 }
 
 /// XDR padding after opaque data.
@@ -292,7 +341,7 @@ static PAD: [u8; 3] = [0; 3];
 impl From<BytesMut> for Reply {
     /// A finished record with no tail.
     fn from(head: BytesMut) -> Reply {
-        Reply { head, tail: None }
+        Reply { head, tail: None, starttls: false }
     }
 }
 
@@ -301,7 +350,7 @@ impl Reply {
     fn new(mut head: BytesMut, at: usize, tail: Option<Bytes>) -> Reply {
         let extra = tail.as_ref().map_or(0, |t| t.len() + pad_len(t.len()));
         finish_record_with_tail(&mut head, at, extra);
-        Reply { head, tail }
+        Reply { head, tail, starttls: false }
     }
 
     /// The pieces to send, in order (each its own buffer: no copy).

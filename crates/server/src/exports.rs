@@ -142,6 +142,55 @@ pub struct ExportOptions {
     /// of the UUID's hex digits). Lets file handles stay stable when the
     /// underlying device number changes; `None` lets the server choose.
     pub fsid: Option<u32>,
+    /// `xprtsec=none:tls:mtls` (the default allows all three): which
+    /// transport security a client must use (RFC 9289 RPC-with-TLS).
+    pub xprtsec: Xprtsec,
+}
+
+/// The transport security policies an export accepts (`xprtsec=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Xprtsec {
+    /// Plain TCP or UDP.
+    pub none: bool,
+    /// TLS, the server authenticated by its certificate.
+    pub tls: bool,
+    /// TLS with a client certificate the server verified (mutual TLS).
+    pub mtls: bool,
+}
+
+impl Default for Xprtsec {
+    fn default() -> Self {
+        Xprtsec { none: true, tls: true, mtls: true }
+    }
+}
+
+/// How a connection is secured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransportSecurity {
+    None,
+    Tls,
+    Mtls,
+}
+
+impl Xprtsec {
+    /// Whether a connection secured as `t` may use the export.
+    pub fn allows(&self, t: TransportSecurity) -> bool {
+        match t {
+            TransportSecurity::None => self.none,
+            TransportSecurity::Tls => self.tls,
+            TransportSecurity::Mtls => self.mtls,
+        }
+    }
+}
+
+impl fmt::Display for Xprtsec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = [(self.none, "none"), (self.tls, "tls"), (self.mtls, "mtls")]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+        f.write_str(&names.join(":"))
+    }
 }
 
 impl Default for ExportOptions {
@@ -157,6 +206,7 @@ impl Default for ExportOptions {
             anonuid: NOBODY_ID,
             anongid: NOBODY_ID,
             fsid: None,
+            xprtsec: Xprtsec::default(),
         }
     }
 }
@@ -359,10 +409,21 @@ impl Export {
     /// IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`, as a dual-stack socket
     /// reports IPv4 peers) are matched as the IPv4 address.
     pub fn options_for(&self, client: IpAddr) -> Option<&ExportOptions> {
+        self.options_for_peer(client, &|_| false)
+    }
+
+    /// [`Export::options_for`] for a client that may also have proved a name: with mutual TLS,
+    /// a rule naming a host matches a client whose certificate is valid for that name
+    /// (`proves(name)`), from whatever address it connects.
+    pub fn options_for_peer(&self, client: IpAddr, proves: &dyn Fn(&str) -> bool) -> Option<&ExportOptions> {
         let client = canonical_ip(client);
         let mut best: Option<(u16, &ExportOptions)> = None;
         for rule in &self.clients {
-            let Some(rank) = rule.matcher.specificity(client) else {
+            let by_name = match &rule.matcher {
+                ClientMatch::Host { name, .. } => proves(name).then_some(200),
+                _ => None,
+            };
+            let Some(rank) = rule.matcher.specificity(client).or(by_name) else {
                 continue;
             };
             let better = match best {
@@ -459,6 +520,9 @@ impl fmt::Display for ExportOptions {
         )?;
         if let Some(fsid) = self.fsid {
             write!(f, ",fsid={fsid}")?;
+        }
+        if self.xprtsec != Xprtsec::default() {
+            write!(f, ",xprtsec={}", self.xprtsec)?;
         }
         Ok(())
     }
@@ -928,6 +992,7 @@ enum Setting {
     AnonGid,
     Fsid,
     Sec,
+    Xprtsec,
     Wdelay,
     SubtreeCheck,
     Hide,
@@ -939,7 +1004,7 @@ enum Setting {
 
 /// Options that change behaviour (listed in the "unknown option" message).
 const VALID_OPTIONS: &str = "ro, rw, sync, async, secure, insecure, root_squash, no_root_squash, \
-     all_squash, no_all_squash, anonuid=N, anongid=N, fsid=N, sec=sys";
+     all_squash, no_all_squash, anonuid=N, anongid=N, fsid=N, sec=sys, xprtsec=none:tls:mtls";
 
 /// Every option name, for "did you mean".
 const OPTION_NAMES: &[&str] = &[
@@ -957,6 +1022,7 @@ const OPTION_NAMES: &[&str] = &[
     "anongid",
     "fsid",
     "sec",
+    "xprtsec",
     "wdelay",
     "no_wdelay",
     "subtree_check",
@@ -986,7 +1052,6 @@ const UNSUPPORTED_OPTIONS: &[&str] = &[
     "no_security_label",
     "nordirplus",
     "rdirplus",
-    "xprtsec",
     "root_dir",
     "uuid",
 ];
@@ -1069,6 +1134,10 @@ fn apply_option(
             check_sec(value, line)?;
             Setting::Sec
         }
+        "xprtsec" => {
+            options.xprtsec = xprtsec_value(value, line)?;
+            Setting::Xprtsec
+        }
         "wdelay" | "no_wdelay" => flag(Setting::Wdelay)?,
         "subtree_check" | "no_subtree_check" => flag(Setting::SubtreeCheck)?,
         "hide" | "nohide" => flag(Setting::Hide)?,
@@ -1097,6 +1166,28 @@ fn apply_option(
         }
     };
     Ok(setting)
+}
+
+fn xprtsec_value(value: Option<&str>, line: usize) -> Result<Xprtsec, ExportsError> {
+    let bad = |why: String| {
+        err(
+            line,
+            format!(
+                "xprtsec {why}: write a colon-separated list of none, tls and mtls, e.g. xprtsec=tls:mtls"
+            ),
+        )
+    };
+    let v = value.ok_or_else(|| bad("needs a value".into()))?;
+    let mut x = Xprtsec { none: false, tls: false, mtls: false };
+    for word in v.split(':') {
+        match word {
+            "none" => x.none = true,
+            "tls" => x.tls = true,
+            "mtls" => x.mtls = true,
+            other => return Err(bad(format!("has {} in it", quote(other)))),
+        }
+    }
+    Ok(x)
 }
 
 fn id_value(key: &str, value: Option<&str>, line: usize) -> Result<u32, ExportsError> {
@@ -1200,6 +1291,38 @@ fn quote(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn xprtsec_lists_the_allowed_security_and_a_proven_name_matches_a_host_rule() {
+        assert_eq!(
+            only_options("/srv *(xprtsec=mtls)").xprtsec,
+            Xprtsec { none: false, tls: false, mtls: true }
+        );
+        assert_eq!(
+            only_options("/srv *(xprtsec=none:tls)").xprtsec,
+            Xprtsec { none: true, tls: true, mtls: false }
+        );
+        let e = fails("/srv *(xprtsec=ssl)");
+        assert!(e.message.contains("xprtsec") && e.message.contains("tls:mtls"), "{e}");
+        let x = only_options("/srv *(xprtsec=tls:mtls)").xprtsec;
+        assert!(!x.allows(TransportSecurity::None) && x.allows(TransportSecurity::Tls));
+        assert_eq!(only_options("/srv *(xprtsec=mtls)").to_string().rsplit(',').next(), Some("xprtsec=mtls"));
+        let export = Export {
+            path: PathBuf::from("/srv"),
+            clients: vec![ClientRule {
+                matcher: ClientMatch::Host {
+                    name: "client.test".into(),
+                    addrs: vec!["10.9.9.9".parse().unwrap()],
+                },
+                options: ExportOptions::default(),
+            }],
+            line: 1,
+        };
+        let from: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(export.options_for(from).is_none());
+        assert!(export.options_for_peer(from, &|n| n == "other.test").is_none());
+        assert!(export.options_for_peer(from, &|n| n == "client.test").is_some());
+    }
     use super::*;
     use proptest::prelude::*;
 
@@ -1813,8 +1936,14 @@ mod tests {
     // Properties
 
     fn arb_options() -> impl Strategy<Value = ExportOptions> {
-        (any::<[bool; 5]>(), any::<u32>(), any::<u32>(), proptest::option::of(any::<u32>())).prop_map(
-            |(flags, anonuid, anongid, fsid)| ExportOptions {
+        (
+            any::<[bool; 5]>(),
+            any::<u32>(),
+            any::<u32>(),
+            proptest::option::of(any::<u32>()),
+            any::<[bool; 3]>(),
+        )
+            .prop_map(|(flags, anonuid, anongid, fsid, x)| ExportOptions {
                 read_only: flags[0],
                 sync: flags[1],
                 secure: flags[2],
@@ -1823,8 +1952,13 @@ mod tests {
                 anonuid,
                 anongid,
                 fsid,
-            },
-        )
+                // An empty list cannot be written: it stands for the default.
+                xprtsec: if x == [false; 3] {
+                    Xprtsec::default()
+                } else {
+                    Xprtsec { none: x[0], tls: x[1], mtls: x[2] }
+                },
+            })
     }
 
     fn arb_matcher() -> impl Strategy<Value = ClientMatch> {

@@ -37,6 +37,7 @@ pub mod rpcbind;
 pub mod sim;
 pub mod stats;
 mod svc;
+pub mod tls;
 mod trace;
 
 pub use svc::{PoolMode, SvcConfig};
@@ -108,6 +109,10 @@ pub struct ServerConfig {
     pub udp: bool,
     /// Byte-range locks (NLM v4 and NSM on the same port).
     pub locks: nlm::LockConfig,
+    /// RPC-with-TLS (RFC 9289): clients that ask get TLS 1.3 with this
+    /// configuration ([`tls::server_config`]). `None`: probes are answered
+    /// without STARTTLS, and exports that need TLS are unreachable.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServerConfig {
@@ -126,6 +131,7 @@ impl Default for ServerConfig {
             svc: SvcConfig::default(),
             udp: false,
             locks: nlm::LockConfig::default(),
+            tls: None,
         }
     }
 }
@@ -289,7 +295,20 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         let listeners =
             self.listeners.into_iter().map(|l| l.into_std()).collect::<std::io::Result<Vec<_>>>()?;
-        let svc = svc::Svc::start(self.state.clone(), self.state.config.svc.clone(), listeners, self.udp)?;
+        // RPC-with-TLS: handshakes and relays run on threads of their own.
+        let (tls_tx, tls_rx) = tokio::sync::mpsc::unbounded_channel::<tls::Handover>();
+        let tls_config = self.state.config.tls.clone();
+        let svc = svc::Svc::start(
+            self.state.clone(),
+            self.state.config.svc.clone(),
+            listeners,
+            self.udp,
+            tls_config.is_some().then_some(tls_tx),
+        )?;
+        let tls_relay = match tls_config {
+            Some(config) => Some(start_tls_relay(config, tls_rx, Arc::downgrade(&svc))?),
+            None => None,
+        };
         let locks = &self.state.config.locks;
         if locks.enabled && locks.callbacks {
             nlm::notify_restart(locks.previous_hosts.clone(), locks.nsm_state);
@@ -306,8 +325,36 @@ impl Server {
         })
         .await
         .map_err(std::io::Error::other)?;
+        drop(tls_relay);
         Ok(())
     }
+}
+
+/// The TLS relay: a runtime of its own (one thread per CPU) taking the connections the service
+/// threads hand over. It stops when the service does (the channel closes).
+fn start_tls_relay(
+    config: Arc<rustls::ServerConfig>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<tls::Handover>,
+    svc: std::sync::Weak<svc::Svc>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("eagernfs-tls")
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new().name("eagernfs-tls-accept".into()).spawn(move || {
+        rt.block_on(async move {
+            while let Some(h) = rx.recv().await {
+                let (config, svc) = (config.clone(), svc.clone());
+                tokio::spawn(tls::serve(config, h, move |stream, peer, tls| {
+                    if let Some(svc) = svc.upgrade() {
+                        svc.adopt(stream, peer, tls);
+                    }
+                }));
+            }
+        });
+    })
 }
 
 /// Reconfigures a running server.

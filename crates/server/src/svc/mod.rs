@@ -207,6 +207,16 @@ pub(crate) struct Svc {
     /// wait for at shutdown.
     alive: Mutex<usize>,
     all_gone: Condvar,
+    /// Connections that asked for TLS go here once the STARTTLS reply is written.
+    tls_tx: Option<tokio::sync::mpsc::UnboundedSender<crate::tls::Handover>>,
+}
+
+/// Whether `record` is an RPC-with-TLS probe: a call whose credential flavor is AUTH_TLS
+/// (xid, message type, RPC version, program, version, procedure, then the flavor).
+fn is_tls_probe(record: &[u8]) -> bool {
+    record.len() >= 28
+        && u32::from_be_bytes([record[24], record[25], record[26], record[27]])
+            == eagernfs_rpc::AuthFlavor::Tls as u32
 }
 
 /// The CPUs this process may run on.
@@ -237,6 +247,7 @@ impl Svc {
         cfg: SvcConfig,
         listeners: Vec<TcpListener>,
         udp: Vec<UdpSocket>,
+        tls_tx: Option<tokio::sync::mpsc::UnboundedSender<crate::tls::Handover>>,
     ) -> io::Result<Arc<Svc>> {
         let cpus = allowed_cpus();
         let (pool_cpus, slots): (Vec<Option<usize>>, usize) = match cfg.pools {
@@ -282,6 +293,7 @@ impl Svc {
             slow: SlowPool::new(cfg.threads_max, cfg.idle_exit),
             alive: Mutex::new(0),
             all_gone: Condvar::new(),
+            tls_tx,
         });
         for p in 0..svc.pools.len() {
             for _ in 0..svc.pools[p].sched.threads_min() {
@@ -515,6 +527,18 @@ impl Svc {
             Ok(a) => a.port(),
             Err(_) => return,
         };
+        let info = dispatch::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
+        self.add_connection(stream, info);
+    }
+
+    /// Serve a connection relayed from TLS (`stream` is the service end of its socket pair).
+    pub(crate) fn adopt(&self, stream: TcpStream, peer: Peer, tls: crate::tls::TlsPeer) {
+        let info = dispatch::Connection::with_tls(Peer { transport: Transport::Tls, ..peer }, tls);
+        self.add_connection(stream, info);
+    }
+
+    fn add_connection(&self, stream: TcpStream, info: dispatch::Connection) {
+        let peer = info.peer.addr;
         let limit = self.state.config.max_connections_per_host;
         {
             let mut hosts = self.per_host.lock();
@@ -534,7 +558,6 @@ impl Svc {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let pool = self.next_pool.fetch_add(1, Ordering::Relaxed) % self.pools.len();
-        let info = dispatch::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
         let conn = match Conn::new(id, pool, stream, info, self.now_ns()) {
             Ok(c) => Arc::new(c),
             Err(e) => {
@@ -618,6 +641,17 @@ impl Svc {
             // The ticket is taken before anyone can read the next call, so
             // a later call never finds this one missing from the order.
             let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
+            if self.tls_tx.is_some() && c.info.peer.transport == Transport::Tcp && is_tls_probe(&record) {
+                // Nobody may read this connection again: TLS bytes come next.
+                let reply = self.run_call(&c.info, record, ticket);
+                let starttls = reply.as_ref().is_some_and(|r| r.starttls);
+                replies.add(reply);
+                if starttls {
+                    return self.start_tls(c, replies);
+                }
+                self.send_replies(c, &mut replies);
+                return self.arm_input(c);
+            }
             let last = !room || n + 1 == BATCH_MAX;
             if peeked.may_block {
                 // A slow thread runs it and replies; this one reads on.
@@ -797,6 +831,31 @@ impl Svc {
         }
     }
 
+    /// The STARTTLS reply is in `replies`: write it, let go of the connection
+    /// (it stays open) and hand it to the TLS relay. A connection with
+    /// anything else going on is closed instead.
+    fn start_tls(&self, c: &Arc<Conn>, mut replies: Replies) {
+        self.send_replies(c, &mut replies);
+        let Some(tx) = &self.tls_tx else { return self.input_ended(c) };
+        let mut out = c.out.lock();
+        if out.gone || out.broken || out.inflight > 0 || !Conn::out_idle(&out) {
+            drop(out);
+            tracing::info!(peer = %c.info.peer.addr, "STARTTLS with calls still in flight: closing");
+            return self.input_ended(c);
+        }
+        let stream = match c.stream.try_clone() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(peer = %c.info.peer.addr, "cannot hand the connection to TLS: {e}");
+                return self.close(c, &mut out);
+            }
+        };
+        self.forget(c, &mut out);
+        if tx.send(crate::tls::Handover { stream, peer: c.info.peer }).is_err() {
+            tracing::warn!(peer = %c.info.peer.addr, "the TLS relay has stopped: closing");
+        }
+    }
+
     /// No more input on `c`: close it once its calls are answered.
     fn input_ended(&self, c: &Conn) {
         let mut out = c.out.lock();
@@ -811,13 +870,21 @@ impl Svc {
         if out.gone {
             return;
         }
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        self.forget(c, out);
+    }
+
+    /// Stop serving `c` without touching the socket itself.
+    fn forget(&self, c: &Conn, out: &mut OutState) {
+        if out.gone {
+            return;
+        }
         out.gone = true;
         let pool = &self.pools[c.pool].epoll;
         pool.remove(c.stream.as_raw_fd());
         if out.out_registered {
             pool.remove(c.out_fd.as_raw_fd());
         }
-        let _ = c.stream.shutdown(std::net::Shutdown::Both);
         self.conns.write().remove(&c.id);
         self.host_closed(c.info.peer.addr.ip());
         self.state.stats.connection_closed();
