@@ -1,12 +1,15 @@
 //! Deterministic simulation (issue 8, point 1; TigerBeetle's VOPR, FoundationDB's simulator):
-//! the real server core (dispatch, duplicate reply cache, NFSv3 handlers, memory backend) driven
-//! call by call over a simulated network on a simulated clock, all from one seeded PRNG. The
+//! the real server core (dispatch, duplicate reply cache, NFSv3 handlers, memory backend) and
+//! the real client core (`eagernfs_client::core::RpcCore`: slots, xids, timeo/retrans
+//! retransmission, resending after a reconnect) driven call by call over a simulated network on
+//! a simulated clock, all from one seeded PRNG. The
 //! network drops, duplicates, delays and so reorders calls and replies; connections reset; the
 //! server restarts (its duplicate reply cache and everything in flight are lost, the disk is
 //! kept); the disk fails writes and syncs (EIO, ENOSPC) before they change anything. Two
 //! clients, on two addresses and with the same xids, each run a random sequence of operations on
-//! an export of its own, taking turns and retransmitting on a timeout as NFS clients do, while
-//! late duplicates of the other's calls are still in flight. Every answer is checked against the
+//! an export of its own, taking turns, while late duplicates of the other's calls are still in
+//! flight; each client's core retransmits on its timeout and resends everything after a
+//! reconnect, exactly as in the real client. Every answer is checked against the
 //! same sequences run on a fresh server with no faults, and so is every tree at the end. An
 //! operation answered with a disk error is tried again, as a program would, and its final answer
 //! is the one compared.
@@ -24,8 +27,9 @@ mod common;
 use bytes::{Bytes, BytesMut};
 use common::seqops::*;
 use common::*;
+use eagernfs_client::core::{Call, CoreConfig, Event as CoreEvent, RpcCore};
 use eagernfs_proto::nfs3::*;
-use eagernfs_rpc::{CallHeader, Message, OpaqueAuth, ReplyBody};
+use eagernfs_rpc::{CallHeader, Message, OpaqueAuth};
 use eagernfs_server::sim::SimServer;
 use eagernfs_server::{ExportSpec, ServerConfig};
 use eagernfs_vfs::{Backend, FsError, FsResult};
@@ -33,6 +37,7 @@ use eagernfs_xdr::{Decode, Encode, Opaque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Seeds that once failed (with the bug each found), always run.
 const REGRESSION_SEEDS: &[u64] = &[];
@@ -279,8 +284,10 @@ struct World {
     server: SimServer,
     disks: [Arc<FaultyDisk>; 2],
     in_flight: Vec<(u64, Msg)>,
-    /// Each client's last xid: both start at the same one.
-    xids: [u32; 2],
+    /// Each client's RPC core; both hand out the same xids.
+    cores: [RpcCore; 2],
+    /// The clock's zero: tick `t` is `base + t` milliseconds.
+    base: Instant,
     clients: [SocketAddr; 2],
     /// The client calling now.
     current: usize,
@@ -310,7 +317,16 @@ fn call_message(xid: u32, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Byte
 impl World {
     fn new(seed: u64, faults: Faults) -> World {
         let disks = [FaultyDisk::new(), FaultyDisk::new()];
-        let xid = (seed as u32) << 8;
+        let base = Instant::now();
+        let core = || {
+            let mut config = CoreConfig::from_options(&eagernfs_client::MountOptions::default());
+            config.timeo = Duration::from_millis(TIMEOUT_TICKS);
+            config.hard = true;
+            config.first_xid = (seed as u32) << 8;
+            config.reconnect_delay_min = Duration::from_millis(1);
+            config.reconnect_delay_max = Duration::from_millis(50);
+            RpcCore::new(config, base)
+        };
         World {
             rng: Rng(seed),
             now: 0,
@@ -318,7 +334,8 @@ impl World {
             server: SimServer::new(config(), exports(Self::backends(&disks))),
             disks,
             in_flight: Vec::new(),
-            xids: [xid, xid],
+            cores: [core(), core()],
+            base,
             clients: ["127.0.0.9:800".parse().unwrap(), "127.0.0.10:800".parse().unwrap()],
             current: 0,
             restarts: 0,
@@ -359,26 +376,64 @@ impl World {
         }
     }
 
-    /// One call through the faulty world: retransmitted until its reply arrives.
+    fn clock(&self) -> Instant {
+        self.base + Duration::from_millis(self.now)
+    }
+
+    /// Both clients' connections broke (a reset or a server restart): their cores resend.
+    fn connections_lost(&mut self) {
+        self.in_flight.clear();
+        let now = self.clock();
+        for core in &mut self.cores {
+            if core.is_connected() {
+                core.on_disconnect(now);
+            }
+        }
+    }
+
+    /// One call through the faulty world, by the client's own core: retransmitted on its
+    /// timeouts and resent after reconnects until its reply arrives.
     fn rpc(&mut self, proc_: u32, args: Vec<u8>) -> Nfs3Res {
         let me = self.current;
-        self.xids[me] = self.xids[me].wrapping_add(1);
-        let xid = self.xids[me];
-        let msg = call_message(xid, NFS_PROGRAM, NFS_V3, proc_, &args);
+        let sys =
+            eagernfs_rpc::AuthSys { stamp: 0, machine_name: Opaque::default(), uid: 0, gid: 0, gids: vec![] };
+        let call = Call::new(NFS_PROGRAM, NFS_V3, proc_, &OpaqueAuth::sys(&sys), &Raw(&args), args.len());
         let started = self.now;
-        let mut sent = self.now;
-        self.send(Msg::Call(me, msg.clone()));
+        let token = self.cores[me].submit(self.clock(), call);
         loop {
+            let now = self.clock();
+            for c in 0..2 {
+                if self.cores[c].wants_connect(now) {
+                    // Connecting is instant here; what matters is what gets resent.
+                    self.cores[c].on_connecting();
+                    self.cores[c].on_connected(now);
+                }
+                while let Some(record) = self.cores[c].poll_transmit(now) {
+                    self.send(Msg::Call(c, record.to_bytes().slice(4..)));
+                }
+                if self.cores[c].poll_timeout().is_some_and(|t| t <= now) {
+                    self.cores[c].handle_timeout(now);
+                }
+            }
+            while let Some(event) = self.cores[me].poll_event() {
+                if let CoreEvent::Completed(t, result) = event {
+                    assert_eq!(t, token, "only one call is outstanding");
+                    let mut body = result.unwrap_or_else(|e| panic!("call (procedure {proc_}) failed: {e}"));
+                    return Nfs3Res::decode(proc_, &mut body).expect("a reply that decodes");
+                }
+            }
+            // The other client has nothing outstanding; its core drops late replies.
+            while self.cores[1 - me].poll_event().is_some() {}
             self.now += 1;
-            assert!(self.now - started < HANG_TICKS, "call {xid} (procedure {proc_}) never answered");
+            assert!(self.now - started < HANG_TICKS, "a call (procedure {proc_}) never answered");
             if self.rng.chance(self.faults.restart) {
                 self.trace.push(format!("t={} server restart", self.now));
                 self.server.restart(exports(Self::backends(&self.disks)));
-                self.in_flight.clear();
                 self.restarts += 1;
+                self.connections_lost();
             } else if self.rng.chance(self.faults.reset) {
                 self.trace.push(format!("t={} connections reset", self.now));
-                self.in_flight.clear();
+                self.connections_lost();
             }
             // Deliver what is due, in a random order among those due together.
             let mut due: Vec<Msg> = Vec::new();
@@ -390,30 +445,24 @@ impl World {
                     i += 1;
                 }
             }
+            let now = self.clock();
             while !due.is_empty() {
                 let k = self.rng.below(due.len() as u64) as usize;
                 match due.swap_remove(k) {
                     Msg::Call(c, m) => self.serve(c, m),
-                    Msg::Reply(c, r) => {
-                        let mut body = r.clone();
-                        let Ok(Message::Reply(h)) = Message::decode(&mut body) else { panic!("not a reply") };
-                        if c != me || h.xid != xid {
-                            continue; // a late duplicate of an earlier reply, or the other client's
-                        }
-                        assert!(matches!(h.body, ReplyBody::Accepted { .. }), "call {xid} refused: {h:?}");
-                        // Anything still in flight stays: late duplicates meet the next calls.
-                        for m in due {
-                            self.in_flight.push((self.now, m));
-                        }
-                        return Nfs3Res::decode(proc_, &mut body).expect("a reply that decodes");
-                    }
+                    Msg::Reply(c, r) => self.cores[c].handle_record(now, r),
                 }
             }
-            if self.now - sent >= TIMEOUT_TICKS {
-                sent = self.now;
-                self.send(Msg::Call(me, msg.clone()));
-            }
         }
+    }
+}
+
+/// Arguments already encoded.
+struct Raw<'a>(&'a [u8]);
+
+impl Encode for Raw<'_> {
+    fn encode<B: bytes::BufMut>(&self, buf: &mut B) {
+        buf.put_slice(self.0)
     }
 }
 
