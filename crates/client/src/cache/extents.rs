@@ -316,12 +316,8 @@ mod tests {
         let mut e = Extents::default();
         let block = BLOCK_BYTES as usize;
         let write = 8192;
-        let mut first_block_ptr = None;
         for i in 0..(3 * block + block / 2) / write {
             e.insert((i * write) as u64, &vec![i as u8; write]);
-            if i == 0 {
-                first_block_ptr = Some(e.runs[&0].as_ptr());
-            }
         }
         // One run per block, the last one partly filled.
         let runs: Vec<(u64, usize)> = e.iter().collect();
@@ -333,9 +329,10 @@ mod tests {
         for (k, run) in e.runs.iter().skip(1).take(2) {
             assert_eq!(run.capacity(), block, "block at {k}");
         }
-        // The first grew by doubling to 64 KiB, then took its block; it
-        // is not the buffer it started in.
-        assert_ne!(e.runs[&0].as_ptr(), first_block_ptr.unwrap());
+        // The first grew by doubling to 64 KiB, then took its block: it holds a whole block.
+        // (Its address may or may not have moved: realloc may grow a buffer in place, as it did
+        // once with both CPUs busy, so the address says nothing.)
+        assert_eq!(e.runs[&0].capacity(), block, "the first block grew to a whole block");
         // A full block leaves as its own buffer.
         let ptr = e.runs[&BLOCK_BYTES].as_ptr();
         let piece = e.take_front(BLOCK_BYTES, block);
