@@ -322,3 +322,21 @@ fn ensure_rpcbind() -> bool {
     }
     true
 }
+
+#[test]
+fn local_lock_flock_keeps_flock_local_and_sends_fcntl_to_the_server() {
+    require_fuse!("local_lock_flock_keeps_flock_local_and_sends_fcntl_to_the_server");
+    let _serial = serial();
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (a, b) = two_mounts(&server, "local_lock=flock");
+    let (fa, fb) = (open(&a.path("f")), open(&b.path("f")));
+    flock(&fa, libc::LOCK_EX | libc::LOCK_NB).expect("A flocks");
+    flock(&fb, libc::LOCK_EX | libc::LOCK_NB).expect("flock is local: B's mount does not see A's");
+    setlk(&fa, libc::F_WRLCK, 0, 10, false).expect("A's fcntl lock");
+    assert_eq!(
+        setlk(&fb, libc::F_WRLCK, 5, 1, false),
+        Err(libc::EAGAIN),
+        "fcntl locks still go to the server"
+    );
+}
