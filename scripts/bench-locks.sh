@@ -49,10 +49,13 @@ port=$((20000 + RANDOM % 20000))
 cat >"$work/handoff.py" <<'PY'
 import fcntl, os, statistics, sys, time
 holder_path, waiter_path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+fd = os.open(holder_path, os.O_RDWR | os.O_CREAT, 0o644)
 go_r, go_w = os.pipe()
 back_r, back_w = os.pipe()
 pid = os.fork()
 if pid == 0:
+    os.close(go_w)
+    os.close(back_r)
     fd = os.open(waiter_path, os.O_RDWR)
     for _ in range(n):
         os.read(go_r, 1)
@@ -61,7 +64,8 @@ if pid == 0:
         fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
         os.write(back_w, got.to_bytes(8, "little"))
     os._exit(0)
-fd = os.open(holder_path, os.O_RDWR | os.O_CREAT, 0o644)
+os.close(go_r)
+os.close(back_w)
 handoffs = []
 for _ in range(n):
     fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)
@@ -69,7 +73,10 @@ for _ in range(n):
     time.sleep(0.05)  # the waiter is blocked in F_SETLKW by now (a benchmark, not a test)
     released = time.monotonic_ns()
     fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
-    got = int.from_bytes(os.read(back_r, 8), "little")
+    reply = os.read(back_r, 8)
+    if len(reply) != 8:
+        sys.exit("the waiter died")
+    got = int.from_bytes(reply, "little")
     handoffs.append((got - released) / 1e6)
     time.sleep(0.01)
 os.waitpid(pid, 0)
