@@ -193,7 +193,11 @@ fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Lo
         return Ok(LockConfig { grace_period, ..LockConfig::default() });
     }
     let dir = state_dir.join("nsm");
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    // 0700 like the rest of the state directory (it may be made here first: the handle key
+    // lives there too).
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
     let state_path = dir.join("state");
     let last: i32 = match std::fs::read_to_string(&state_path) {
         Ok(t) => t.trim().parse().with_context(|| {
@@ -208,7 +212,7 @@ fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Lo
         l if l % 2 == 1 => l + 2,
         l => l + 1,
     };
-    write_durably(&state_path, format!("{nsm_state}\n").as_bytes())?;
+    write_durably(&state_path, format!("{nsm_state}\n").as_bytes(), 0o644)?;
     let hosts_path = dir.join("hosts");
     let previous_hosts: Vec<LockHost> = std::fs::read_to_string(&hosts_path)
         .unwrap_or_default()
@@ -221,7 +225,7 @@ fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Lo
     let on_hosts_changed: eagernfs_server::HostsChanged = Arc::new(move |hosts: &[LockHost]| {
         let text: String =
             hosts.iter().map(|h| format!("{} {}\n", h.addr, h.name.replace('\n', " "))).collect();
-        if let Err(e) = write_durably(&hosts_path, text.as_bytes()) {
+        if let Err(e) = write_durably(&hosts_path, text.as_bytes(), 0o644) {
             tracing::error!("cannot record the hosts holding locks in {}: {e:#}", hosts_path.display());
         }
     });
@@ -250,10 +254,17 @@ fn tls_config(args: &ServeArgs) -> Result<Option<Arc<rustls::ServerConfig>>> {
     Ok(Some(config))
 }
 
-/// Replace `path` with `data`, synced, by a rename (never half written).
-fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
+/// Replace `path` with `data` (a new file gets `mode`), synced, by a rename: never half written.
+fn write_durably(path: &Path, data: &[u8], mode: u32) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
     f.write_all(data)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -266,7 +277,7 @@ fn write_durably(path: &Path, data: &[u8]) -> Result<()> {
 
 /// Load the 16-byte master key for file handles, creating it (0600) on first run.
 fn master_key(state_dir: &Path) -> Result<[u8; 16]> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let path = state_dir.join("handle.key");
     match std::fs::read(&path) {
         Ok(b) if b.len() == 16 => return Ok(b.try_into().expect("length checked")),
@@ -284,17 +295,7 @@ fn master_key(state_dir: &Path) -> Result<[u8; 16]> {
         .create(state_dir)
         .with_context(|| format!("creating state directory {}", state_dir.display()))?;
     let key: [u8; 16] = rand::random();
-    let tmp = state_dir.join("handle.key.tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(&key)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    write_durably(&path, &key, 0o600)?;
     Ok(key)
 }
 

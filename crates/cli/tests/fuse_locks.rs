@@ -74,6 +74,15 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// An eagernfs server (`rw,no_root_squash`, then `extra`) exporting a fresh directory.
+fn eagernfs_server(extra: &[&str]) -> (tempfile::TempDir, Server) {
+    let export = tempfile::tempdir().unwrap();
+    let mut args = vec!["-o", "rw,no_root_squash"];
+    args.extend_from_slice(extra);
+    let server = Server::eagernfs(export.path(), &args);
+    (export, server)
+}
+
 fn two_mounts(server: &Server, options: &str) -> (FuseMount, FuseMount) {
     (FuseMount::new(&server.url(""), options), FuseMount::new(&server.url(""), options))
 }
@@ -82,8 +91,7 @@ fn two_mounts(server: &Server, options: &str) -> (FuseMount, FuseMount) {
 fn two_mounts_contend_for_ranges_and_a_close_releases() {
     require_fuse!("two_mounts_contend_for_ranges_and_a_close_releases");
     let _serial = serial();
-    let export = tempfile::tempdir().unwrap();
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (_export, server) = eagernfs_server(&[]);
     contend(&server);
 }
 
@@ -141,8 +149,7 @@ fn contend(server: &Server) {
 fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing() {
     require_fuse!("a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing");
     let _serial = serial();
-    let export = tempfile::tempdir().unwrap();
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (_export, server) = eagernfs_server(&[]);
     let (a, b) = two_mounts(&server, "");
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
@@ -185,8 +192,7 @@ fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing() {
 fn locks_are_reclaimed_after_a_server_restart() {
     require_fuse!("locks_are_reclaimed_after_a_server_restart");
     let _serial = serial();
-    let export = tempfile::tempdir().unwrap();
-    let mut server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--grace-period", "8"]);
+    let (_export, mut server) = eagernfs_server(&["--grace-period", "8"]);
     let (a, b) = two_mounts(&server, "");
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 100, false).unwrap();
@@ -206,8 +212,7 @@ fn locks_are_reclaimed_after_a_server_restart() {
 fn nolock_keeps_locks_on_the_client() {
     require_fuse!("nolock_keeps_locks_on_the_client");
     let _serial = serial();
-    let export = tempfile::tempdir().unwrap();
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (_export, server) = eagernfs_server(&[]);
     let (a, b) = two_mounts(&server, "nolock");
     let fa = open(&a.path("f"));
     let fb = open(&b.path("f"));
@@ -227,8 +232,7 @@ fn nolock_keeps_locks_on_the_client() {
 fn a_killed_client_s_locks_are_freed_when_it_mounts_again() {
     require_fuse!("a_killed_client_s_locks_are_freed_when_it_mounts_again");
     let _serial = serial();
-    let export = tempfile::tempdir().unwrap();
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (_export, server) = eagernfs_server(&[]);
     let (a, b) = two_mounts(&server, "");
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
@@ -262,8 +266,7 @@ fn a_granted_callback_wakes_the_waiter() {
     if !ensure_rpcbind() {
         return;
     }
-    let export = tempfile::tempdir().unwrap();
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (_export, server) = eagernfs_server(&[]);
     // The waiter's mount first: it registers the host's lock manager.
     let w = FuseMount::new(&server.url(""), "");
     let h = FuseMount::new(&server.url(""), "");
@@ -327,8 +330,7 @@ fn ensure_rpcbind() -> bool {
 fn local_lock_flock_keeps_flock_local_and_sends_fcntl_to_the_server() {
     require_fuse!("local_lock_flock_keeps_flock_local_and_sends_fcntl_to_the_server");
     let _serial = serial();
-    let export = tempfile::tempdir().unwrap();
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let (_export, server) = eagernfs_server(&[]);
     let (a, b) = two_mounts(&server, "local_lock=flock");
     let (fa, fb) = (open(&a.path("f")), open(&b.path("f")));
     flock(&fa, libc::LOCK_EX | libc::LOCK_NB).expect("A flocks");

@@ -287,18 +287,23 @@ impl RpcClient {
     }
 }
 
-/// This host's name for AUTH_SYS.
-fn machine_name() -> Opaque<MAX_MACHINE_NAME> {
+/// This host's name (`localhost` if it has none).
+pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates
     // when the name fits, and we stop at the first NUL or the buffer's end.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let name = if rc == 0 {
-        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-        &buf[..end.min(MAX_MACHINE_NAME)]
-    } else {
-        &b"localhost"[..]
-    };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// This host's name for AUTH_SYS.
+fn machine_name() -> Opaque<MAX_MACHINE_NAME> {
+    let name = hostname();
+    let name = &name.as_bytes()[..name.len().min(MAX_MACHINE_NAME)];
     Opaque::new(Bytes::copy_from_slice(name)).unwrap_or_default()
 }
 

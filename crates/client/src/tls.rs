@@ -20,7 +20,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The ALPN protocol name RFC 9289 registers.
@@ -125,29 +125,9 @@ pub(crate) async fn start(
     let run = async {
         // The probe: NULL with AUTH_TLS.
         let xid: u32 = rand::random();
-        let mut out = BytesMut::new();
-        let at = begin_record(&mut out);
-        CallHeader {
-            xid,
-            rpcvers: 2,
-            prog: NFS_PROGRAM,
-            vers: NFS_V3,
-            proc_: 0,
-            cred: OpaqueAuth::tls(),
-            verf: OpaqueAuth::none(),
-        }
-        .encode(&mut out);
-        finish_record(&mut out, at);
-        stream.write_all(&out).await?;
-        let mut dec = RecordDecoder::new(64 * 1024);
-        let mut buf = BytesMut::with_capacity(256);
-        let mut record = loop {
-            if let Some(r) = dec.decode(&mut buf).map_err(|e| fail(server, e))? {
-                break r;
-            }
-            // One byte at a time: nothing past the reply may be consumed (TLS follows).
-            let b = stream.read_u8().await?;
-            buf.extend_from_slice(&[b]);
+        let record = null_call(&mut stream, xid, OpaqueAuth::tls()).await?;
+        let Some(mut record) = record else {
+            return Err(fail(server, "the server closed the connection at the AUTH_TLS probe"));
         };
         match Message::decode(&mut record) {
             Ok(Message::Reply(r)) if r.xid == xid => match r.body {
@@ -167,37 +147,46 @@ pub(crate) async fn start(
         // In TLS 1.3 the server judges our certificate after our side of the handshake is done:
         // one NULL call through TLS surfaces its verdict (an alert) here, as a clear error,
         // instead of as a connection that dies on every call.
-        let xid = xid.wrapping_add(1);
-        let mut out = BytesMut::new();
-        let at = begin_record(&mut out);
-        CallHeader {
-            xid,
-            rpcvers: 2,
-            prog: NFS_PROGRAM,
-            vers: NFS_V3,
-            proc_: 0,
-            cred: OpaqueAuth::none(),
-            verf: OpaqueAuth::none(),
+        match null_call(&mut tls, xid.wrapping_add(1), OpaqueAuth::none()).await {
+            Ok(Some(_)) => Ok(tls),
+            Ok(None) => Err(fail(
+                server,
+                "the server closed the connection after the handshake (does it accept this client's certificate?)",
+            )),
+            Err(e) => Err(fail(server, e)),
         }
-        .encode(&mut out);
-        finish_record(&mut out, at);
-        tls.write_all(&out).await.map_err(|e| fail(server, e))?;
-        tls.flush().await.map_err(|e| fail(server, e))?;
-        let mut dec = RecordDecoder::new(64 * 1024);
-        let mut buf = BytesMut::with_capacity(256);
-        loop {
-            if dec.decode(&mut buf).map_err(|e| fail(server, e))?.is_some() {
-                break;
-            }
-            let n = tls.read_buf(&mut buf).await.map_err(|e| fail(server, e))?;
-            if n == 0 {
-                return Err(fail(server, "the server closed the connection after the handshake (does it accept this client's certificate?)"));
-            }
-        }
-        Ok(tls)
     };
     match tokio::time::timeout(START_TIMEOUT, run).await {
         Ok(r) => r,
         Err(_) => Err(fail(server, "no answer to the AUTH_TLS probe or the handshake")),
+    }
+}
+
+/// Send a NULL call with credential `cred` on `s` and read one reply record; `None` if the
+/// server closed the connection first. Reads a byte at a time: nothing past the reply may be
+/// consumed (on a plain connection, TLS follows it).
+async fn null_call<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    xid: u32,
+    cred: OpaqueAuth,
+) -> io::Result<Option<bytes::Bytes>> {
+    let mut out = BytesMut::new();
+    let at = begin_record(&mut out);
+    CallHeader { xid, rpcvers: 2, prog: NFS_PROGRAM, vers: NFS_V3, proc_: 0, cred, verf: OpaqueAuth::none() }
+        .encode(&mut out);
+    finish_record(&mut out, at);
+    s.write_all(&out).await?;
+    s.flush().await?;
+    let mut dec = RecordDecoder::new(64 * 1024);
+    let mut buf = BytesMut::with_capacity(256);
+    loop {
+        if let Some(r) = dec.decode(&mut buf).map_err(io::Error::other)? {
+            return Ok(Some(r));
+        }
+        match s.read_u8().await {
+            Ok(b) => buf.extend_from_slice(&[b]),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
     }
 }

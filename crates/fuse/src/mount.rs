@@ -181,18 +181,7 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
 /// a warning, when the server has none: lock calls then fail with ENOLCK, as
 /// on a kernel mount of a server without lockd (`nolock` keeps them local).
 async fn connect_locks(client: &NfsClient, options: &MountOptions, mountpoint: &Path) -> Option<LockClient> {
-    let host = {
-        let mut buf = [0u8; 256];
-        // SAFETY: the buffer is valid for its length.
-        let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-        let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-        if rc == 0 {
-            String::from_utf8_lossy(&buf[..end]).into_owned()
-        } else {
-            "localhost".into()
-        }
-    };
-    let name = format!("{host}:{}", mountpoint.display());
+    let name = format!("{}:{}", eagernfs_client::driver::hostname(), mountpoint.display());
     match LockClient::connect(client.rpc(), client.server(), options, &name).await {
         Ok(locks) => {
             if let Err(e) = locks.announce_restart().await {

@@ -34,10 +34,8 @@ pub(crate) struct Peer {
 /// How a call arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Transport {
+    /// TCP (also when TLS runs over it: see [`Connection::tls`]).
     Tcp,
-    /// TCP with TLS (RFC 9289), relayed by `tls`: what TLS proved is in
-    /// [`Connection::tls`].
-    Tls,
     /// One datagram per call and per reply: transfers must fit one.
     Udp,
 }
@@ -146,7 +144,7 @@ impl<'a> Call<'a> {
     /// than fits a datagram when the call came over UDP.
     pub(crate) fn io_max(&self, configured: u32) -> u32 {
         match self.conn.peer.transport {
-            Transport::Tcp | Transport::Tls => configured,
+            Transport::Tcp => configured,
             Transport::Udp => configured.min(UDP_IO_MAX_BYTES),
         }
     }
@@ -258,7 +256,7 @@ pub(crate) fn handle_record(
         if header.proc_ != 0 {
             return reject(ReplyHeader::denied(xid, RejectedReply::AuthError(AuthStat::BadCred)));
         }
-        if state.config.tls.is_some() && conn.peer.transport == Transport::Tcp {
+        if state.config.tls.is_some() && conn.peer.transport == Transport::Tcp && conn.tls.is_none() {
             state.stats.count(program, 0);
             let mut reply = Reply::from(reply_header_only(ReplyHeader::starttls(xid)));
             reply.starttls = true;

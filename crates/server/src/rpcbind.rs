@@ -37,6 +37,12 @@ fn call(stream: &mut TcpStream, xid: u32, proc_: u32, m: &Mapping) -> Result<boo
     bool::decode(&mut body).map_err(|_| RpcbindError::BadReply)
 }
 
+/// GETPORT over `stream`: the port `m` is registered at (0: none).
+fn call_getport(stream: &mut TcpStream, xid: u32, m: &Mapping) -> Result<u32, RpcbindError> {
+    let mut body = rpc_call(stream, xid, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), m)?;
+    u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)
+}
+
 /// One blocking RPC call over `stream`: the body of a successful reply.
 pub(crate) fn rpc_call(
     stream: &mut TcpStream,
@@ -80,9 +86,7 @@ pub(crate) fn rpc_call(
 /// Ask the portmapper at `portmapper` where `prog`/`vers` listens over TCP.
 pub(crate) fn getport(portmapper: SocketAddr, prog: u32, vers: u32) -> Result<Option<u16>, RpcbindError> {
     let mut s = connect(portmapper)?;
-    let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
-    let mut body = rpc_call(&mut s, 1, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), &m)?;
-    let port = u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)?;
+    let port = call_getport(&mut s, 1, &Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 })?;
     Ok(u16::try_from(port).ok().filter(|p| *p != 0))
 }
 
@@ -134,9 +138,7 @@ pub fn register(
         for (prog, vers) in crate::portmap::LOCK_PROGRAMS {
             let m = Mapping { prog, vers, prot, port: port as u32 };
             xid += 4;
-            let mut body =
-                rpc_call(&mut s, xid, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), &m)?;
-            let current = u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)?;
+            let current = call_getport(&mut s, xid, &m)?;
             if current != 0 && current != port as u32 {
                 let holder = SocketAddr::new(portmapper.ip(), current as u16);
                 if TcpStream::connect_timeout(&holder, Duration::from_secs(1)).is_ok() {
@@ -168,9 +170,7 @@ pub fn unregister(portmapper: SocketAddr, port: u16, locks: bool) -> Result<(), 
         for (i, (prog, vers)) in crate::portmap::LOCK_PROGRAMS.into_iter().enumerate() {
             let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
             let xid = 200 + 2 * i as u32;
-            let mut body =
-                rpc_call(&mut s, xid, PMAP_PROGRAM, PMAP_V2, PMAPPROC_GETPORT, OpaqueAuth::none(), &m)?;
-            if u32::decode(&mut body).map_err(|_| RpcbindError::BadReply)? == port as u32 {
+            if call_getport(&mut s, xid, &m)? == port as u32 {
                 call(&mut s, xid + 1, PMAPPROC_UNSET, &m)?;
             }
         }

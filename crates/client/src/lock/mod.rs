@@ -120,9 +120,10 @@ struct Inner {
     /// Locks held, by (file handle, owner).
     held: parking_lot::Mutex<HashMap<(Bytes, LockOwner), Ranges>>,
     cookie: AtomicU32,
-    /// Serialises reclaims with new lock calls, so a lock taken while the
-    /// server restarts is reclaimed, not lost.
-    reclaiming: tokio::sync::Mutex<()>,
+    /// Lock calls share it, a reclaim takes it alone: a lock taken while the
+    /// server restarts is reclaimed, not lost, and lock calls do not wait for
+    /// each other.
+    reclaiming: tokio::sync::RwLock<()>,
     /// Woken by the server's GRANTED calls, when our callback service gets them.
     news: Arc<tokio::sync::Notify>,
     granted_callbacks: Arc<std::sync::atomic::AtomicU64>,
@@ -178,7 +179,7 @@ impl LockClient {
             server_state: AtomicI32::new(0),
             held: Default::default(),
             cookie: AtomicU32::new(1),
-            reclaiming: tokio::sync::Mutex::new(()),
+            reclaiming: tokio::sync::RwLock::new(()),
             news: Default::default(),
             granted_callbacks: Default::default(),
             callbacks: Default::default(),
@@ -297,7 +298,7 @@ impl LockClient {
         exclusive: bool,
         block: bool,
     ) -> NfsResult<LockReply> {
-        let turn = self.0.reclaiming.lock().await;
+        let turn = self.0.reclaiming.read().await;
         let r = self.lock_call(fh, owner, range, exclusive, block, false).await?;
         drop(turn);
         if r == LockReply::Grace {
@@ -416,7 +417,7 @@ impl LockClient {
     }
 
     async fn reclaim_all(&self) {
-        let _turn = self.0.reclaiming.lock().await;
+        let _turn = self.0.reclaiming.write().await;
         let locks: Vec<((Bytes, LockOwner), Ranges)> =
             self.0.held.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let (mut ok, mut lost) = (0, 0);

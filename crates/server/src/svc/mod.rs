@@ -533,7 +533,7 @@ impl Svc {
 
     /// Serve a connection relayed from TLS (`stream` is the service end of its socket pair).
     pub(crate) fn adopt(&self, stream: TcpStream, peer: Peer, tls: crate::tls::TlsPeer) {
-        let info = dispatch::Connection::with_tls(Peer { transport: Transport::Tls, ..peer }, tls);
+        let info = dispatch::Connection::with_tls(peer, tls);
         self.add_connection(stream, info);
     }
 
@@ -641,7 +641,7 @@ impl Svc {
             // The ticket is taken before anyone can read the next call, so
             // a later call never finds this one missing from the order.
             let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
-            if self.tls_tx.is_some() && c.info.peer.transport == Transport::Tcp && is_tls_probe(&record) {
+            if self.tls_tx.is_some() && c.info.tls.is_none() && is_tls_probe(&record) {
                 // Nobody may read this connection again: TLS bytes come next.
                 let reply = self.run_call(&c.info, record, ticket);
                 let starttls = reply.as_ref().is_some_and(|r| r.starttls);
