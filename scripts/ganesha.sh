@@ -70,6 +70,7 @@ ensure_statd() {
         return 0
     fi
     command -v rpc.statd >/dev/null || die "rpc.statd not installed (apt-get install nfs-common)"
+    mkdir -p "$run_dir"
     log "starting rpc.statd"
     setsid rpc.statd -F </dev/null >"$run_dir/statd.log" 2>&1 &
     local deadline
