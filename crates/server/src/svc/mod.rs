@@ -960,6 +960,11 @@ impl Svc {
         self.accepting.store(false, Ordering::Release);
         for l in &self.listeners {
             self.pools[0].epoll.remove(l.as_raw_fd());
+            // Stop listening now, not when the last reference to the service
+            // goes: a client connecting during the drain is refused instead of
+            // waiting in the backlog for an accept that never comes.
+            // SAFETY: shutdown takes a descriptor we own and an integer.
+            unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
         }
         let started = Instant::now();
         loop {
