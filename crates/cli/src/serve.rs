@@ -94,6 +94,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 2)]
     threads_min: usize,
 
+    /// Copy every READ's data through a buffer instead of splicing the file's
+    /// pages into the socket (the default for READs of 32 KiB and more over TCP,
+    /// where the backend can). For comparing the two; the data sent is the same.
+    #[arg(long)]
+    no_splice: bool,
+
     /// Also serve NFS, MOUNT and portmap over UDP, on the same ports. Off by
     /// default (as on Linux since 5.6): replies go to whatever source address a
     /// datagram claims, and transfers are capped at 32 KiB.
@@ -561,6 +567,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             ..SvcConfig::default()
         },
         udp: args.udp,
+        splice_reads: !args.no_splice,
         locks: lock_config(&args, &state_dir)?,
         tls: tls_config(&args)?,
         ..ServerConfig::default()

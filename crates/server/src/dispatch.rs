@@ -174,7 +174,7 @@ pub(crate) enum Outcome {
     /// Results were written after the success header except for the bytes
     /// of their last field, a variable-length opaque (a READ's data): those
     /// follow on the wire from their own buffer, then XDR padding.
-    RepliedWithData(Bytes),
+    RepliedWithData(Tail),
     /// The arguments did not decode.
     GarbageArgs,
     /// The procedure exists in the protocol but this server does not offer it.
@@ -315,22 +315,75 @@ pub(crate) fn handle_record(
         Outcome::RepliedWithData(data) => Some(data),
         _ => None,
     };
-    let reply = Reply::new(out, at, tail);
+    let mut reply = Reply::new(out, at, tail);
     if let Some(key) = drc_key {
-        state.drc.finish(key, reply.to_bytes());
+        state.drc.finish(key, reply.take_bytes());
     }
     Some(reply)
 }
 
 /// A reply record: a head (record mark, RPC header, results) and, for a
-/// READ, the data straight from the backend's buffer and its XDR padding.
+/// READ, the data straight from the backend (its buffer, or a pipe holding
+/// the file's pages) and its XDR padding.
 #[derive(Debug)]
 pub(crate) struct Reply {
     pub(crate) head: BytesMut,
-    pub(crate) tail: Option<Bytes>,
+    pub(crate) tail: Option<Tail>,
     /// The answer to an RPC-with-TLS probe: once it is written, the
     /// connection goes to the TLS relay.
     pub(crate) starttls: bool,
+}
+
+/// A READ's data.
+#[derive(Debug)]
+pub(crate) enum Tail {
+    /// In a buffer.
+    Bytes(Bytes),
+    /// In a pipe, to be spliced into the socket (never copied by us).
+    Spliced(eagernfs_vfs::spliced::Spliced),
+}
+
+impl Tail {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Tail::Bytes(b) => b.len(),
+            Tail::Spliced(s) => s.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The data in a buffer (a spliced tail is read out of its pipe).
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Tail::Bytes(b) => b,
+            Tail::Spliced(s) => {
+                let want = s.len();
+                match s.into_bytes() {
+                    Ok(b) if b.len() == want => b,
+                    // Reading our own pipe cannot fail short; if it ever
+                    // did, zeros keep the record's length true.
+                    r => {
+                        tracing::error!("reading a READ's data back from its pipe failed: {r:?}");
+                        let mut b = BytesMut::zeroed(want);
+                        if let Ok(got) = r {
+                            b[..got.len()].copy_from_slice(&got);
+                        }
+                        b.freeze()
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One piece of a reply on its way to the socket.
+#[derive(Debug)]
+pub(crate) enum Piece {
+    Bytes(Bytes),
+    Spliced(eagernfs_vfs::spliced::Spliced),
 }
 
 /// XDR padding after opaque data.
@@ -345,22 +398,28 @@ impl From<BytesMut> for Reply {
 
 impl Reply {
     /// Frame the record begun at `at` in `head`, counting `tail` and its padding.
-    fn new(mut head: BytesMut, at: usize, tail: Option<Bytes>) -> Reply {
+    fn new(mut head: BytesMut, at: usize, tail: Option<Tail>) -> Reply {
         let extra = tail.as_ref().map_or(0, |t| t.len() + pad_len(t.len()));
         finish_record_with_tail(&mut head, at, extra);
         Reply { head, tail, starttls: false }
     }
 
-    /// The pieces to send, in order (each its own buffer: no copy).
-    pub(crate) fn into_pieces(self) -> impl Iterator<Item = Bytes> {
+    /// The pieces to send, in order (each its own buffer or pipe: no copy).
+    pub(crate) fn into_pieces(self) -> impl Iterator<Item = Piece> {
         let pad = self.tail.as_ref().map_or(0, |t| pad_len(t.len()));
-        let pad = (pad > 0).then(|| Bytes::from_static(&PAD[..pad]));
-        std::iter::once(self.head.freeze()).chain(self.tail.filter(|t| !t.is_empty())).chain(pad)
+        let pad = (pad > 0).then(|| Piece::Bytes(Bytes::from_static(&PAD[..pad])));
+        let tail = self.tail.filter(|t| !t.is_empty()).map(|t| match t {
+            Tail::Bytes(b) => Piece::Bytes(b),
+            Tail::Spliced(s) => Piece::Spliced(s),
+        });
+        std::iter::once(Piece::Bytes(self.head.freeze())).chain(tail).chain(pad)
     }
 
-    /// The whole record in one buffer (a datagram, the reply cache).
-    pub(crate) fn to_bytes(&self) -> Bytes {
-        match &self.tail {
+    /// The whole record in one buffer (a datagram, the reply cache). A
+    /// spliced tail is read into a buffer first.
+    pub(crate) fn take_bytes(&mut self) -> Bytes {
+        let tail = self.tail.take().map(Tail::into_bytes);
+        let all = match &tail {
             None => Bytes::copy_from_slice(&self.head),
             Some(t) => {
                 let mut all = BytesMut::with_capacity(self.head.len() + t.len() + 3);
@@ -369,7 +428,9 @@ impl Reply {
                 all.extend_from_slice(&PAD[..pad_len(t.len())]);
                 all.freeze()
             }
-        }
+        };
+        self.tail = tail.map(Tail::Bytes);
+        all
     }
 }
 

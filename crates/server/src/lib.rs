@@ -113,6 +113,11 @@ pub struct ServerConfig {
     /// configuration ([`tls::server_config`]). `None`: probes are answered
     /// without STARTTLS, and exports that need TLS are unreachable.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Answer large READs over TCP by splicing the file's pages into the
+    /// socket (no copy through user space) when the backend can
+    /// ([`eagernfs_vfs::Backend::read_spliced`]). On by default; off copies
+    /// every READ through a buffer.
+    pub splice_reads: bool,
 }
 
 impl Default for ServerConfig {
@@ -132,6 +137,7 @@ impl Default for ServerConfig {
             udp: false,
             locks: nlm::LockConfig::default(),
             tls: None,
+            splice_reads: true,
         }
     }
 }

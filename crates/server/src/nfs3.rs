@@ -8,7 +8,7 @@
 //! after the fact when the backend's error did not include them.
 
 use crate::convert::{self, createhow, fattr, post_op, sattr, stable, stable_wire, status, timestamp, wcc};
-use crate::dispatch::{Call, Outcome, Resolved};
+use crate::dispatch::{Call, Outcome, Resolved, Tail, Transport};
 use crate::handle;
 use crate::trace::{IoEvent, IoKind};
 use bytes::{Bytes, BytesMut};
@@ -34,18 +34,17 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         Nfs3Args::Access(a) => Nfs3Res::Access(access_(call, a)),
         Nfs3Args::Readlink(a) => Nfs3Res::Readlink(readlink(call, a)),
         Nfs3Args::Read(a) => match read(call, a) {
-            // The data goes to the socket from the backend's buffer: encode
-            // the results with no data, then make the opaque's length say
-            // how much follows.
-            Read3Res::Ok(mut ok) => {
-                let data = std::mem::take(&mut ok.data);
+            // The data goes to the socket from the backend's buffer or pipe:
+            // encode the results with no data, then make the opaque's length
+            // say how much follows.
+            Ok((ok, data)) => {
                 Read3Res::Ok(ok).encode(out);
                 let len_at = out.len() - 4;
                 out[len_at..].copy_from_slice(&(data.len() as u32).to_be_bytes());
                 done(Nfsstat3::Ok);
                 return Outcome::RepliedWithData(data);
             }
-            r => Nfs3Res::Read(r),
+            Err(r) => Nfs3Res::Read(*r),
         },
         Nfs3Args::Write(a) => Nfs3Res::Write(write(call, a)),
         Nfs3Args::Create(a) => Nfs3Res::Create(create(call, a)),
@@ -187,31 +186,55 @@ fn readlink(call: &Call, a: Readlink3Args) -> Readlink3Res {
     }
 }
 
-fn read(call: &Call, a: Read3Args) -> Read3Res {
+/// READs asking this much or more are spliced (when the connection and the
+/// backend allow): below it, copying costs less than a pipe's two system calls.
+const SPLICE_MIN_BYTES: u32 = 32 * 1024;
+
+/// A READ's results (with empty `data`) and the data, or the failure.
+fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Tail), Box<Read3Res>> {
     let r = match call.target(&a.file) {
         Ok(r) => r,
-        Err(s) => return Read3Res::Fail(s, Default::default()),
+        Err(s) => return Err(Box::new(Read3Res::Fail(s, Default::default()))),
     };
     let count = a.count.min(call.io_max(call.state.config.read_max_bytes));
+    // Only a stream takes spliced pages; a datagram needs one buffer.
+    let splice = call.state.config.splice_reads
+        && count >= SPLICE_MIN_BYTES
+        && call.conn.peer.transport == Transport::Tcp;
     let turn = call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
-    let result = r.export.backend.read(&r.cred, &r.fh, a.offset, count);
+    let spliced = match splice {
+        true => r.export.backend.read_spliced(&r.cred, &r.fh, a.offset, count).transpose(),
+        false => None,
+    };
+    let result = match spliced {
+        Some(res) => res.map(|s| (Tail::Spliced(s.data), s.eof, s.attr)),
+        None => r
+            .export
+            .backend
+            .read(&r.cred, &r.fh, a.offset, count)
+            .map(|b| (Tail::Bytes(b.data), b.eof, b.attr)),
+    };
     drop(turn);
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
-        let fileid = result.as_ref().ok().and_then(|res| res.attr.as_ref()).map_or(0, |a| a.fileid);
+        let fileid = result.as_ref().ok().and_then(|(_, _, attr)| attr.as_ref()).map_or(0, |a| a.fileid);
         t.record(IoEvent { seq, kind: IoKind::Read, fileid, offset: a.offset, count });
     }
-    if let Ok(res) = &result {
-        call.state.stats.count_read_bytes(call.conn.peer.addr.ip(), res.data.len() as u64);
-    }
     match result {
-        Ok(res) => Read3Res::Ok(Read3ResOk {
-            file_attributes: post_op(res.attr.as_ref()),
-            count: res.data.len() as u32,
-            eof: res.eof,
-            data: res.data,
-        }),
-        Err(e) => Read3Res::Fail(status(e), Read3ResFail { file_attributes: r.attr() }),
+        Ok((data, eof, attr)) => {
+            call.state.stats.count_read_bytes(call.conn.peer.addr.ip(), data.len() as u64);
+            if matches!(data, Tail::Spliced(_)) {
+                call.state.stats.count_spliced_bytes(data.len() as u64);
+            }
+            let ok = Read3ResOk {
+                file_attributes: post_op(attr.as_ref()),
+                count: data.len() as u32,
+                eof,
+                data: Default::default(),
+            };
+            Ok((ok, data))
+        }
+        Err(e) => Err(Box::new(Read3Res::Fail(status(e), Read3ResFail { file_attributes: r.attr() }))),
     }
 }
 

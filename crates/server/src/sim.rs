@@ -27,9 +27,9 @@ impl SimServer {
     /// server sends one.
     pub fn call(&self, from: SocketAddr, message: Bytes) -> Option<Bytes> {
         let conn = Connection::new(Peer { addr: from, local_port: 2049, transport: Transport::Tcp });
-        let reply = handle_record(&self.state, &conn, message, None)?;
+        let mut reply = handle_record(&self.state, &conn, message, None)?;
         // Drop the 4-byte record mark.
-        Some(reply.to_bytes().slice(4..))
+        Some(reply.take_bytes().slice(4..))
     }
 
     /// Restart with `exports` (normally over the same backends): the duplicate reply cache,

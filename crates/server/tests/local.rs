@@ -124,3 +124,85 @@ fn file_sync_writes_reach_the_disk_and_handles_survive_a_restart() {
     let st = c.getattr(&f).status();
     assert!(st == Nfsstat3::Badhandle || st == Nfsstat3::Stale, "a handle under another key answered {st:?}");
 }
+
+/// Content of the file the READ tests use: every byte depends on its offset.
+fn patterned(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[1]).collect()
+}
+
+/// Pipeline READs of `ranges` and check each reply against `content`.
+fn check_reads(c: &mut Client, fh: &NfsFh3, content: &[u8], ranges: &[(u64, u32)]) {
+    let calls: Vec<_> = ranges
+        .iter()
+        .map(|&(offset, count)| {
+            let args = Read3Args { file: fh.clone(), offset, count };
+            (NFS_PROGRAM, NFS_V3, NFSPROC3_READ, eagernfs_xdr::to_vec(&args))
+        })
+        .collect();
+    let (xids, replies) = c.pipeline(&calls);
+    for (xid, &(offset, count)) in xids.iter().zip(ranges) {
+        let Read3Res::Ok(ok) = replies[xid].results::<Read3Res>() else {
+            panic!("READ {offset}+{count} failed")
+        };
+        let start = (offset as usize).min(content.len());
+        let end = (start + count as usize).min(content.len());
+        assert_eq!(ok.count as usize, end - start, "count of READ {offset}+{count}");
+        assert!(ok.data[..] == content[start..end], "data of READ {offset}+{count} differs from the file");
+        assert_eq!(ok.eof, end == content.len(), "eof of READ {offset}+{count}");
+    }
+}
+
+#[test]
+fn large_reads_are_spliced_from_the_page_cache_and_match_the_file() {
+    let dir = tempdir();
+    let content = patterned(3 << 20);
+    fs::write(dir.path().join("big"), &content).unwrap();
+    let ranges: &[(u64, u32)] = &[
+        (0, 1 << 20),
+        // Unaligned: touches one page more than 1 MiB holds, so it is copied instead.
+        (1, 1 << 20),
+        (4095, 65_536),
+        (100, 40_000),
+        // Small: copied.
+        (12_345, 8192),
+        // Cut by the end of the file (what is left fits a pipe), and past it.
+        ((3 << 20) - 1000, 1 << 20),
+        (5 << 20, 65_536),
+    ];
+    for splice in [true, false] {
+        let config = eagernfs_server::ServerConfig { splice_reads: splice, ..Default::default() };
+        let s =
+            TestServer::start_with(config, vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+        let mut c = s.client();
+        let root = c.root("/local");
+        let fh = lookup_fh(&mut c, &root, "big");
+        check_reads(&mut c, &fh, &content, ranges);
+        let spliced = s.stats.snapshot().bytes_read_spliced;
+        if splice {
+            // (0, 1 MiB), (4095, 64 KiB), (100, 40000) and the 1000 bytes before the end.
+            assert_eq!(spliced, (1 << 20) + 65_536 + 40_000 + 1000, "READs of 32 KiB and more are spliced");
+        } else {
+            assert_eq!(spliced, 0, "with splice_reads off every READ is copied");
+        }
+        s.stop();
+    }
+}
+
+#[test]
+fn spliced_replies_survive_a_client_that_reads_slowly() {
+    // 24 MiB of replies to a client that reads none until every call is sent: the socket fills,
+    // so spliced data is left in pipes, queued, and sent as the client drains it.
+    let dir = tempdir();
+    let content = patterned(4 << 20);
+    fs::write(dir.path().join("big"), &content).unwrap();
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+    let mut c = s.client();
+    let root = c.root("/local");
+    let fh = lookup_fh(&mut c, &root, "big");
+    let ranges: Vec<(u64, u32)> = (0..24).map(|i| ((i % 4) << 20, 1 << 20)).collect();
+    check_reads(&mut c, &fh, &content, &ranges);
+    assert_eq!(s.stats.snapshot().bytes_read_spliced, 24 << 20);
+    // The connection is still in step: a further call is answered.
+    check_reads(&mut c, &fh, &content, &[(7, 100)]);
+    s.stop();
+}

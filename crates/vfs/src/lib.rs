@@ -36,6 +36,7 @@ pub mod journal;
 pub mod local;
 pub mod memory;
 pub mod perm;
+pub mod spliced;
 
 /// The largest handle a backend may issue. NFSv3 allows 64 bytes; the server
 /// prefixes 4 bytes of export identity.
@@ -216,6 +217,14 @@ pub struct Lookup {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadResult {
     pub data: Bytes,
+    pub eof: bool,
+    pub attr: Option<Attr>,
+}
+
+/// Result of a READ whose data waits in a pipe ([`Backend::read_spliced`]).
+#[derive(Debug)]
+pub struct SplicedRead {
+    pub data: spliced::Spliced,
     pub eof: bool,
     pub attr: Option<Attr>,
 }
@@ -424,6 +433,21 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Read up to `count` bytes at `offset`.
     fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult>;
+
+    /// As [`read`](Self::read), with the data left in a pipe to be spliced
+    /// into the socket instead of copied through a buffer (see
+    /// [`spliced`]). Same checks and answers as `read`. `Ok(None)`: not done
+    /// here (the default; a backend whose files do not hold all the data,
+    /// such as the journal's, must not offer it), so call `read`.
+    fn read_spliced(
+        &self,
+        _cred: &Credentials,
+        _fh: &FileHandle,
+        _offset: u64,
+        _count: u32,
+    ) -> FsResult<Option<SplicedRead>> {
+        Ok(None)
+    }
 
     /// Write `data` at `offset` with at least the durability `stable` asks for.
     fn write(

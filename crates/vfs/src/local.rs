@@ -83,15 +83,19 @@ use siphasher::sip128::SipHasher24;
 use self::fdcache::{FdCache, IoFile, WriteVerifier};
 use self::handle::HandleCodec;
 use self::sys::{attr_from_stat, EMPTY};
+use crate::spliced::PipePool;
 use crate::{
     access, perm, Attr, Backend, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FileType,
-    FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, SetTime, StableHow,
-    Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
+    FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, SetTime, SplicedRead,
+    StableHow, Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
 };
 
 /// The largest READ or WRITE done in one call; a larger request is
 /// answered short, which NFS allows. Bounds the buffer a READ allocates.
 const IO_MAX_BYTES: usize = 16 << 20;
+
+/// Idle pipes kept for spliced READs (two descriptors each).
+const PIPES_KEPT: usize = 64;
 
 /// Buffer for one `getdents64` call.
 const DIRENT_BUF_BYTES: usize = 32 * 1024;
@@ -147,6 +151,8 @@ pub struct LocalBackend {
     paths: FdCache<OwnedFd>,
     /// Reused buffers for READ data (see `bufpool`).
     read_bufs: Arc<bufpool::BufPool>,
+    /// Pipes for READs answered by splice (`None`: this system cannot).
+    pipes: Option<Arc<PipePool>>,
 }
 
 /// An object opened by the server (`O_PATH`) and its attributes.
@@ -333,6 +339,7 @@ impl LocalBackend {
             files: FdCache::new(fd_cache_capacity()),
             paths: FdCache::new(fd_cache_capacity()),
             read_bufs: Arc::default(),
+            pipes: PipePool::new(PIPES_KEPT),
         })
     }
 
@@ -445,6 +452,29 @@ impl LocalBackend {
         };
         let file = Arc::new(IoFile::new(fd, write_errno, !self.unsafe_async, self.verifier.clone()));
         Ok(self.files.insert(&fh.0, file))
+    }
+
+    /// What READ checks before reading: the open file, its attributes, and
+    /// how many bytes to read (what was asked, cut at the end of the file).
+    fn read_start(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> FsResult<(Arc<IoFile>, Attr, usize)> {
+        let f = self.io_file(fh)?;
+        let attr = self.io_attr(fh, &f)?;
+        // Execute permission is enough to read, as with knfsd: a client must
+        // read a program to run it.
+        if !perm::allowed_io(cred, &attr, perm::R) && !perm::allowed_io(cred, &attr, perm::X) {
+            return Err(FsError::Access);
+        }
+        // Size the buffer by what the file holds, not by what was asked.
+        let want = (count as usize)
+            .min(IO_MAX_BYTES)
+            .min(attr.size.saturating_sub(offset).try_into().unwrap_or(usize::MAX));
+        Ok((f, attr, want))
     }
 
     /// Attributes through a cached descriptor; a removed file leaves the cache.
@@ -685,17 +715,7 @@ impl Backend for LocalBackend {
     }
 
     fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult> {
-        let f = self.io_file(fh)?;
-        let attr = self.io_attr(fh, &f)?;
-        // Execute permission is enough to read, as with knfsd: a client must
-        // read a program to run it.
-        if !perm::allowed_io(cred, &attr, perm::R) && !perm::allowed_io(cred, &attr, perm::X) {
-            return Err(FsError::Access);
-        }
-        // Size the buffer by what the file holds, not by what was asked.
-        let want = (count as usize)
-            .min(IO_MAX_BYTES)
-            .min(attr.size.saturating_sub(offset).try_into().unwrap_or(usize::MAX));
+        let (f, attr, want) = self.read_start(cred, fh, offset, count)?;
         let mut buf = self.read_bufs.take(want);
         while buf.len() < want {
             let at = offset + buf.len() as u64;
@@ -711,6 +731,33 @@ impl Backend for LocalBackend {
         let n = buf.len();
         let eof = offset.saturating_add(n as u64) >= attr.size;
         Ok(ReadResult { data: buf.into_bytes(), eof, attr: Some(attr) })
+    }
+
+    fn read_spliced(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> FsResult<Option<SplicedRead>> {
+        let Some(pipes) = &self.pipes else { return Ok(None) };
+        let (f, attr, want) = self.read_start(cred, fh, offset, count)?;
+        // An unaligned range may touch a page more than a pipe holds.
+        if !pipes.fits(offset, want) {
+            return Ok(None);
+        }
+        let data = match pipes.splice_from(f.fd.as_fd(), offset, want) {
+            Ok(d) => d,
+            // Out of descriptors or pipe memory: copying still works.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)) => {
+                return Ok(None)
+            }
+            // A file system without splice support.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let eof = offset.saturating_add(data.len() as u64) >= attr.size;
+        Ok(Some(SplicedRead { data, eof, attr: Some(attr) }))
     }
 
     fn write(

@@ -101,6 +101,12 @@ pub(crate) fn render_server(s: &StatsSnapshot) -> String {
     o.sample("eagernfs_server_udp_calls_total", &[], s.udp_calls);
     o.family("eagernfs_server_read_bytes_total", "counter", "READ data returned.");
     o.sample("eagernfs_server_read_bytes_total", &[], s.bytes_read);
+    o.family(
+        "eagernfs_server_read_spliced_bytes_total",
+        "counter",
+        "READ data spliced from the page cache into the socket (part of read_bytes_total).",
+    );
+    o.sample("eagernfs_server_read_spliced_bytes_total", &[], s.bytes_read_spliced);
     o.family("eagernfs_server_written_bytes_total", "counter", "WRITE data accepted.");
     o.sample("eagernfs_server_written_bytes_total", &[], s.bytes_written);
     o.family("eagernfs_server_writes_total", "counter", "WRITE calls by the stability the client asked for.");

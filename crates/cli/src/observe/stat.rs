@@ -65,10 +65,11 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
     );
     let _ = writeln!(
         o,
-        "NFSv3 calls {total} · rejected {} · over UDP {} · read {} · written {}",
+        "NFSv3 calls {total} · rejected {} · over UDP {} · read {} ({} spliced) · written {}",
         s.rejected,
         s.udp_calls,
         mib(s.bytes_read),
+        mib(s.bytes_read_spliced),
         mib(s.bytes_written)
     );
     let commits = s.nfs3.iter().find(|p| p.name == "COMMIT").map_or(0, |p| p.calls);

@@ -73,6 +73,10 @@ pub struct StatsSnapshot {
     pub rejected: u64,
     pub udp_calls: u64,
     pub bytes_read: u64,
+    /// Of `bytes_read`, what went from the page cache to the socket by splice
+    /// (never copied through the server's memory).
+    #[serde(default)]
+    pub bytes_read_spliced: u64,
     pub bytes_written: u64,
     /// WRITE calls by stability asked for.
     pub writes_unstable: u64,
@@ -148,6 +152,7 @@ pub struct Stats {
     /// Time spent per NFSv3 call, by procedure.
     latency: Box<[Histogram]>,
     bytes_read: AtomicU64,
+    bytes_read_spliced: AtomicU64,
     bytes_written: AtomicU64,
     /// Results by status, indexed like `Nfsstat3::ALL`.
     statuses: [AtomicU64; 29],
@@ -182,6 +187,7 @@ impl Default for Stats {
             threads_peak: AtomicU64::new(0),
             latency: (0..NFS3_PROCEDURES.len()).map(|_| Histogram::default()).collect(),
             bytes_read: AtomicU64::new(0),
+            bytes_read_spliced: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             statuses: Default::default(),
             recent_errors: Mutex::new(VecDeque::with_capacity(RECENT_ERRORS_MAX)),
@@ -286,6 +292,11 @@ impl Stats {
         self.clients.read(client, n);
     }
 
+    /// READ data sent by splice (also counted by [`Self::count_read_bytes`]).
+    pub(crate) fn count_spliced_bytes(&self, n: u64) {
+        self.bytes_read_spliced.fetch_add(n, Ordering::Relaxed);
+    }
+
     pub(crate) fn count_written_bytes(&self, client: IpAddr, n: u64) {
         self.bytes_written.fetch_add(n, Ordering::Relaxed);
         self.clients.wrote(client, n);
@@ -357,6 +368,7 @@ impl Stats {
             rejected: self.rejected(),
             udp_calls: self.udp_calls(),
             bytes_read: n(&self.bytes_read),
+            bytes_read_spliced: n(&self.bytes_read_spliced),
             bytes_written: n(&self.bytes_written),
             writes_unstable: self.writes(StableHow::Unstable),
             writes_data_sync: self.writes(StableHow::DataSync),

@@ -16,9 +16,9 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::io;
 use std::net::TcpStream;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
-use crate::dispatch::{self, Reply};
+use crate::dispatch::{self, Piece, Reply};
 
 /// Bytes read per `read` when a fragment is large: a 1 MiB WRITE arrives in
 /// a few reads, and the buffer is reserved once per fragment anyway.
@@ -60,7 +60,7 @@ pub(crate) enum RecvEnd {
 pub(crate) struct OutState {
     /// Pieces of replies (or their unwritten ends) waiting for the socket;
     /// `true` marks a reply's last piece.
-    queue: VecDeque<(Bytes, bool)>,
+    queue: VecDeque<(Piece, bool)>,
     /// The write registration is armed (a thread will drain the queue).
     pub(crate) out_armed: bool,
     /// The write descriptor was ever registered with epoll.
@@ -213,11 +213,25 @@ impl Conn {
             out.queue.clear();
             return Written { replies_done: done, blocked: false };
         }
-        while !out.queue.is_empty() {
-            match write_vectored(&self.stream, &out.queue) {
-                Ok(mut n) => {
+        loop {
+            let queued = out.queue.len();
+            let Some((front, last)) = out.queue.front_mut() else { break };
+            // A READ's data in a pipe goes by splice; runs of buffers by one sendmsg.
+            let sent = match front {
+                Piece::Spliced(data) => match data.send_to(self.stream.as_fd(), queued > 1) {
+                    Ok(_) => {
+                        if data.is_empty() {
+                            let last = *last;
+                            out.queue.pop_front();
+                            done += usize::from(last);
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                },
+                Piece::Bytes(_) => write_vectored(&self.stream, &out.queue).map(|mut n| {
                     // Empty pieces (never queued today) must not stall the loop.
-                    while let Some((front, last)) = out.queue.front_mut() {
+                    while let Some((Piece::Bytes(front), last)) = out.queue.front_mut() {
                         if n == 0 && !front.is_empty() {
                             break;
                         }
@@ -230,7 +244,10 @@ impl Conn {
                             n = 0;
                         }
                     }
-                }
+                }),
+            };
+            match sent {
+                Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Written { replies_done: done, blocked: true };
                 }
@@ -290,12 +307,19 @@ fn read_into(s: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize
 /// Replies sent per system call at most.
 const IOVECS_MAX: usize = 64;
 
-/// `sendmsg` of the first [`IOVECS_MAX`] buffers of `queue`.
-fn write_vectored(s: &TcpStream, queue: &VecDeque<(Bytes, bool)>) -> io::Result<usize> {
+/// `sendmsg` of the buffers at the front of `queue` (at most
+/// [`IOVECS_MAX`], up to the first spliced piece, which is then flagged to
+/// follow at once with `MSG_MORE`).
+fn write_vectored(s: &TcpStream, queue: &VecDeque<(Piece, bool)>) -> io::Result<usize> {
     let mut iov: [libc::iovec; IOVECS_MAX] =
         [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; IOVECS_MAX];
     let mut n = 0;
-    for (b, _) in queue.iter().take(IOVECS_MAX) {
+    let mut flags = libc::MSG_NOSIGNAL;
+    for (p, _) in queue.iter().take(IOVECS_MAX) {
+        let Piece::Bytes(b) = p else {
+            flags |= libc::MSG_MORE;
+            break;
+        };
         iov[n] = libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() };
         n += 1;
     }
@@ -307,7 +331,7 @@ fn write_vectored(s: &TcpStream, queue: &VecDeque<(Bytes, bool)>) -> io::Result<
         // SAFETY: `msg` points at `n` iovecs describing live buffers that
         // outlive the call. MSG_NOSIGNAL: a closed peer is an error here,
         // never a SIGPIPE.
-        let r = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+        let r = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, flags) };
         if r >= 0 {
             return Ok(r as usize);
         }

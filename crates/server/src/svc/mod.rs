@@ -755,8 +755,8 @@ impl Svc {
 
     /// Answer a UDP call: one datagram, the message without TCP's record
     /// mark.
-    fn send_udp_reply(&self, socket: usize, src: SocketAddr, reply: dispatch::Reply) {
-        let reply = reply.to_bytes();
+    fn send_udp_reply(&self, socket: usize, src: SocketAddr, mut reply: dispatch::Reply) {
+        let reply = reply.take_bytes();
         if let Err(e) = self.udp[socket].send_to(&reply[4..], src) {
             tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
         }
