@@ -30,19 +30,19 @@ const SMALL_ALLOC_BYTES: usize = 16 * 1024;
 /// Where a connection's record reading stands.
 #[derive(Debug, Default)]
 struct RecvState {
-    /// The record being assembled (fragments so far).
+    /// Bytes read and not yet taken: the next record marks and fragments.
+    /// A read takes what the socket holds (up to the buffer's room), so one
+    /// `read` usually brings a whole small call, mark included, and
+    /// sometimes the next calls too; a single-fragment record is split off
+    /// this buffer without a copy.
+    input: BytesMut,
+    /// The earlier fragments of a record sent in several (rare).
     record: BytesMut,
-    /// The 4-byte record mark being read, and how much of it has arrived.
-    mark: [u8; 4],
-    mark_len: usize,
-    /// Bytes of the current fragment still to read.
-    fragment_left: usize,
-    /// The current fragment is the record's last.
-    last_fragment: bool,
-    /// Inside a fragment (its mark was read).
-    in_fragment: bool,
     /// Records read so far: the next record's arrival number.
     next_seq: u64,
+    /// The last read returned less than it asked for: the socket was empty
+    /// then, so reading again right after a call would only find it empty.
+    drained: bool,
 }
 
 /// Why a connection's input ended.
@@ -135,63 +135,88 @@ impl Conn {
 
     /// Read until one whole record is here. `Ok(None)`: the socket has no
     /// more data for now (what was read is kept for the next call).
-    /// Only the thread that took the input event calls this.
-    /// Part of a record has arrived and the rest has not.
-    pub(crate) fn has_partial_record(&self) -> bool {
-        let st = self.recv.lock();
-        st.mark_len > 0 || st.in_fragment || !st.record.is_empty()
-    }
-
-    pub(crate) fn recv_record(&self, max_record_bytes: usize) -> Result<Option<(Bytes, u64)>, RecvEnd> {
+    /// Only the thread that took the input event calls this. `after_call`:
+    /// the caller just ran a call of this connection and looks for another
+    /// before re-arming; if the last read found the socket empty, no read
+    /// is tried (re-arming reports anything that arrived since).
+    pub(crate) fn recv_record(
+        &self,
+        max_record_bytes: usize,
+        after_call: bool,
+    ) -> Result<Option<(Bytes, u64)>, RecvEnd> {
         let mut st = self.recv.lock();
+        let mut skip_read = after_call && st.drained;
         loop {
-            if !st.in_fragment {
-                let have = st.mark_len;
-                let mut mark = st.mark;
-                match read_some(&self.stream, &mut mark[have..]) {
-                    Ok(0) => return Err(RecvEnd::Closed),
-                    Ok(n) => {
-                        st.mark = mark;
-                        st.mark_len += n;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) => return Err(RecvEnd::Io(e)),
-                }
-                if st.mark_len < 4 {
-                    continue;
-                }
-                let word = u32::from_be_bytes(st.mark);
-                st.mark_len = 0;
-                st.last_fragment = word & 0x8000_0000 != 0;
-                st.fragment_left = (word & 0x7fff_ffff) as usize;
-                st.in_fragment = true;
-                let total = st.record.len() + st.fragment_left;
+            // A whole fragment in the buffer?
+            let need = if st.input.len() >= 4 {
+                let word = u32::from_be_bytes([st.input[0], st.input[1], st.input[2], st.input[3]]);
+                let last = word & 0x8000_0000 != 0;
+                let len = (word & 0x7fff_ffff) as usize;
+                let total = st.record.len() + len;
                 if total > max_record_bytes {
                     return Err(RecvEnd::TooLarge(total));
                 }
-                let need = st.fragment_left;
-                if st.record.capacity() - st.record.len() < need {
-                    st.record.reserve(need.max(SMALL_ALLOC_BYTES));
+                if st.input.len() - 4 >= len {
+                    st.input.advance(4);
+                    let fragment = st.input.split_to(len);
+                    if !last {
+                        st.record.extend_from_slice(&fragment);
+                        continue;
+                    }
+                    let record = if st.record.is_empty() {
+                        fragment.freeze()
+                    } else {
+                        st.record.extend_from_slice(&fragment);
+                        st.record.split().freeze()
+                    };
+                    let seq = st.next_seq;
+                    st.next_seq += 1;
+                    return Ok(Some((record, seq)));
                 }
+                4 + len - st.input.len()
+            } else {
+                4 - st.input.len()
+            };
+            if skip_read {
+                st.drained = false;
+                return Ok(None);
             }
-            while st.fragment_left > 0 {
-                let want = st.fragment_left.min(READ_CHUNK_BYTES);
-                match read_into(&self.stream, &mut st.record, want) {
-                    Ok(0) => return Err(RecvEnd::Closed),
-                    Ok(n) => st.fragment_left -= n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                    Err(e) => return Err(RecvEnd::Io(e)),
+            // Room for the rest of this fragment, or for several small calls.
+            let room = st.input.capacity() - st.input.len();
+            if room < need || room < 512 {
+                let len = st.input.len();
+                st.input.reserve(need.max(SMALL_ALLOC_BYTES - len.min(SMALL_ALLOC_BYTES)));
+            }
+            let room = st.input.capacity() - st.input.len();
+            // A large fragment is read exactly (never into a next call's
+            // bytes, which would tie them to a megabyte buffer).
+            let want = if need > SMALL_ALLOC_BYTES { need } else { room }.min(READ_CHUNK_BYTES);
+            match read_into(&self.stream, &mut st.input, want) {
+                Ok(0) => return Err(RecvEnd::Closed),
+                Ok(n) => st.drained = n < want,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    st.drained = true;
+                    return Ok(None);
                 }
+                Err(e) => return Err(RecvEnd::Io(e)),
             }
-            st.in_fragment = false;
-            if st.last_fragment {
-                let len = st.record.len();
-                let record = st.record.split_to(len).freeze();
-                let seq = st.next_seq;
-                st.next_seq += 1;
-                return Ok(Some((record, seq)));
-            }
+            skip_read = false;
         }
+    }
+
+    /// A whole fragment (a call, usually) waits in the buffer.
+    pub(crate) fn has_whole_fragment(&self) -> bool {
+        let st = self.recv.lock();
+        st.input.len() >= 4 && {
+            let word = u32::from_be_bytes([st.input[0], st.input[1], st.input[2], st.input[3]]);
+            st.input.len() - 4 >= (word & 0x7fff_ffff) as usize
+        }
+    }
+
+    /// Bytes read past the last whole record (the start of the next one).
+    pub(crate) fn has_buffered_input(&self) -> bool {
+        let st = self.recv.lock();
+        !st.input.is_empty() || !st.record.is_empty()
     }
 
     /// Write queued replies, then `replies`, as far as the socket takes
@@ -265,20 +290,6 @@ impl Conn {
     /// Nothing left to write.
     pub(crate) fn out_idle(out: &OutState) -> bool {
         out.queue.is_empty()
-    }
-}
-
-fn read_some(s: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
-    loop {
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe { libc::read(s.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
     }
 }
 

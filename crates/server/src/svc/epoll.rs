@@ -18,6 +18,11 @@ pub(crate) enum Interest {
     Read,
     /// Writable.
     Write,
+    /// At once: input is already buffered in user space, which epoll cannot
+    /// see, so the registration also waits for "writable", which a socket
+    /// almost always is (one whose peer has stopped reading is the
+    /// exception; its buffered calls wait until the peer reads again).
+    ReadNow,
 }
 
 impl Interest {
@@ -26,6 +31,7 @@ impl Interest {
         match self {
             Interest::Read => base | libc::EPOLLIN as u32,
             Interest::Write => base | libc::EPOLLOUT as u32,
+            Interest::ReadNow => base | (libc::EPOLLIN | libc::EPOLLOUT) as u32,
         }
     }
 }

@@ -582,7 +582,11 @@ impl Svc {
             self.input_ended(c);
             return;
         }
-        let r = self.pools[c.pool].epoll.rearm(c.stream.as_raw_fd(), Interest::Read, token(c.id, KIND_IN));
+        // A whole call already read into the connection's buffer (it came in
+        // one read with the previous ones) leaves the socket with nothing
+        // epoll would report: ask to be woken at once instead.
+        let interest = if c.has_whole_fragment() { Interest::ReadNow } else { Interest::Read };
+        let r = self.pools[c.pool].epoll.rearm(c.stream.as_raw_fd(), interest, token(c.id, KIND_IN));
         if let Err(e) = r {
             tracing::debug!(peer = %c.info.peer.addr, "cannot re-arm connection: {e}");
             self.input_ended(c);
@@ -601,7 +605,7 @@ impl Svc {
                 self.send_replies(c, &mut replies);
                 return self.input_ended(c);
             }
-            let (record, seq) = match c.recv_record(self.state.config.max_record_bytes) {
+            let (record, seq) = match c.recv_record(self.state.config.max_record_bytes, n > 0) {
                 Ok(Some(r)) => {
                     let now = self.now_ns();
                     c.activity_ns.store(now, Ordering::Release);
@@ -609,7 +613,7 @@ impl Svc {
                     r
                 }
                 Ok(None) => {
-                    if c.partial_since_ns.load(Ordering::Acquire) == 0 && c.has_partial_record() {
+                    if c.partial_since_ns.load(Ordering::Acquire) == 0 && c.has_buffered_input() {
                         c.partial_since_ns.store(self.now_ns().max(1), Ordering::Release);
                     }
                     self.send_replies(c, &mut replies);
@@ -841,6 +845,13 @@ impl Svc {
         if out.gone || out.broken || out.inflight > 0 || !Conn::out_idle(&out) {
             drop(out);
             tracing::info!(peer = %c.info.peer.addr, "STARTTLS with calls still in flight: closing");
+            return self.input_ended(c);
+        }
+        if c.has_buffered_input() {
+            // The client sent on before the STARTTLS reply (RFC 9289 says to
+            // wait for it); what we read of it would be missing from TLS.
+            drop(out);
+            tracing::info!(peer = %c.info.peer.addr, "data after the TLS probe, before its reply: closing");
             return self.input_ended(c);
         }
         let stream = match c.stream.try_clone() {
