@@ -12,9 +12,11 @@
 //!   a saturated server shows as rising latency instead of being hidden by a generator that
 //!   politely slowed down ("coordinated omission"). Calls that started more than 2 ms late
 //!   are counted (`late_starts`): many of them mean the generator, not the server, was short.
-//!   The generator's timer wakes on whole milliseconds, so latency from the intended time
-//!   includes up to ~1 ms of its own lag at low load; `service_latency` (from the actual send)
-//!   is reported beside it to show how much.
+//!   tokio's timer wakes on whole milliseconds, so a worker sleeps with it only until 2 ms
+//!   before its call and the step's `pacer` wakes it at the intended time, within tens of
+//!   µs when the generator has CPU to spare (the pacer spins on time the runtime would
+//!   otherwise spend parked). `service_latency` (from the actual send) is reported beside
+//!   the latency to show what the generator still adds.
 //! - **Ramp**: offered rates `start, start×factor, …` until the achieved rate falls below
 //!   `saturation` × offered (the server is saturated) or `max` is passed: Banks's curve of
 //!   latency against achieved throughput.
@@ -36,6 +38,7 @@ pub mod clients;
 pub mod fileset;
 mod meter;
 pub mod mix;
+mod pacer;
 
 pub(crate) use meter::Meter;
 
@@ -64,9 +67,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Schema of `bench load` reports.
 pub const LOAD_SCHEMA: &str = "eagernfs-bench/load/v1";
 
-/// A call that starts this much after its intended time counts as a late start. tokio's timer
-/// wakes on whole milliseconds, so up to ~1 ms of lag is the generator's clock, not a sign
-/// that it fell behind.
+/// A call that starts this much after its intended time counts as a late start: the
+/// generator fell behind (every worker of the client busy, or no CPU to spare). The pacer
+/// sends within tens of µs when it keeps up; the bound stays 2 ms so that counts compare
+/// with reports of the earlier, millisecond-timer generator.
 const LATE_START: Duration = Duration::from_millis(2);
 
 /// How calls arrive in an open-loop step.
@@ -626,6 +630,14 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
     let tallies: Vec<Arc<Mutex<ClientTally>>> =
         (0..n).map(|_| Arc::new(Mutex::new(ClientTally::new(plan.outlier)))).collect();
     let mut tasks = tokio::task::JoinSet::new();
+    // Open loop only: a closed loop sends each call when the previous one is answered.
+    let (pacer, pacer_task) = match plan.offered {
+        Some(_) => {
+            let (p, t) = pacer::Pacer::start();
+            (Some(p), Some(t))
+        }
+        None => (None, None),
+    };
     for (i, client) in plan.clients.iter().enumerate() {
         let ctx = CallCtx {
             client: Arc::clone(client),
@@ -643,6 +655,7 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
                 let arrivals = plan.arrivals;
                 tasks.spawn(open_loop(
                     ctx,
+                    pacer.clone().expect("an open-loop step has a pacer"),
                     per_client,
                     arrivals,
                     start,
@@ -664,6 +677,7 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
         }
     }
     while tasks.join_next().await.is_some() {}
+    drop(pacer_task);
     let issued_ops = issued.load(Ordering::Relaxed);
     let ended_by = if issued_ops >= plan.cap {
         StepEnd::Ops
@@ -818,12 +832,14 @@ impl Arrival {
 }
 
 /// Open loop for one client: `outstanding_max` worker tasks take the client's arrivals in
-/// order, each sleeping until its call's intended time and then making it. When every
+/// order, each waiting (on the step's [`pacer::Pacer`]) until its call's intended time and
+/// then making it. When every
 /// worker is busy the next call starts late, and its latency still counts from its intended
 /// time. (A task per call costs the generator more CPU than the calls it measures.)
 #[allow(clippy::too_many_arguments)]
 async fn open_loop(
     ctx: CallCtx,
+    pacer: pacer::Pacer,
     rate: f64,
     arrivals: Arrivals,
     start: Instant,
@@ -844,7 +860,8 @@ async fn open_loop(
     let arrival = Arc::new(Mutex::new(Arrival { rng, next_s: first, mean_gap_s, arrivals, done: false }));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..outstanding_max.max(1) {
-        let (ctx, arrival, issued) = (ctx.clone(), Arc::clone(&arrival), Arc::clone(&issued));
+        let (ctx, arrival, issued, pacer) =
+            (ctx.clone(), Arc::clone(&arrival), Arc::clone(&issued), pacer.clone());
         workers.spawn(async move {
             loop {
                 let (intended, op, p) = {
@@ -859,7 +876,7 @@ async fn open_loop(
                     a.next_s += gap;
                     (intended, op, p)
                 };
-                tokio::time::sleep_until(tokio::time::Instant::from_std(intended)).await;
+                pacer.sleep_until(intended).await;
                 ctx.call(op, p, intended).await;
             }
         });
