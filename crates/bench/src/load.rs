@@ -15,8 +15,8 @@
 //!   tokio's timer wakes on whole milliseconds, so a worker sleeps with it only until 2 ms
 //!   before its call and the step's `pacer` wakes it at the intended time, within tens of
 //!   µs when the generator has CPU to spare (the pacer spins on time the runtime would
-//!   otherwise spend parked). `service_latency` (from the actual send) is reported beside
-//!   the latency to show what the generator still adds.
+//!   otherwise spend parked). How late each call actually started is `send_lag`;
+//!   `service_latency` (from the actual send) is reported beside the latency too.
 //! - **Ramp**: offered rates `start, start×factor, …` until the achieved rate falls below
 //!   `saturation` × offered (the server is saturated) or `max` is passed: Banks's curve of
 //!   latency against achieved throughput.
@@ -287,6 +287,10 @@ pub struct LoadStep {
     /// Latency over all operations, from the actual send to the answer (what the server and
     /// network took, without the generator's own delays).
     pub service_latency: Option<LatencySummary>,
+    /// How late calls started, from intended send time to the actual send (open loop; the
+    /// generator's own share of `latency`). Absent in reports written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag: Option<LatencySummary>,
     /// Why it ended.
     pub ended_by: StepEnd,
 }
@@ -329,6 +333,7 @@ struct OpCounters {
 struct ClientTally {
     ops: BTreeMap<LoadOp, OpCounters>,
     service: LatencyRecorder,
+    send_lag: LatencyRecorder,
     late_starts: u64,
     last_answer: Option<Instant>,
 }
@@ -338,6 +343,7 @@ impl ClientTally {
         Self {
             ops: BTreeMap::new(),
             service: LatencyRecorder::new(outlier),
+            send_lag: LatencyRecorder::new(outlier),
             late_starts: 0,
             last_answer: None,
         }
@@ -701,10 +707,12 @@ fn summarize_step(
     let mut late_starts = 0;
     let mut last: Option<Instant> = None;
     let mut service = LatencyRecorder::new(plan.outlier);
+    let mut send_lag = LatencyRecorder::new(plan.outlier);
     for t in tallies {
         let t = t.lock().unwrap_or_else(|e| e.into_inner());
         late_starts += t.late_starts;
         service.merge(&t.service);
+        send_lag.merge(&t.send_lag);
         last = last.max(t.last_answer);
         for (op, c) in &t.ops {
             let entry = per_op.entry(*op).or_insert_with(|| OpCounters {
@@ -751,6 +759,8 @@ fn summarize_step(
         late_starts,
         latency: all.summary(),
         service_latency: service.summary(),
+        // A closed loop sends each call at the instant it calls its intended time.
+        send_lag: plan.offered.and_then(|_| send_lag.summary()),
         ended_by,
     }
 }
@@ -772,9 +782,11 @@ impl CallCtx {
         let done = Instant::now();
         let latency_ns = duration_ns(done.saturating_duration_since(intended));
         let mut t = self.tally.lock().unwrap_or_else(|e| e.into_inner());
-        if started.saturating_duration_since(intended) > LATE_START {
+        let lag = started.saturating_duration_since(intended);
+        if lag > LATE_START {
             t.late_starts += 1;
         }
+        t.send_lag.record(duration_ns(lag));
         t.last_answer = t.last_answer.max(Some(done));
         t.service.record(duration_ns(done.saturating_duration_since(started)));
         let outlier = self.outlier;
@@ -971,8 +983,18 @@ pub fn summarize_load(report: &LoadReport) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
-        "clients", "offered", "achieved", "calls", "mean", "p50", "p99", "svc p99", "errors", "late"
+        "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
+        "clients",
+        "offered",
+        "achieved",
+        "calls",
+        "mean",
+        "p50",
+        "p99",
+        "svc p99",
+        "lag p99",
+        "errors",
+        "late"
     );
     for step in &report.steps {
         let r = &step.rate;
@@ -987,7 +1009,7 @@ pub fn summarize_load(report: &LoadReport) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
+            "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
             r.clients,
             offered,
             r.achieved_ops_per_s.map_or_else(|| "n/a".into(), |a| format!("{a:.0}/s")),
@@ -996,6 +1018,7 @@ pub fn summarize_load(report: &LoadReport) -> String {
             p50,
             p99,
             step.service_latency.as_ref().map_or_else(|| "n/a".into(), |l| format_ns(l.p99_ns as f64)),
+            step.send_lag.as_ref().map_or_else(|| "n/a".into(), |l| format_ns(l.p99_ns as f64)),
             step.errors,
             step.late_starts,
         );
