@@ -46,7 +46,8 @@ pub enum BenchCommand {
     Table(TableArgs),
     /// SFS-style call-rate generator (Banks 2007): N virtual clients from distinct 127.0.x.y
     /// addresses call an SFS-like NFSv3 mix over a prepared file set at offered rates (open
-    /// loop, latency from the intended send time), a ramp to saturation, or a closed loop.
+    /// loop, latency from the intended send time, calls sent within µs of it), a ramp to
+    /// saturation, or a closed loop.
     Load(LoadArgs),
     /// Mount storm (Banks 2007): N clients from distinct 127.1.x.y addresses MOUNT and GETATTR
     /// at once; time until all succeed, failures by cause.

@@ -12,9 +12,11 @@
 //!   a saturated server shows as rising latency instead of being hidden by a generator that
 //!   politely slowed down ("coordinated omission"). Calls that started more than 2 ms late
 //!   are counted (`late_starts`): many of them mean the generator, not the server, was short.
-//!   The generator's timer wakes on whole milliseconds, so latency from the intended time
-//!   includes up to ~1 ms of its own lag at low load; `service_latency` (from the actual send)
-//!   is reported beside it to show how much.
+//!   tokio's timer wakes on whole milliseconds, so a worker sleeps with it only until 2 ms
+//!   before its call and the step's `pacer` wakes it at the intended time, within tens of
+//!   µs when the generator has CPU to spare (the pacer spins on time the runtime would
+//!   otherwise spend parked). How late each call actually started is `send_lag`;
+//!   `service_latency` (from the actual send) is reported beside the latency too.
 //! - **Ramp**: offered rates `start, start×factor, …` until the achieved rate falls below
 //!   `saturation` × offered (the server is saturated) or `max` is passed: Banks's curve of
 //!   latency against achieved throughput.
@@ -36,6 +38,7 @@ pub mod clients;
 pub mod fileset;
 mod meter;
 pub mod mix;
+mod pacer;
 
 pub(crate) use meter::Meter;
 
@@ -64,9 +67,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Schema of `bench load` reports.
 pub const LOAD_SCHEMA: &str = "eagernfs-bench/load/v1";
 
-/// A call that starts this much after its intended time counts as a late start. tokio's timer
-/// wakes on whole milliseconds, so up to ~1 ms of lag is the generator's clock, not a sign
-/// that it fell behind.
+/// A call that starts this much after its intended time counts as a late start: the
+/// generator fell behind (every worker of the client busy, or no CPU to spare). The pacer
+/// sends within tens of µs when it keeps up; the bound stays 2 ms so that counts compare
+/// with reports of the earlier, millisecond-timer generator.
 const LATE_START: Duration = Duration::from_millis(2);
 
 /// How calls arrive in an open-loop step.
@@ -283,6 +287,10 @@ pub struct LoadStep {
     /// Latency over all operations, from the actual send to the answer (what the server and
     /// network took, without the generator's own delays).
     pub service_latency: Option<LatencySummary>,
+    /// How late calls started, from intended send time to the actual send (open loop; the
+    /// generator's own share of `latency`). Absent in reports written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag: Option<LatencySummary>,
     /// Why it ended.
     pub ended_by: StepEnd,
 }
@@ -325,6 +333,7 @@ struct OpCounters {
 struct ClientTally {
     ops: BTreeMap<LoadOp, OpCounters>,
     service: LatencyRecorder,
+    send_lag: LatencyRecorder,
     late_starts: u64,
     last_answer: Option<Instant>,
 }
@@ -334,6 +343,7 @@ impl ClientTally {
         Self {
             ops: BTreeMap::new(),
             service: LatencyRecorder::new(outlier),
+            send_lag: LatencyRecorder::new(outlier),
             late_starts: 0,
             last_answer: None,
         }
@@ -626,6 +636,14 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
     let tallies: Vec<Arc<Mutex<ClientTally>>> =
         (0..n).map(|_| Arc::new(Mutex::new(ClientTally::new(plan.outlier)))).collect();
     let mut tasks = tokio::task::JoinSet::new();
+    // Open loop only: a closed loop sends each call when the previous one is answered.
+    let (pacer, pacer_task) = match plan.offered {
+        Some(_) => {
+            let (p, t) = pacer::Pacer::start();
+            (Some(p), Some(t))
+        }
+        None => (None, None),
+    };
     for (i, client) in plan.clients.iter().enumerate() {
         let ctx = CallCtx {
             client: Arc::clone(client),
@@ -643,6 +661,7 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
                 let arrivals = plan.arrivals;
                 tasks.spawn(open_loop(
                     ctx,
+                    pacer.clone().expect("an open-loop step has a pacer"),
                     per_client,
                     arrivals,
                     start,
@@ -664,6 +683,7 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
         }
     }
     while tasks.join_next().await.is_some() {}
+    drop(pacer_task);
     let issued_ops = issued.load(Ordering::Relaxed);
     let ended_by = if issued_ops >= plan.cap {
         StepEnd::Ops
@@ -687,10 +707,12 @@ fn summarize_step(
     let mut late_starts = 0;
     let mut last: Option<Instant> = None;
     let mut service = LatencyRecorder::new(plan.outlier);
+    let mut send_lag = LatencyRecorder::new(plan.outlier);
     for t in tallies {
         let t = t.lock().unwrap_or_else(|e| e.into_inner());
         late_starts += t.late_starts;
         service.merge(&t.service);
+        send_lag.merge(&t.send_lag);
         last = last.max(t.last_answer);
         for (op, c) in &t.ops {
             let entry = per_op.entry(*op).or_insert_with(|| OpCounters {
@@ -737,6 +759,8 @@ fn summarize_step(
         late_starts,
         latency: all.summary(),
         service_latency: service.summary(),
+        // A closed loop sends each call at the instant it calls its intended time.
+        send_lag: plan.offered.and_then(|_| send_lag.summary()),
         ended_by,
     }
 }
@@ -758,9 +782,11 @@ impl CallCtx {
         let done = Instant::now();
         let latency_ns = duration_ns(done.saturating_duration_since(intended));
         let mut t = self.tally.lock().unwrap_or_else(|e| e.into_inner());
-        if started.saturating_duration_since(intended) > LATE_START {
+        let lag = started.saturating_duration_since(intended);
+        if lag > LATE_START {
             t.late_starts += 1;
         }
+        t.send_lag.record(duration_ns(lag));
         t.last_answer = t.last_answer.max(Some(done));
         t.service.record(duration_ns(done.saturating_duration_since(started)));
         let outlier = self.outlier;
@@ -818,12 +844,14 @@ impl Arrival {
 }
 
 /// Open loop for one client: `outstanding_max` worker tasks take the client's arrivals in
-/// order, each sleeping until its call's intended time and then making it. When every
+/// order, each waiting (on the step's [`pacer::Pacer`]) until its call's intended time and
+/// then making it. When every
 /// worker is busy the next call starts late, and its latency still counts from its intended
 /// time. (A task per call costs the generator more CPU than the calls it measures.)
 #[allow(clippy::too_many_arguments)]
 async fn open_loop(
     ctx: CallCtx,
+    pacer: pacer::Pacer,
     rate: f64,
     arrivals: Arrivals,
     start: Instant,
@@ -844,7 +872,8 @@ async fn open_loop(
     let arrival = Arc::new(Mutex::new(Arrival { rng, next_s: first, mean_gap_s, arrivals, done: false }));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..outstanding_max.max(1) {
-        let (ctx, arrival, issued) = (ctx.clone(), Arc::clone(&arrival), Arc::clone(&issued));
+        let (ctx, arrival, issued, pacer) =
+            (ctx.clone(), Arc::clone(&arrival), Arc::clone(&issued), pacer.clone());
         workers.spawn(async move {
             loop {
                 let (intended, op, p) = {
@@ -859,7 +888,7 @@ async fn open_loop(
                     a.next_s += gap;
                     (intended, op, p)
                 };
-                tokio::time::sleep_until(tokio::time::Instant::from_std(intended)).await;
+                pacer.sleep_until(intended).await;
                 ctx.call(op, p, intended).await;
             }
         });
@@ -954,8 +983,18 @@ pub fn summarize_load(report: &LoadReport) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
-        "clients", "offered", "achieved", "calls", "mean", "p50", "p99", "svc p99", "errors", "late"
+        "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
+        "clients",
+        "offered",
+        "achieved",
+        "calls",
+        "mean",
+        "p50",
+        "p99",
+        "svc p99",
+        "lag p99",
+        "errors",
+        "late"
     );
     for step in &report.steps {
         let r = &step.rate;
@@ -970,7 +1009,7 @@ pub fn summarize_load(report: &LoadReport) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
+            "  {:>7} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",
             r.clients,
             offered,
             r.achieved_ops_per_s.map_or_else(|| "n/a".into(), |a| format!("{a:.0}/s")),
@@ -979,6 +1018,7 @@ pub fn summarize_load(report: &LoadReport) -> String {
             p50,
             p99,
             step.service_latency.as_ref().map_or_else(|| "n/a".into(), |l| format_ns(l.p99_ns as f64)),
+            step.send_lag.as_ref().map_or_else(|| "n/a".into(), |l| format_ns(l.p99_ns as f64)),
             step.errors,
             step.late_starts,
         );

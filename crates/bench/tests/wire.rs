@@ -77,6 +77,13 @@ fn load_counts_every_requested_call_and_rates_are_calls_over_time() {
     let json = serde_json::to_string(&report).unwrap();
     let back: eagernfs_bench::load::LoadReport = serde_json::from_str(&json).unwrap();
     assert_eq!(back, report, "the JSON report round-trips");
+    // Open-loop steps measure their send lag; a report written before that existed loads.
+    assert_eq!(step.send_lag.as_ref().map(|l| l.count), Some(300));
+    let mut old: serde_json::Value = serde_json::to_value(&report).unwrap();
+    old["steps"][0].as_object_mut().unwrap().remove("send_lag").expect("send_lag in the JSON");
+    let old: eagernfs_bench::load::LoadReport = serde_json::from_value(old).unwrap();
+    assert_eq!(old.steps[0].send_lag, None);
+    assert!(eagernfs_bench::load::summarize_load(&old).contains("n/a"));
 }
 
 #[test]
@@ -97,6 +104,7 @@ fn closed_loop_steps_per_client_count_each_count_their_calls() {
         assert_eq!(step.rate.offered_ops_per_s, None);
         assert_eq!(step.closed_loop_outstanding, Some(2));
         assert_eq!(step.late_starts, 0, "a closed loop starts every call when it means to");
+        assert_eq!(step.send_lag, None, "a closed loop has no intended times to be late for");
     }
     let dir = tempfile::tempdir().unwrap();
     let files = eagernfs_bench::load::plot_load(&report, &dir.path().join("l")).unwrap();
