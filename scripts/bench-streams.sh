@@ -77,24 +77,27 @@ stream() { # URL DIRECTION FILE -> MB/s
     taskset -c 0 "$bin" bench stream "$1" --direction "$2" --size "$size" --rpc-size 1MiB --in-flight 8 \
         --file "$3" --no-progress 2>&1 | sed -n 's/^ *MB\/s *\([0-9.]*\) to the last reply.*/\1/p'
 }
+# One iperf3 server for the whole run, on the server's CPU.
+iperf_port=$((base + 10))
+taskset -c 1 iperf3 -s -p "$iperf_port" >"$work/iperf-server.log" 2>&1 &
+pids+=($!)
 iperf() { # [-R] -> MB/s received
-    local port=$((base + 10))
-    taskset -c 1 iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
-    local spid=$!
     local tries=0
-    until taskset -c 0 iperf3 -c 127.0.0.1 -p "$port" -t 3 -J "$@" >"$work/iperf.json" 2>/dev/null; do
+    until taskset -c 0 iperf3 -c 127.0.0.1 -p "$iperf_port" -t 3 -J "$@" >"$work/iperf.json" 2>/dev/null; do
         tries=$((tries + 1))
-        [ "$tries" -lt 50 ] || { log "iperf3 did not connect"; exit 1; }
+        [ "$tries" -lt 50 ] || { log "iperf3 failed: $(tail -3 "$work/iperf-server.log")"; return 1; }
         sleep 0.1
     done
-    wait "$spid" 2>/dev/null || true
     python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"] / 8e6))' "$work/iperf.json"
 }
 
-# The files, written once before the rounds (eagernfs and eagernfs --no-splice share the export).
+# The files, written once before the rounds (eagernfs and eagernfs --no-splice share the
+# export): the one every round reads, and the one every round overwrites (so no round pays for
+# allocating a new file).
 for t in "${targets[@]}"; do
     name=${t%%|*} url=${t#*|}
     [ "$name" = "eagernfs --no-splice" ] || stream "$url" write stream.dat >/dev/null
+    stream "$url" write w.dat >/dev/null
 done
 
 : >"$out/results.tsv"
@@ -104,7 +107,7 @@ for r in $(seq 1 "$rounds"); do
     for t in "${targets[@]}"; do
         name=${t%%|*} url=${t#*|}
         echo -e "$r\t$name\tread\t$(stream "$url" read stream.dat)" >>"$out/results.tsv"
-        echo -e "$r\t$name\twrite\t$(stream "$url" write "w$r.dat")" >>"$out/results.tsv"
+        echo -e "$r\t$name\twrite\t$(stream "$url" write w.dat)" >>"$out/results.tsv"
     done
     log "round $r of $rounds done"
 done
