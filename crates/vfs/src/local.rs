@@ -818,6 +818,10 @@ impl Backend for LocalBackend {
         // The data is in the file: the file's next write may go in while
         // this one waits for its sync (and may share it).
         ordered();
+        if stable == StableHow::Unstable && f.eager_writeback_due(n) {
+            // Best effort: a failure here shows again at the COMMIT's sync.
+            let _ = sys::start_writeback(f.fd.as_fd());
+        }
         self.sync(&f, stable)?;
         let after = sys::fstat(f.fd.as_fd()).ok().map(|st| attr_from_stat(&st));
         Ok(WriteResult {

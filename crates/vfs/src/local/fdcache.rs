@@ -55,6 +55,10 @@ impl WriteVerifier {
     }
 }
 
+/// UNSTABLE bytes written to one file between starts of its writeback.
+/// Small, scattered writers (a few KiB per file) never reach it.
+pub(super) const EAGER_WRITEBACK_BYTES: u64 = 4 << 20;
+
 /// A regular file opened by the server.
 pub(super) struct IoFile {
     pub(super) fd: OwnedFd,
@@ -67,6 +71,9 @@ pub(super) struct IoFile {
     /// and concurrent COMMITs of one file share one (group commit).
     written: AtomicU64,
     synced: AtomicU64,
+    /// Bytes written UNSTABLE since the file's writeback was last started
+    /// (see [`IoFile::eager_writeback_due`]).
+    unstarted: AtomicU64,
     /// Held while a sync runs, so COMMITs that arrive meanwhile wait for it
     /// and then find their data covered instead of syncing again.
     sync_lock: Mutex<()>,
@@ -87,6 +94,7 @@ impl IoFile {
             write_errno,
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
+            unstarted: AtomicU64::new(0),
             sync_lock: Mutex::new(()),
             sync_on_close,
             verifier,
@@ -96,6 +104,19 @@ impl IoFile {
     /// Record that unstable data was written (after the write completed).
     pub(super) fn mark_dirty(&self) {
         self.written.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Count `n` bytes written UNSTABLE; true once every
+    /// [`EAGER_WRITEBACK_BYTES`] (the caller then starts the file's
+    /// writeback). Linux alone starts writing dirty pages only past
+    /// `dirty_background_ratio` of memory (gigabytes here), so a client
+    /// copying a large file would find all of it still to write at its
+    /// COMMIT and wait for the whole disk write then; started early, the
+    /// disk writes while the network transfers (the server side of Rago et
+    /// al.'s eager writeback), and the COMMIT finds little left.
+    pub(super) fn eager_writeback_due(&self, n: usize) -> bool {
+        let total = self.unstarted.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        total >= EAGER_WRITEBACK_BYTES && self.unstarted.swap(0, Ordering::Relaxed) >= EAGER_WRITEBACK_BYTES
     }
 
     /// Whether unstable data written so far may not be on stable storage.
@@ -274,6 +295,19 @@ mod tests {
         }
         assert!(c.len() <= SHARDS * 2);
         assert!(c.get(&keys[0]).is_some());
+    }
+
+    #[test]
+    fn eager_writeback_starts_once_per_threshold_of_unstable_bytes() {
+        let f = file(&Arc::new(WriteVerifier::new()));
+        let mib = 1 << 20;
+        // 1 MiB writes: the 4th, 8th and 12th start writeback.
+        let due: Vec<bool> = (0..12).map(|_| f.eager_writeback_due(mib)).collect();
+        let starts: Vec<usize> = due.iter().enumerate().filter(|(_, d)| **d).map(|(i, _)| i).collect();
+        assert_eq!(starts, [3, 7, 11]);
+        // 8 KiB writes scattered over a small file never do within its size.
+        let small = file(&Arc::new(WriteVerifier::new()));
+        assert!((0..64).all(|_| !small.eager_writeback_due(8192)));
     }
 
     #[test]

@@ -326,6 +326,17 @@ pub(super) fn fdatasync(fd: BorrowedFd<'_>) -> io::Result<()> {
     retry(|| cvt(unsafe { libc::fdatasync(fd.as_raw_fd()) }).map(drop))
 }
 
+/// Start writing the file's dirty pages to the disk without waiting for
+/// them (pages already being written are skipped). Durability is still
+/// what `fdatasync` gives; this only gets the disk going earlier.
+pub(super) fn start_writeback(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain call on a valid descriptor; offset 0 and length 0 mean
+    // the whole file.
+    retry(|| {
+        cvt(unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) }).map(drop)
+    })
+}
+
 pub(super) fn ftruncate(fd: BorrowedFd<'_>, size: u64) -> io::Result<()> {
     let size = i64::try_from(size).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
     // SAFETY: plain call on a valid descriptor.
