@@ -5,14 +5,18 @@
 #   eagernfs-mem   eagernfs --memory
 #   ganesha-vfs    nfs-ganesha 4.3, FSAL VFS, on a local directory
 #   ganesha-mem    nfs-ganesha 4.3, FSAL MEM
+#   eagernfs-journal  with --journal: eagernfs serving a local directory with its intent journal
+#                  (a file on the same disk), so COMMIT and stable WRITEs cost a journal append
 # Servers are pinned to CPU 1 and the benchmark client to CPU 0 (taskset), so they do not
 # take each other's core. Ganesha is restarted before each of its workloads (it wedges after
 # ~24k creates; a fresh server also keeps one workload's leftovers out of the next).
 #
 #   scripts/bench-compare.sh [--out DIR] [--stream-size SIZE] [--load-rates LIST]
 #                            [--load-step-seconds S] [--mountstorm-clients N] [--no-ganesha]
+#                            [--journal]
 #
 #   --out DIR   where everything goes (default docs/benchmarks/compare-YYYY-MM-DD)
+#   --journal   also measure eagernfs-journal (see above)
 #   the rest are passed to `eagernfs bench compare` (see its --help).
 #
 # Writes DIR/table.md (ratio tables, eagernfs-dir first), DIR/*.json.gz (one gzip-compressed
@@ -25,14 +29,16 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/docs/benchmarks/compare-$(date +%Y-%m-%d)
 orig_args=("$@")
 ganesha=1
+journal=0
 pass=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) out=$2; shift 2 ;;
         --no-ganesha) ganesha=0; shift ;;
+        --journal) journal=1; shift ;;
         --stream-size | --load-rates | --load-step-seconds | --mountstorm-clients | --load-clients)
             pass+=("$1" "$2"); shift 2 ;;
-        -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-compare: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -82,23 +88,35 @@ wait_port() {
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
         sleep 0.1
     done
-    log "nothing listens on port $port"; return 1
+    log "nothing listens on port $port"; tail -5 "$work"/*.log >&2 2>/dev/null; return 1
 }
 
-mkdir -p "$work/dir" "$work/gvfs" "$work/gmem" "$out"
+mkdir -p "$work/dir" "$work/jdir" "$work/gvfs" "$work/gmem" "$out"
 targets=()
 restarts=()
 
 p=$(free_port)
+# Each server has a state directory (handle key, control socket) of its own.
+mkdir -p "$work/dstate" "$work/mstate"
 taskset -c 1 "$bin" serve "$work/dir" --listen "127.0.0.1:$p" -o rw,no_root_squash,insecure \
-    >"$work/eagernfs-dir.log" 2>&1 &
+    --state-dir "$work/dstate" >"$work/eagernfs-dir.log" 2>&1 &
 pids+=($!)
 wait_port "$p"
 targets+=(--target "eagernfs-dir=nfs://127.0.0.1:$p$work/dir")
 
+if [ "$journal" = 1 ]; then
+    p=$(free_port)
+    mkdir -p "$work/jstate"
+    taskset -c 1 "$bin" serve "$work/jdir" --listen "127.0.0.1:$p" -o rw,no_root_squash,insecure \
+        --journal "$work/journal" --state-dir "$work/jstate" >"$work/eagernfs-journal.log" 2>&1 &
+    pids+=($!)
+    wait_port "$p"
+    targets+=(--target "eagernfs-journal=nfs://127.0.0.1:$p$work/jdir")
+fi
+
 p=$(free_port)
 taskset -c 1 "$bin" serve --memory /mem --listen "127.0.0.1:$p" -o rw,no_root_squash,insecure \
-    >"$work/eagernfs-mem.log" 2>&1 &
+    --state-dir "$work/mstate" >"$work/eagernfs-mem.log" 2>&1 &
 pids+=($!)
 wait_port "$p"
 targets+=(--target "eagernfs-mem=nfs://127.0.0.1:$p/mem")
