@@ -818,9 +818,11 @@ impl Backend for LocalBackend {
         // The data is in the file: the file's next write may go in while
         // this one waits for its sync (and may share it).
         ordered();
-        if stable == StableHow::Unstable && f.eager_writeback_due(n) {
-            // Best effort: a failure here shows again at the COMMIT's sync.
-            let _ = sys::start_writeback(f.fd.as_fd());
+        if stable == StableHow::Unstable {
+            if let Some((at, len)) = f.eager_writeback_due(offset, n) {
+                // Best effort: a failure here shows again at the COMMIT's sync.
+                let _ = sys::start_writeback(f.fd.as_fd(), at, len);
+            }
         }
         self.sync(&f, stable)?;
         let after = sys::fstat(f.fd.as_fd()).ok().map(|st| attr_from_stat(&st));

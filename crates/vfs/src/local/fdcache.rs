@@ -55,8 +55,8 @@ impl WriteVerifier {
     }
 }
 
-/// UNSTABLE bytes written to one file between starts of its writeback.
-/// Small, scattered writers (a few KiB per file) never reach it.
+/// Sequential UNSTABLE bytes written to one file between starts of its
+/// writeback.
 pub(super) const EAGER_WRITEBACK_BYTES: u64 = 4 << 20;
 
 /// A regular file opened by the server.
@@ -71,9 +71,11 @@ pub(super) struct IoFile {
     /// and concurrent COMMITs of one file share one (group commit).
     written: AtomicU64,
     synced: AtomicU64,
-    /// Bytes written UNSTABLE since the file's writeback was last started
-    /// (see [`IoFile::eager_writeback_due`]).
+    /// Bytes of the current sequential run of UNSTABLE writes whose
+    /// writeback has not been started, and where the run's next write would
+    /// begin (see [`IoFile::eager_writeback_due`]).
     unstarted: AtomicU64,
+    run_end: AtomicU64,
     /// Held while a sync runs, so COMMITs that arrive meanwhile wait for it
     /// and then find their data covered instead of syncing again.
     sync_lock: Mutex<()>,
@@ -95,6 +97,7 @@ impl IoFile {
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             unstarted: AtomicU64::new(0),
+            run_end: AtomicU64::new(u64::MAX),
             sync_lock: Mutex::new(()),
             sync_on_close,
             verifier,
@@ -106,17 +109,32 @@ impl IoFile {
         self.written.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Count `n` bytes written UNSTABLE; true once every
-    /// [`EAGER_WRITEBACK_BYTES`] (the caller then starts the file's
-    /// writeback). Linux alone starts writing dirty pages only past
-    /// `dirty_background_ratio` of memory (gigabytes here), so a client
-    /// copying a large file would find all of it still to write at its
-    /// COMMIT and wait for the whole disk write then; started early, the
-    /// disk writes while the network transfers (the server side of Rago et
-    /// al.'s eager writeback), and the COMMIT finds little left.
-    pub(super) fn eager_writeback_due(&self, n: usize) -> bool {
-        let total = self.unstarted.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-        total >= EAGER_WRITEBACK_BYTES && self.unstarted.swap(0, Ordering::Relaxed) >= EAGER_WRITEBACK_BYTES
+    /// Count an UNSTABLE write of `n` bytes at `offset`. Once a sequential
+    /// run of them (each starting where the one before ended) holds
+    /// [`EAGER_WRITEBACK_BYTES`] not yet sent to the disk, returns that
+    /// range, whose writeback the caller then starts. Linux alone starts
+    /// writing dirty pages only past `dirty_background_ratio` of memory
+    /// (gigabytes here), so a client copying a large file would find all of
+    /// it still to write at its COMMIT and wait for the whole disk write
+    /// then; started early, the disk writes while the network transfers (the
+    /// server side of Rago et al.'s eager writeback), and the COMMIT finds
+    /// little left. Scattered writes never start anything: sending a few
+    /// random pages at a time would only cost the server CPU and the disk
+    /// seeks the kernel's own writeback batches better.
+    pub(super) fn eager_writeback_due(&self, offset: u64, n: usize) -> Option<(u64, u64)> {
+        let end = offset + n as u64;
+        let sequential = self.run_end.swap(end, Ordering::Relaxed) == offset;
+        let total = if sequential {
+            self.unstarted.fetch_add(n as u64, Ordering::Relaxed) + n as u64
+        } else {
+            self.unstarted.store(n as u64, Ordering::Relaxed);
+            n as u64
+        };
+        if total < EAGER_WRITEBACK_BYTES {
+            return None;
+        }
+        let taken = self.unstarted.swap(0, Ordering::Relaxed);
+        (taken >= EAGER_WRITEBACK_BYTES).then(|| (end.saturating_sub(taken), taken))
     }
 
     /// Whether unstable data written so far may not be on stable storage.
@@ -298,16 +316,26 @@ mod tests {
     }
 
     #[test]
-    fn eager_writeback_starts_once_per_threshold_of_unstable_bytes() {
+    fn eager_writeback_starts_once_per_threshold_of_a_sequential_run() {
         let f = file(&Arc::new(WriteVerifier::new()));
-        let mib = 1 << 20;
-        // 1 MiB writes: the 4th, 8th and 12th start writeback.
-        let due: Vec<bool> = (0..12).map(|_| f.eager_writeback_due(mib)).collect();
-        let starts: Vec<usize> = due.iter().enumerate().filter(|(_, d)| **d).map(|(i, _)| i).collect();
-        assert_eq!(starts, [3, 7, 11]);
-        // 8 KiB writes scattered over a small file never do within its size.
-        let small = file(&Arc::new(WriteVerifier::new()));
-        assert!((0..64).all(|_| !small.eager_writeback_due(8192)));
+        let mib = 1u64 << 20;
+        // 1 MiB sequential writes: the 4th, 8th and 12th start writeback of the 4 MiB before.
+        let due: Vec<Option<(u64, u64)>> =
+            (0..12).map(|i| f.eager_writeback_due(i * mib, mib as usize)).collect();
+        let starts: Vec<(usize, (u64, u64))> =
+            due.iter().enumerate().filter_map(|(i, d)| d.map(|r| (i, r))).collect();
+        assert_eq!(starts, [(3, (0, 4 * mib)), (7, (4 * mib, 4 * mib)), (11, (8 * mib, 4 * mib))]);
+        // Random 8 KiB writes never do, however many.
+        let scattered = file(&Arc::new(WriteVerifier::new()));
+        assert!(
+            (0..4096u64).all(|i| scattered.eager_writeback_due((i * 7919 % 4096) * 16384, 8192).is_none())
+        );
+        // A jump starts a new run.
+        let jumpy = file(&Arc::new(WriteVerifier::new()));
+        for i in 0..3 {
+            assert!(jumpy.eager_writeback_due(i * mib, mib as usize).is_none());
+        }
+        assert!(jumpy.eager_writeback_due(100 * mib, mib as usize).is_none(), "not contiguous: a new run");
     }
 
     #[test]
