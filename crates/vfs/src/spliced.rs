@@ -94,7 +94,9 @@ impl PipePool {
         }
         let (p, got) = Pipe::new(self.capacity)?;
         if got < self.capacity {
-            return Err(io::Error::new(io::ErrorKind::OutOfMemory, "pipe smaller than the pool's"));
+            // The user's pipe memory is used up (pipe-user-pages-soft): the
+            // caller copies instead, as for any other shortage.
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
         }
         Ok(p)
     }
