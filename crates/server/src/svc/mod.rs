@@ -593,6 +593,15 @@ impl Svc {
         }
     }
 
+    /// After a call of `c` was counted in flight: pause its input if it
+    /// has as many calls in flight as allowed (a thread writing one of their
+    /// replies re-arms it). Whether there is room for more.
+    fn pause_input_if_full(&self, c: &Conn, max_inflight: usize) -> bool {
+        let mut out = c.out.lock();
+        out.in_paused = out.inflight >= max_inflight;
+        !out.in_paused
+    }
+
     /// Read and run calls of `c`; its input event was ours. Replies of
     /// quick calls served in a row leave together (one send for several),
     /// before anything that may block and when the run ends.
@@ -635,13 +644,11 @@ impl Svc {
             };
             self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
             let peeked = peek::peek(&record, self.cfg.writes_block);
-            let room = {
+            {
                 let mut out = c.out.lock();
                 out.inflight += 1;
                 self.inflight_total.fetch_add(1, Ordering::AcqRel);
-                out.in_paused = out.inflight >= max_inflight;
-                !out.in_paused
-            };
+            }
             // The ticket is taken before anyone can read the next call, so
             // a later call never finds this one missing from the order.
             let ticket = peeked.io_file.map(|f| c.info.order.ticket(seq, f));
@@ -656,19 +663,27 @@ impl Svc {
                 self.send_replies(c, &mut replies);
                 return self.arm_input(c);
             }
-            let last = !room || n + 1 == BATCH_MAX;
+            let last;
             if peeked.may_block {
                 // A slow thread runs it and replies; this one reads on.
                 // Queued before anyone else can read the connection, so one
                 // connection's slow calls queue in arrival order, which the
                 // ticket order relies on (a slow thread waiting for an
                 // earlier ticket whose call is queued behind it would wait
-                // for ever once every slow thread did the same).
+                // for ever once every slow thread did the same). That is
+                // why input is paused only after the call is queued: a
+                // paused connection is re-armed by whichever thread writes
+                // a reply, and another thread could then read and queue the
+                // next call ahead of this one.
                 self.submit_slow(SlowJob::Tcp { conn: c.clone(), record, ticket });
+                let room = self.pause_input_if_full(c, max_inflight);
+                last = !room || n + 1 == BATCH_MAX;
                 if last && room {
                     self.arm_input(c);
                 }
             } else {
+                let room = self.pause_input_if_full(c, max_inflight);
+                last = !room || n + 1 == BATCH_MAX;
                 if last && room {
                     // Someone else reads the next call while this one runs.
                     self.arm_input(c);
