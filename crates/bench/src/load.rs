@@ -637,13 +637,7 @@ async fn run_step(plan: StepPlan<'_>) -> LoadStep {
         (0..n).map(|_| Arc::new(Mutex::new(ClientTally::new(plan.outlier)))).collect();
     let mut tasks = tokio::task::JoinSet::new();
     // Open loop only: a closed loop sends each call when the previous one is answered.
-    let (pacer, pacer_task) = match plan.offered {
-        Some(_) => {
-            let (p, t) = pacer::Pacer::start();
-            (Some(p), Some(t))
-        }
-        None => (None, None),
-    };
+    let (pacer, pacer_task) = plan.offered.map(|_| pacer::Pacer::start()).unzip();
     for (i, client) in plan.clients.iter().enumerate() {
         let ctx = CallCtx {
             client: Arc::clone(client),

@@ -174,7 +174,7 @@ pub(crate) enum Outcome {
     /// Results were written after the success header except for the bytes
     /// of their last field, a variable-length opaque (a READ's data): those
     /// follow on the wire from their own buffer, then XDR padding.
-    RepliedWithData(Tail),
+    RepliedWithData(Piece),
     /// The arguments did not decode.
     GarbageArgs,
     /// The procedure exists in the protocol but this server does not offer it.
@@ -328,26 +328,27 @@ pub(crate) fn handle_record(
 #[derive(Debug)]
 pub(crate) struct Reply {
     pub(crate) head: BytesMut,
-    pub(crate) tail: Option<Tail>,
+    pub(crate) tail: Option<Piece>,
     /// The answer to an RPC-with-TLS probe: once it is written, the
     /// connection goes to the TLS relay.
     pub(crate) starttls: bool,
 }
 
-/// A READ's data.
+/// One piece of a reply on its way to the socket; a READ's data is one
+/// (the reply's tail).
 #[derive(Debug)]
-pub(crate) enum Tail {
+pub(crate) enum Piece {
     /// In a buffer.
     Bytes(Bytes),
     /// In a pipe, to be spliced into the socket (never copied by us).
     Spliced(eagernfs_vfs::spliced::Spliced),
 }
 
-impl Tail {
+impl Piece {
     pub(crate) fn len(&self) -> usize {
         match self {
-            Tail::Bytes(b) => b.len(),
-            Tail::Spliced(s) => s.len(),
+            Piece::Bytes(b) => b.len(),
+            Piece::Spliced(s) => s.len(),
         }
     }
 
@@ -355,11 +356,11 @@ impl Tail {
         self.len() == 0
     }
 
-    /// The data in a buffer (a spliced tail is read out of its pipe).
+    /// The data in a buffer (a spliced piece is read out of its pipe).
     fn into_bytes(self) -> Bytes {
         match self {
-            Tail::Bytes(b) => b,
-            Tail::Spliced(s) => {
+            Piece::Bytes(b) => b,
+            Piece::Spliced(s) => {
                 let want = s.len();
                 match s.into_bytes() {
                     Ok(b) if b.len() == want => b,
@@ -379,13 +380,6 @@ impl Tail {
     }
 }
 
-/// One piece of a reply on its way to the socket.
-#[derive(Debug)]
-pub(crate) enum Piece {
-    Bytes(Bytes),
-    Spliced(eagernfs_vfs::spliced::Spliced),
-}
-
 /// XDR padding after opaque data.
 static PAD: [u8; 3] = [0; 3];
 
@@ -398,7 +392,7 @@ impl From<BytesMut> for Reply {
 
 impl Reply {
     /// Frame the record begun at `at` in `head`, counting `tail` and its padding.
-    fn new(mut head: BytesMut, at: usize, tail: Option<Tail>) -> Reply {
+    fn new(mut head: BytesMut, at: usize, tail: Option<Piece>) -> Reply {
         let extra = tail.as_ref().map_or(0, |t| t.len() + pad_len(t.len()));
         finish_record_with_tail(&mut head, at, extra);
         Reply { head, tail, starttls: false }
@@ -408,17 +402,14 @@ impl Reply {
     pub(crate) fn into_pieces(self) -> impl Iterator<Item = Piece> {
         let pad = self.tail.as_ref().map_or(0, |t| pad_len(t.len()));
         let pad = (pad > 0).then(|| Piece::Bytes(Bytes::from_static(&PAD[..pad])));
-        let tail = self.tail.filter(|t| !t.is_empty()).map(|t| match t {
-            Tail::Bytes(b) => Piece::Bytes(b),
-            Tail::Spliced(s) => Piece::Spliced(s),
-        });
+        let tail = self.tail.filter(|t| !t.is_empty());
         std::iter::once(Piece::Bytes(self.head.freeze())).chain(tail).chain(pad)
     }
 
     /// The whole record in one buffer (a datagram, the reply cache). A
     /// spliced tail is read into a buffer first.
     pub(crate) fn take_bytes(&mut self) -> Bytes {
-        let tail = self.tail.take().map(Tail::into_bytes);
+        let tail = self.tail.take().map(Piece::into_bytes);
         let all = match &tail {
             None => Bytes::copy_from_slice(&self.head),
             Some(t) => {
@@ -429,7 +420,7 @@ impl Reply {
                 all.freeze()
             }
         };
-        self.tail = tail.map(Tail::Bytes);
+        self.tail = tail.map(Piece::Bytes);
         all
     }
 }

@@ -8,12 +8,12 @@
 //! after the fact when the backend's error did not include them.
 
 use crate::convert::{self, createhow, fattr, post_op, sattr, stable, stable_wire, status, timestamp, wcc};
-use crate::dispatch::{Call, Outcome, Resolved, Tail, Transport};
+use crate::dispatch::{Call, Outcome, Piece, Resolved, Transport};
 use crate::handle;
 use crate::trace::{IoEvent, IoKind};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::*;
-use eagernfs_vfs::{access, NodeKind};
+use eagernfs_vfs::{access, NodeKind, ReadData};
 use eagernfs_xdr::{Encode, Opaque};
 
 /// Decode, run and encode one NFSv3 call.
@@ -191,7 +191,7 @@ fn readlink(call: &Call, a: Readlink3Args) -> Readlink3Res {
 const SPLICE_MIN_BYTES: u32 = 32 * 1024;
 
 /// A READ's results (with empty `data`) and the data, or the failure.
-fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Tail), Box<Read3Res>> {
+fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Piece), Box<Read3Res>> {
     let r = match call.target(&a.file) {
         Ok(r) => r,
         Err(s) => return Err(Box::new(Read3Res::Fail(s, Default::default()))),
@@ -203,17 +203,16 @@ fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Tail), Box<Read3Res>> 
         && call.conn.peer.transport == Transport::Tcp;
     let turn = call.io_turn();
     let seq = call.state.io_trace.as_ref().map(|t| t.start());
-    let spliced = match splice {
-        true => r.export.backend.read_spliced(&r.cred, &r.fh, a.offset, count).transpose(),
-        false => None,
-    };
-    let result = match spliced {
-        Some(res) => res.map(|s| (Tail::Spliced(s.data), s.eof, s.attr)),
-        None => r
-            .export
-            .backend
-            .read(&r.cred, &r.fh, a.offset, count)
-            .map(|b| (Tail::Bytes(b.data), b.eof, b.attr)),
+    let result = if splice {
+        r.export.backend.read_spliced(&r.cred, &r.fh, a.offset, count).map(|s| {
+            let data = match s.data {
+                ReadData::Buffer(b) => Piece::Bytes(b),
+                ReadData::Spliced(p) => Piece::Spliced(p),
+            };
+            (data, s.eof, s.attr)
+        })
+    } else {
+        r.export.backend.read(&r.cred, &r.fh, a.offset, count).map(|b| (Piece::Bytes(b.data), b.eof, b.attr))
     };
     drop(turn);
     if let (Some(t), Some(seq)) = (&call.state.io_trace, seq) {
@@ -223,7 +222,7 @@ fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Tail), Box<Read3Res>> 
     match result {
         Ok((data, eof, attr)) => {
             call.state.stats.count_read_bytes(call.conn.peer.addr.ip(), data.len() as u64);
-            if matches!(data, Tail::Spliced(_)) {
+            if matches!(data, Piece::Spliced(_)) {
                 call.state.stats.count_spliced_bytes(data.len() as u64);
             }
             let ok = Read3ResOk {

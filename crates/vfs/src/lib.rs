@@ -221,10 +221,19 @@ pub struct ReadResult {
     pub attr: Option<Attr>,
 }
 
-/// Result of a READ whose data waits in a pipe ([`Backend::read_spliced`]).
+/// Where a READ's data is ([`Backend::read_spliced`]).
+#[derive(Debug)]
+pub enum ReadData {
+    /// In a buffer, as [`Backend::read`] returns it.
+    Buffer(Bytes),
+    /// In a pipe, to be spliced into a socket.
+    Spliced(spliced::Spliced),
+}
+
+/// Result of [`Backend::read_spliced`].
 #[derive(Debug)]
 pub struct SplicedRead {
-    pub data: spliced::Spliced,
+    pub data: ReadData,
     pub eof: bool,
     pub attr: Option<Attr>,
 }
@@ -434,19 +443,21 @@ pub trait Backend: Send + Sync + 'static {
     /// Read up to `count` bytes at `offset`.
     fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult>;
 
-    /// As [`read`](Self::read), with the data left in a pipe to be spliced
-    /// into the socket instead of copied through a buffer (see
-    /// [`spliced`]). Same checks and answers as `read`. `Ok(None)`: not done
-    /// here (the default; a backend whose files do not hold all the data,
-    /// such as the journal's, must not offer it), so call `read`.
+    /// As [`read`](Self::read), for a caller that can send a pipe: the
+    /// backend may leave the data in one, to be spliced into the socket
+    /// instead of copied through a buffer (see [`spliced`]), and otherwise
+    /// answers with a buffer. Same checks and answers as `read`. The default
+    /// is `read` (a backend whose files do not hold all the data, such as
+    /// the journal's, must keep it).
     fn read_spliced(
         &self,
-        _cred: &Credentials,
-        _fh: &FileHandle,
-        _offset: u64,
-        _count: u32,
-    ) -> FsResult<Option<SplicedRead>> {
-        Ok(None)
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> FsResult<SplicedRead> {
+        let r = self.read(cred, fh, offset, count)?;
+        Ok(SplicedRead { data: ReadData::Buffer(r.data), eof: r.eof, attr: r.attr })
     }
 
     /// Write `data` at `offset` with at least the durability `stable` asks for.

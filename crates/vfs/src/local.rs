@@ -86,8 +86,9 @@ use self::sys::{attr_from_stat, EMPTY};
 use crate::spliced::PipePool;
 use crate::{
     access, perm, Attr, Backend, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FileType,
-    FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, SetTime, SplicedRead,
-    StableHow, Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
+    FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadData, ReadResult, SetAttr, SetTime,
+    SplicedRead, StableHow, Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX,
+    SYMLINK_TARGET_BYTES_MAX,
 };
 
 /// The largest READ or WRITE done in one call; a larger request is
@@ -477,6 +478,24 @@ impl LocalBackend {
         Ok((f, attr, want))
     }
 
+    /// Read `want` bytes of `f` at `offset` into a pooled buffer (fewer at
+    /// the end of the file).
+    fn read_buffer(&self, f: &IoFile, offset: u64, want: usize) -> FsResult<Bytes> {
+        let mut buf = self.read_bufs.take(want);
+        while buf.len() < want {
+            let at = offset + buf.len() as u64;
+            let left = want - buf.len();
+            // SAFETY: pread_uninit initialises exactly the count it returns,
+            // at most `left` bytes of the spare room it is given.
+            let got =
+                unsafe { buf.fill_with(|spare| sys::pread_uninit(f.fd.as_fd(), &mut spare[..left], at))? };
+            if got == 0 {
+                break;
+            }
+        }
+        Ok(buf.into_bytes())
+    }
+
     /// Attributes through a cached descriptor; a removed file leaves the cache.
     fn io_attr(&self, fh: &FileHandle, f: &IoFile) -> FsResult<Attr> {
         Self::live_attr(&f.fd).inspect_err(|e| {
@@ -716,21 +735,9 @@ impl Backend for LocalBackend {
 
     fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult> {
         let (f, attr, want) = self.read_start(cred, fh, offset, count)?;
-        let mut buf = self.read_bufs.take(want);
-        while buf.len() < want {
-            let at = offset + buf.len() as u64;
-            let left = want - buf.len();
-            // SAFETY: pread_uninit initialises exactly the count it returns,
-            // at most `left` bytes of the spare room it is given.
-            let got =
-                unsafe { buf.fill_with(|spare| sys::pread_uninit(f.fd.as_fd(), &mut spare[..left], at))? };
-            if got == 0 {
-                break;
-            }
-        }
-        let n = buf.len();
-        let eof = offset.saturating_add(n as u64) >= attr.size;
-        Ok(ReadResult { data: buf.into_bytes(), eof, attr: Some(attr) })
+        let data = self.read_buffer(&f, offset, want)?;
+        let eof = offset.saturating_add(data.len() as u64) >= attr.size;
+        Ok(ReadResult { data, eof, attr: Some(attr) })
     }
 
     fn read_spliced(
@@ -739,25 +746,36 @@ impl Backend for LocalBackend {
         fh: &FileHandle,
         offset: u64,
         count: u32,
-    ) -> FsResult<Option<SplicedRead>> {
-        let Some(pipes) = &self.pipes else { return Ok(None) };
+    ) -> FsResult<SplicedRead> {
         let (f, attr, want) = self.read_start(cred, fh, offset, count)?;
         // An unaligned range may touch a page more than a pipe holds.
-        if !pipes.fits(offset, want) {
-            return Ok(None);
-        }
-        let data = match pipes.splice_from(f.fd.as_fd(), offset, want) {
-            Ok(d) => d,
-            // Out of descriptors or pipe memory: copying still works.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM)) => {
-                return Ok(None)
-            }
-            // A file system without splice support.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let spliced = match &self.pipes {
+            Some(pipes) if pipes.fits(offset, want) => match pipes.splice_from(f.fd.as_fd(), offset, want) {
+                Ok(d) => Some(d),
+                // Out of descriptors or pipe memory, or a file system
+                // without splice support: copying still works.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EINVAL | libc::ENOSYS)
+                    ) =>
+                {
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
+            _ => None,
         };
-        let eof = offset.saturating_add(data.len() as u64) >= attr.size;
-        Ok(Some(SplicedRead { data, eof, attr: Some(attr) }))
+        let data = match spliced {
+            Some(d) => ReadData::Spliced(d),
+            None => ReadData::Buffer(self.read_buffer(&f, offset, want)?),
+        };
+        let n = match &data {
+            ReadData::Spliced(d) => d.len(),
+            ReadData::Buffer(b) => b.len(),
+        };
+        let eof = offset.saturating_add(n as u64) >= attr.size;
+        Ok(SplicedRead { data, eof, attr: Some(attr) })
     }
 
     fn write(

@@ -148,10 +148,7 @@ impl Conn {
         let mut skip_read = after_call && st.drained;
         loop {
             // A whole fragment in the buffer?
-            let need = if st.input.len() >= 4 {
-                let word = u32::from_be_bytes([st.input[0], st.input[1], st.input[2], st.input[3]]);
-                let last = word & 0x8000_0000 != 0;
-                let len = (word & 0x7fff_ffff) as usize;
+            let need = if let Some((last, len)) = fragment_mark(&st.input) {
                 let total = st.record.len() + len;
                 if total > max_record_bytes {
                     return Err(RecvEnd::TooLarge(total));
@@ -207,10 +204,7 @@ impl Conn {
     /// A whole fragment (a call, usually) waits in the buffer.
     pub(crate) fn has_whole_fragment(&self) -> bool {
         let st = self.recv.lock();
-        st.input.len() >= 4 && {
-            let word = u32::from_be_bytes([st.input[0], st.input[1], st.input[2], st.input[3]]);
-            st.input.len() - 4 >= (word & 0x7fff_ffff) as usize
-        }
+        fragment_mark(&st.input).is_some_and(|(_, len)| st.input.len() - 4 >= len)
     }
 
     /// Bytes read past the last whole record (the start of the next one).
@@ -291,6 +285,13 @@ impl Conn {
     pub(crate) fn out_idle(out: &OutState) -> bool {
         out.queue.is_empty()
     }
+}
+
+/// The record mark at the start of `input`, if all 4 bytes are there:
+/// whether its fragment is the record's last, and the fragment's length.
+fn fragment_mark(input: &[u8]) -> Option<(bool, usize)> {
+    let word = u32::from_be_bytes(input.get(..4)?.try_into().ok()?);
+    Some((word & 0x8000_0000 != 0, (word & 0x7fff_ffff) as usize))
 }
 
 /// Read up to `want` bytes onto the end of `buf` (whose spare capacity is
