@@ -184,3 +184,83 @@ fn calls_buffered_together_are_all_answered() {
         s.stop();
     }
 }
+
+/// Large records (a WRITE's data) are read into buffers of their own, reused
+/// from call to call: WRITEs of many sizes, sent whole and back to back with
+/// small calls behind them, dribbled in pieces, and split into several
+/// fragments (a large one first), all land intact, and the small calls
+/// behind a large one are not lost in its buffer.
+#[test]
+fn large_records_arrive_whole_however_they_are_sent() {
+    let s = TestServer::start(vec![rw_spec()]);
+    let mut c = s.client();
+    let root = c.root("/mem");
+    let f = c.create(&root, "large");
+    let sizes = [16 * 1024 + 1, 20_000, 65_536, 65_537, 300_000, 1 << 20];
+    let pattern =
+        |off: usize, len: usize| -> Vec<u8> { (off..off + len).map(|i| (i * 7 + i / 251) as u8).collect() };
+    let mut off = 0usize;
+    let mut expect_len = 0usize;
+    for round in 0..3 {
+        for &len in &sizes {
+            let data = pattern(off, len);
+            let args = enc(&write_args(&f, off as u64, &data, StableHow::Unstable));
+            let h = c.header(NFS_PROGRAM, NFS_V3, NFSPROC3_WRITE);
+            let msg = Client::call_message(&h, &args);
+            let mut bytes = Vec::new();
+            match round {
+                // Whole, with a NULL call right behind it in the same send.
+                0 => {
+                    bytes.extend_from_slice(&Client::record(&msg));
+                    let n = c.header(NFS_PROGRAM, NFS_V3, NFSPROC3_NULL);
+                    bytes.extend_from_slice(&Client::record(&Client::call_message(&n, &[])));
+                    c.send_raw(&bytes);
+                    let (a, b) = (c.recv(), c.recv());
+                    assert_eq!(a.accept_stat(), AcceptStat::Success);
+                    assert_eq!(b.accept_stat(), AcceptStat::Success);
+                    let w = if a.header.xid == h.xid { a } else { b };
+                    assert!(
+                        matches!(w.results::<Write3Res>(), Write3Res::Ok(ok) if ok.count as usize == len)
+                    );
+                }
+                // In pieces of 4093 bytes, each flushed on its own.
+                1 => {
+                    for piece in Client::record(&msg).chunks(4093) {
+                        c.send_raw(piece);
+                    }
+                    assert!(
+                        matches!(c.recv().results::<Write3Res>(), Write3Res::Ok(ok) if ok.count as usize == len)
+                    );
+                }
+                // Two fragments: the first large, the second the rest.
+                _ => {
+                    let cut = msg.len() - 100;
+                    bytes.extend_from_slice(&(cut as u32).to_be_bytes());
+                    bytes.extend_from_slice(&msg[..cut]);
+                    bytes.extend_from_slice(&(0x8000_0000u32 | 100).to_be_bytes());
+                    bytes.extend_from_slice(&msg[cut..]);
+                    c.send_raw(&bytes);
+                    assert!(
+                        matches!(c.recv().results::<Write3Res>(), Write3Res::Ok(ok) if ok.count as usize == len)
+                    );
+                }
+            }
+            off += len;
+            expect_len = off;
+        }
+    }
+    // Read it all back.
+    let mut at = 0usize;
+    while at < expect_len {
+        let n = (expect_len - at).min(1 << 20);
+        match c.read(&f, at as u64, n as u32) {
+            Read3Res::Ok(ok) => {
+                assert_eq!(ok.data.len(), n, "short read at {at}");
+                assert!(ok.data[..] == pattern(at, n)[..], "data differs in the {n} bytes at {at}");
+            }
+            other => panic!("READ at {at}: {other:?}"),
+        }
+        at += n;
+    }
+    s.stop();
+}

@@ -3,10 +3,11 @@
 //! the call, and the bookkeeping that bounds a connection's calls in
 //! flight.
 //!
-//! Input is read exactly one record at a time (the 4-byte mark, then the
-//! fragment), never further: what the kernel still holds for the socket
-//! keeps it readable, so re-arming its one-shot registration is enough for
-//! another thread to take the next call. Output goes straight to the
+//! A `read` takes what the socket holds, so small calls (often several)
+//! arrive with their marks in one system call and wait in a shared buffer;
+//! a connection re-armed with a whole call still buffered asks epoll for a
+//! thread at once. A large fragment (a WRITE's data) is read exactly, into
+//! a reused buffer of its own (`recvbuf.rs`). Output goes straight to the
 //! socket from the thread that produced it; only what the socket does not
 //! take at once is queued, and a write-readiness registration on a second
 //! descriptor of the same socket drains the queue.
@@ -18,10 +19,10 @@ use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, AsRawFd};
 
+use super::recvbuf::{RecvBuffers, LARGE_RECORD_BYTES};
 use crate::dispatch::{self, Piece, Reply};
 
-/// Bytes read per `read` when a fragment is large: a 1 MiB WRITE arrives in
-/// a few reads, and the buffer is reserved once per fragment anyway.
+/// Bytes read per `read` when a fragment is large.
 const READ_CHUNK_BYTES: usize = 1 << 20;
 /// Smallest buffer allocation for small records, so that many small calls
 /// share one allocation (each record keeps its part alive until dropped).
@@ -38,11 +39,44 @@ struct RecvState {
     input: BytesMut,
     /// The earlier fragments of a record sent in several (rare).
     record: BytesMut,
+    /// A large fragment being read into a reused buffer of its own.
+    large: Option<LargeFragment>,
     /// Records read so far: the next record's arrival number.
     next_seq: u64,
     /// The last read returned less than it asked for: the socket was empty
     /// then, so reading again right after a call would only find it empty.
     drained: bool,
+}
+
+/// A fragment over [`LARGE_RECORD_BYTES`] (a WRITE's data), read into a
+/// buffer from [`RecvBuffers`] rather than into `input`.
+#[derive(Debug)]
+struct LargeFragment {
+    buf: Vec<u8>,
+    /// Its length, from the record mark.
+    len: usize,
+    /// The mark's last-fragment bit.
+    last: bool,
+}
+
+impl RecvState {
+    /// Take a fragment just completed: the record it ends, with its arrival
+    /// number, or `None` if more fragments follow.
+    fn fragment_done(&mut self, fragment: Bytes, last: bool) -> Option<(Bytes, u64)> {
+        if !last {
+            self.record.extend_from_slice(&fragment);
+            return None;
+        }
+        let record = if self.record.is_empty() {
+            fragment
+        } else {
+            self.record.extend_from_slice(&fragment);
+            self.record.split().freeze()
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Some((record, seq))
+    }
 }
 
 /// Why a connection's input ended.
@@ -143,10 +177,43 @@ impl Conn {
         &self,
         max_record_bytes: usize,
         after_call: bool,
+        buffers: &std::sync::Arc<RecvBuffers>,
     ) -> Result<Option<(Bytes, u64)>, RecvEnd> {
-        let mut st = self.recv.lock();
+        let mut guard = self.recv.lock();
+        let st = &mut *guard;
         let mut skip_read = after_call && st.drained;
         loop {
+            if let Some(large) = &mut st.large {
+                let need = large.len - large.buf.len();
+                if need == 0 {
+                    let LargeFragment { buf, last, .. } = st.large.take().expect("checked");
+                    let fragment = buffers.freeze(buf);
+                    if let Some(record) = st.fragment_done(fragment, last) {
+                        return Ok(Some(record));
+                    }
+                    continue;
+                }
+                if skip_read {
+                    st.drained = false;
+                    return Ok(None);
+                }
+                let want = need.min(READ_CHUNK_BYTES);
+                match read_spare(&self.stream, &mut large.buf.spare_capacity_mut()[..want]) {
+                    Ok(0) => return Err(RecvEnd::Closed),
+                    Ok(n) => {
+                        // SAFETY: the kernel wrote `n` bytes past the old length.
+                        unsafe { large.buf.set_len(large.buf.len() + n) };
+                        st.drained = n < want;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        st.drained = true;
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(RecvEnd::Io(e)),
+                }
+                skip_read = false;
+                continue;
+            }
             // A whole fragment in the buffer?
             let need = if let Some((last, len)) = fragment_mark(&st.input) {
                 let total = st.record.len() + len;
@@ -155,20 +222,20 @@ impl Conn {
                 }
                 if st.input.len() - 4 >= len {
                     st.input.advance(4);
-                    let fragment = st.input.split_to(len);
-                    if !last {
-                        st.record.extend_from_slice(&fragment);
-                        continue;
+                    let fragment = st.input.split_to(len).freeze();
+                    if let Some(record) = st.fragment_done(fragment, last) {
+                        return Ok(Some(record));
                     }
-                    let record = if st.record.is_empty() {
-                        fragment.freeze()
-                    } else {
-                        st.record.extend_from_slice(&fragment);
-                        st.record.split().freeze()
-                    };
-                    let seq = st.next_seq;
-                    st.next_seq += 1;
-                    return Ok(Some((record, seq)));
+                    continue;
+                }
+                if len > LARGE_RECORD_BYTES {
+                    // Everything after the mark is the start of this fragment
+                    // (it is not whole): it moves to the fragment's own buffer.
+                    let mut buf = buffers.take(len);
+                    buf.extend_from_slice(&st.input[4..]);
+                    st.input.clear();
+                    st.large = Some(LargeFragment { buf, len, last });
+                    continue;
                 }
                 4 + len - st.input.len()
             } else {
@@ -184,13 +251,14 @@ impl Conn {
                 let len = st.input.len();
                 st.input.reserve(need.max(SMALL_ALLOC_BYTES - len.min(SMALL_ALLOC_BYTES)));
             }
-            let room = st.input.capacity() - st.input.len();
-            // A large fragment is read exactly (never into a next call's
-            // bytes, which would tie them to a megabyte buffer).
-            let want = if need > SMALL_ALLOC_BYTES { need } else { room }.min(READ_CHUNK_BYTES);
-            match read_into(&self.stream, &mut st.input, want) {
+            let want = st.input.capacity() - st.input.len();
+            match read_spare(&self.stream, &mut st.input.spare_capacity_mut()[..want]) {
                 Ok(0) => return Err(RecvEnd::Closed),
-                Ok(n) => st.drained = n < want,
+                Ok(n) => {
+                    // SAFETY: the kernel wrote `n` bytes past the old length.
+                    unsafe { st.input.set_len(st.input.len() + n) };
+                    st.drained = n < want;
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     st.drained = true;
                     return Ok(None);
@@ -210,7 +278,7 @@ impl Conn {
     /// Bytes read past the last whole record (the start of the next one).
     pub(crate) fn has_buffered_input(&self) -> bool {
         let st = self.recv.lock();
-        !st.input.is_empty() || !st.record.is_empty()
+        !st.input.is_empty() || !st.record.is_empty() || st.large.is_some()
     }
 
     /// Write queued replies, then `replies`, as far as the socket takes
@@ -294,19 +362,13 @@ fn fragment_mark(input: &[u8]) -> Option<(bool, usize)> {
     Some((word & 0x8000_0000 != 0, (word & 0x7fff_ffff) as usize))
 }
 
-/// Read up to `want` bytes onto the end of `buf` (whose spare capacity is
-/// at least `want`), without zeroing the space first.
-fn read_into(s: &TcpStream, buf: &mut BytesMut, want: usize) -> io::Result<usize> {
-    debug_assert!(buf.capacity() - buf.len() >= want);
-    let spare = buf.spare_capacity_mut();
-    let want = want.min(spare.len());
+/// Read into `spare` (a buffer's unused capacity, not zeroed first).
+fn read_spare(s: &TcpStream, spare: &mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize> {
     loop {
-        // SAFETY: the spare capacity is valid for writes of `want` bytes;
-        // the kernel initialises the `n` bytes it reports.
-        let n = unsafe { libc::read(s.as_raw_fd(), spare.as_mut_ptr().cast(), want) };
+        // SAFETY: `spare` is valid for writes of its length; the kernel
+        // initialises the `n` bytes it reports.
+        let n = unsafe { libc::read(s.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
         if n >= 0 {
-            // SAFETY: `n` bytes past the old length were just written.
-            unsafe { buf.set_len(buf.len() + n as usize) };
             return Ok(n as usize);
         }
         let e = io::Error::last_os_error();

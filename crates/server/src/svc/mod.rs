@@ -45,6 +45,7 @@ mod conn;
 mod epoll;
 mod order;
 mod peek;
+mod recvbuf;
 mod sched;
 mod slow;
 
@@ -203,6 +204,8 @@ pub(crate) struct Svc {
     stopped: AtomicBool,
     /// Calls that may block, and their threads.
     slow: SlowPool,
+    /// Reused buffers for large records.
+    recv_buffers: Arc<recvbuf::RecvBuffers>,
     /// Threads alive (service threads, slow threads and the watchdog), to
     /// wait for at shutdown.
     alive: Mutex<usize>,
@@ -291,6 +294,7 @@ impl Svc {
             epoch: Instant::now(),
             stopped: AtomicBool::new(false),
             slow: SlowPool::new(cfg.threads_max, cfg.idle_exit),
+            recv_buffers: recvbuf::RecvBuffers::new(),
             alive: Mutex::new(0),
             all_gone: Condvar::new(),
             tls_tx,
@@ -614,34 +618,37 @@ impl Svc {
                 self.send_replies(c, &mut replies);
                 return self.input_ended(c);
             }
-            let (record, seq) = match c.recv_record(self.state.config.max_record_bytes, n > 0) {
-                Ok(Some(r)) => {
-                    let now = self.now_ns();
-                    c.activity_ns.store(now, Ordering::Release);
-                    c.partial_since_ns.store(0, Ordering::Release);
-                    r
-                }
-                Ok(None) => {
-                    if c.partial_since_ns.load(Ordering::Acquire) == 0 && c.has_buffered_input() {
-                        c.partial_since_ns.store(self.now_ns().max(1), Ordering::Release);
+            let (record, seq) =
+                match c.recv_record(self.state.config.max_record_bytes, n > 0, &self.recv_buffers) {
+                    Ok(Some(r)) => {
+                        let now = self.now_ns();
+                        c.activity_ns.store(now, Ordering::Release);
+                        c.partial_since_ns.store(0, Ordering::Release);
+                        r
                     }
-                    self.send_replies(c, &mut replies);
-                    return self.arm_input(c);
-                }
-                Err(end) => {
-                    match end {
-                        RecvEnd::Closed => {}
-                        RecvEnd::TooLarge(n) => tracing::warn!(
-                            peer = %c.info.peer.addr,
-                            "closing connection: record of {n} bytes exceeds the maximum of {}",
-                            self.state.config.max_record_bytes
-                        ),
-                        RecvEnd::Io(e) => tracing::debug!(peer = %c.info.peer.addr, "connection ended: {e}"),
+                    Ok(None) => {
+                        if c.partial_since_ns.load(Ordering::Acquire) == 0 && c.has_buffered_input() {
+                            c.partial_since_ns.store(self.now_ns().max(1), Ordering::Release);
+                        }
+                        self.send_replies(c, &mut replies);
+                        return self.arm_input(c);
                     }
-                    self.send_replies(c, &mut replies);
-                    return self.input_ended(c);
-                }
-            };
+                    Err(end) => {
+                        match end {
+                            RecvEnd::Closed => {}
+                            RecvEnd::TooLarge(n) => tracing::warn!(
+                                peer = %c.info.peer.addr,
+                                "closing connection: record of {n} bytes exceeds the maximum of {}",
+                                self.state.config.max_record_bytes
+                            ),
+                            RecvEnd::Io(e) => {
+                                tracing::debug!(peer = %c.info.peer.addr, "connection ended: {e}")
+                            }
+                        }
+                        self.send_replies(c, &mut replies);
+                        return self.input_ended(c);
+                    }
+                };
             self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
             let peeked = peek::peek(&record, self.cfg.writes_block);
             {
