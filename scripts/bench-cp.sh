@@ -7,7 +7,7 @@
 #
 #   scripts/bench-cp.sh [--runs N] [--size-mib M] [--servers "eagernfs ganesha"]
 #                       [--clients "nfs-cp eagernfs"] [--base DIR] [--eagernfs PATH]
-#                       [--timeout-s S] [--no-warmup]
+#                       [--timeout-s S] [--no-warmup] [--warm]
 #
 #   --runs N         repetitions per server, client and direction   (default 3)
 #   --size-mib M     file size                                        (default 1024 = 1 GiB)
@@ -17,11 +17,13 @@
 #   --eagernfs PATH  server and client binary (default: cargo build --release, target/release/eagernfs)
 #   --timeout-s S    bound on any single copy; a run over it counts as failed (default 300)
 #   --no-warmup      skip the untimed write + read per server before the timed runs
+#   --warm           keep page caches: reads come from the server's memory, so they measure the
+#                    server, the network and the client rather than the disk
 #
 # "Write" is a copy local -> server, "read" is server -> a file on tmpfs (nfs-cp cannot write to
 # /dev/null; `eagernfs cp` fsyncs what it downloads, which costs nothing on tmpfs). Page caches
-# are dropped before every copy when the kernel lets us, so reads come from the server's disk,
-# not its memory. Every copy is logged on stderr with its exact command line.
+# are dropped before every copy when the kernel lets us (unless --warm), so reads come from the
+# server's disk, not its memory. Every copy is logged on stderr with its exact command line.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +35,7 @@ base=/var/tmp/eagernfs-bench
 eagernfs_bin=""
 timeout_s=300
 warmup=1
+warm=0
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,7 +47,8 @@ while [ $# -gt 0 ]; do
         --eagernfs) eagernfs_bin=$2; shift 2 ;;
         --timeout-s) timeout_s=$2; shift 2 ;;
         --no-warmup) warmup=0; shift ;;
-        -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --warm) warm=1; shift ;;
+        -h | --help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-cp: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -121,6 +125,10 @@ trap cleanup EXIT
 
 drop_caches() {
     sync
+    if [ "$warm" = 1 ]; then
+        caches="kept (--warm: reads come from the server's memory)"
+        return
+    fi
     # Needs root and a writable /proc/sys; without it the numbers include cache hits, which the
     # report says.
     if echo 3 >/proc/sys/vm/drop_caches 2>/dev/null; then
