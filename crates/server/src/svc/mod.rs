@@ -404,6 +404,7 @@ impl Svc {
             if self.now_ns().saturating_sub(swept) >= SWEEP_EVERY.as_nanos() as u64 {
                 swept = self.now_ns();
                 self.sweep_connections();
+                self.recv_buffers.trim();
             }
             let now = self.now_ns();
             let recent = now.saturating_sub(self.last_call_ns.load(Ordering::Relaxed)) < 100_000_000;

@@ -14,6 +14,10 @@
 //! about 200 bytes of header) takes a 1088 KiB buffer and a 64 KiB WRITE a
 //! 128 KiB one, never one sized for the largest record. The idle list is
 //! bounded in count and bytes; a buffer that would exceed either is freed.
+//! It also shrinks when unused: the service's watchdog calls [`RecvBuffers::trim`]
+//! every second, and each call that finds no buffer taken since the last one
+//! frees half of the idle buffers, so a server that has gone quiet returns
+//! the memory within seconds.
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -38,6 +42,8 @@ pub(crate) struct RecvBuffers {
 struct Idle {
     bufs: Vec<Vec<u8>>,
     bytes: usize,
+    /// A buffer was taken since the last trim.
+    used: bool,
 }
 
 /// The capacity of the buffer for a record of `len` bytes.
@@ -56,6 +62,7 @@ impl RecvBuffers {
         let cap = class(len);
         {
             let mut idle = self.idle.lock();
+            idle.used = true;
             if let Some(i) = idle.bufs.iter().rposition(|b| b.capacity() == cap) {
                 let b = idle.bufs.swap_remove(i);
                 idle.bytes -= cap;
@@ -82,6 +89,19 @@ impl RecvBuffers {
             idle.bytes += cap;
             idle.bufs.push(buf);
         }
+    }
+
+    /// Free half of the idle buffers if none was taken since
+    /// the last call; returns how many were freed.
+    pub(crate) fn trim(&self) -> usize {
+        let mut idle = self.idle.lock();
+        if std::mem::take(&mut idle.used) {
+            return 0;
+        }
+        let n = idle.bufs.len().div_ceil(2);
+        let freed: usize = idle.bufs.drain(..n).map(|b| b.capacity()).sum();
+        idle.bytes -= freed;
+        n
     }
 
     #[cfg(test)]
@@ -134,6 +154,30 @@ mod tests {
         assert_eq!(again.as_ptr(), ptr);
         assert!(again.is_empty());
         assert_eq!(pool.idle_count(), 0);
+    }
+
+    #[test]
+    fn idle_buffers_are_freed_when_unused() {
+        let pool = RecvBuffers::new();
+        let held: Vec<Bytes> = (0..8).map(|_| pool.freeze(pool.take(100_000))).collect();
+        drop(held);
+        assert_eq!(pool.idle_count(), 8);
+        // Taken since the last trim: all kept.
+        assert_eq!(pool.trim(), 0);
+        assert_eq!(pool.idle_count(), 8);
+        // Then, unused: half each time, down to none.
+        let mut left = Vec::new();
+        while pool.idle_count() > 0 {
+            pool.trim();
+            left.push(pool.idle_count());
+        }
+        assert_eq!(left, [4, 2, 1, 0]);
+        assert_eq!(pool.idle.lock().bytes, 0);
+        // A take between trims keeps the rest.
+        drop(pool.freeze(pool.take(100_000)));
+        drop(pool.freeze(pool.take(100_000)));
+        assert_eq!(pool.idle_count(), 1);
+        assert_eq!(pool.trim(), 0);
     }
 
     #[test]
