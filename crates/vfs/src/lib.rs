@@ -32,6 +32,7 @@
 
 use bytes::Bytes;
 
+pub mod bufpool;
 pub mod journal;
 pub mod local;
 pub mod memory;

@@ -64,7 +64,6 @@
 //! - `handle`: handle layout and MAC.
 //! - `fdcache`: open descriptors for I/O and the write verifier.
 
-mod bufpool;
 mod creds;
 mod fdcache;
 mod handle;
@@ -150,8 +149,8 @@ pub struct LocalBackend {
     /// ACCESS, SETATTR and directory operation on a hot object. A removed
     /// object's descriptor answers `nlink == 0` and is dropped (stale).
     paths: FdCache<OwnedFd>,
-    /// Reused buffers for READ data (see `bufpool`).
-    read_bufs: Arc<bufpool::BufPool>,
+    /// Reused buffers for READ data (see `crate::bufpool`).
+    read_bufs: Arc<crate::bufpool::BufPool>,
     /// Pipes for READs answered by splice (`None`: this system cannot).
     pipes: Option<Arc<PipePool>>,
 }

@@ -7,7 +7,7 @@
 //! arrive with their marks in one system call and wait in a shared buffer;
 //! a connection re-armed with a whole call still buffered asks epoll for a
 //! thread at once. A large fragment (a WRITE's data) is read exactly, into
-//! a reused buffer of its own (`recvbuf.rs`). Output goes straight to the
+//! a reused buffer of its own (`eagernfs_vfs::bufpool`). Output goes straight to the
 //! socket from the thread that produced it; only what the socket does not
 //! take at once is queued, and a write-readiness registration on a second
 //! descriptor of the same socket drains the queue.
@@ -19,11 +19,15 @@ use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, AsRawFd};
 
-use super::recvbuf::{RecvBuffers, LARGE_RECORD_BYTES};
 use crate::dispatch::{self, Piece, Reply};
+use eagernfs_vfs::bufpool::{BufPool, Loan};
 
 /// Bytes read per `read` when a fragment is large.
 const READ_CHUNK_BYTES: usize = 1 << 20;
+/// Records longer than this are read into a pooled buffer of their own
+/// ([`BufPool`]): a fresh megabyte per WRITE would be mapped, faulted in
+/// and zeroed page by page, then unmapped, for every call.
+const LARGE_RECORD_BYTES: usize = 16 * 1024;
 /// Smallest buffer allocation for small records, so that many small calls
 /// share one allocation (each record keeps its part alive until dropped).
 const SMALL_ALLOC_BYTES: usize = 16 * 1024;
@@ -51,10 +55,10 @@ struct RecvState {
 }
 
 /// A fragment over [`LARGE_RECORD_BYTES`] (a WRITE's data), read into a
-/// buffer from [`RecvBuffers`] rather than into `input`.
+/// buffer from a [`BufPool`] rather than into `input`.
 #[derive(Debug)]
 struct LargeFragment {
-    buf: Vec<u8>,
+    buf: Loan,
     /// Its length, from the record mark.
     len: usize,
     /// The mark's last-fragment bit.
@@ -62,6 +66,24 @@ struct LargeFragment {
 }
 
 impl RecvState {
+    /// Account for a read that asked for `want` bytes: the count, or `None`
+    /// if the socket was empty.
+    fn after_read(&mut self, got: io::Result<usize>, want: usize) -> Result<Option<usize>, RecvEnd> {
+        self.reads += 1;
+        match got {
+            Ok(0) => Err(RecvEnd::Closed),
+            Ok(n) => {
+                self.drained = n < want;
+                Ok(Some(n))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.drained = true;
+                Ok(None)
+            }
+            Err(e) => Err(RecvEnd::Io(e)),
+        }
+    }
+
     /// Take a fragment just completed: the record it ends, with its arrival
     /// number, or `None` if more fragments follow.
     fn fragment_done(&mut self, fragment: Bytes, last: bool) -> Option<(Bytes, u64)> {
@@ -179,7 +201,7 @@ impl Conn {
         &self,
         max_record_bytes: usize,
         after_call: bool,
-        buffers: &std::sync::Arc<RecvBuffers>,
+        buffers: &std::sync::Arc<BufPool>,
     ) -> Result<Option<(Bytes, u64)>, RecvEnd> {
         let mut guard = self.recv.lock();
         let st = &mut *guard;
@@ -189,8 +211,7 @@ impl Conn {
                 let need = large.len - large.buf.len();
                 if need == 0 {
                     let LargeFragment { buf, last, .. } = st.large.take().expect("checked");
-                    let fragment = buffers.freeze(buf);
-                    if let Some(record) = st.fragment_done(fragment, last) {
+                    if let Some(record) = st.fragment_done(buf.into_bytes(), last) {
                         return Ok(Some(record));
                     }
                     continue;
@@ -200,19 +221,12 @@ impl Conn {
                     return Ok(None);
                 }
                 let want = need.min(READ_CHUNK_BYTES);
-                st.reads += 1;
-                match read_spare(&self.stream, &mut large.buf.spare_capacity_mut()[..want]) {
-                    Ok(0) => return Err(RecvEnd::Closed),
-                    Ok(n) => {
-                        // SAFETY: the kernel wrote `n` bytes past the old length.
-                        unsafe { large.buf.set_len(large.buf.len() + n) };
-                        st.drained = n < want;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        st.drained = true;
-                        return Ok(None);
-                    }
-                    Err(e) => return Err(RecvEnd::Io(e)),
+                // SAFETY: read_spare initialises exactly the count it returns,
+                // at most the `want` bytes it is given.
+                let got =
+                    unsafe { large.buf.fill_with(|spare| read_spare(&self.stream, &mut spare[..want])) };
+                if st.after_read(got, want)?.is_none() {
+                    return Ok(None);
                 }
                 skip_read = false;
                 continue;
@@ -261,19 +275,13 @@ impl Conn {
                 st.input.reserve(need.max(SMALL_ALLOC_BYTES - len.min(SMALL_ALLOC_BYTES)));
             }
             let want = st.input.capacity() - st.input.len();
-            st.reads += 1;
-            match read_spare(&self.stream, &mut st.input.spare_capacity_mut()[..want]) {
-                Ok(0) => return Err(RecvEnd::Closed),
-                Ok(n) => {
-                    // SAFETY: the kernel wrote `n` bytes past the old length.
-                    unsafe { st.input.set_len(st.input.len() + n) };
-                    st.drained = n < want;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    st.drained = true;
-                    return Ok(None);
-                }
-                Err(e) => return Err(RecvEnd::Io(e)),
+            let got = read_spare(&self.stream, &mut st.input.spare_capacity_mut()[..want]);
+            if let Ok(n) = got {
+                // SAFETY: the kernel wrote `n` bytes past the old length.
+                unsafe { st.input.set_len(st.input.len() + n) };
+            }
+            if st.after_read(got, want)?.is_none() {
+                return Ok(None);
             }
             skip_read = false;
         }
@@ -462,7 +470,7 @@ mod tests {
     #[test]
     fn a_call_under_16_kib_takes_one_read_when_nothing_holds_the_buffer() {
         let (c, mut client) = pair();
-        let bufs = RecvBuffers::new();
+        let bufs = std::sync::Arc::new(BufPool::default());
         let calls = 20;
         for _ in 0..calls {
             client.write_all(&record(8400)).unwrap();
@@ -486,7 +494,7 @@ mod tests {
     #[test]
     fn small_calls_in_flight_share_one_buffer() {
         let (c, mut client) = pair();
-        let bufs = RecvBuffers::new();
+        let bufs = std::sync::Arc::new(BufPool::default());
         let mut all = Vec::new();
         for _ in 0..10 {
             all.extend_from_slice(&record(200));

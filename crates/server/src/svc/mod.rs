@@ -45,7 +45,6 @@ mod conn;
 mod epoll;
 mod order;
 mod peek;
-mod recvbuf;
 mod sched;
 mod slow;
 
@@ -205,7 +204,7 @@ pub(crate) struct Svc {
     /// Calls that may block, and their threads.
     slow: SlowPool,
     /// Reused buffers for large records.
-    recv_buffers: Arc<recvbuf::RecvBuffers>,
+    recv_buffers: Arc<eagernfs_vfs::bufpool::BufPool>,
     /// Threads alive (service threads, slow threads and the watchdog), to
     /// wait for at shutdown.
     alive: Mutex<usize>,
@@ -294,7 +293,7 @@ impl Svc {
             epoch: Instant::now(),
             stopped: AtomicBool::new(false),
             slow: SlowPool::new(cfg.threads_max, cfg.idle_exit),
-            recv_buffers: recvbuf::RecvBuffers::new(),
+            recv_buffers: Arc::default(),
             alive: Mutex::new(0),
             all_gone: Condvar::new(),
             tls_tx,

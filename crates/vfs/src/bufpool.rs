@@ -1,16 +1,20 @@
-//! Reused buffers for READ data.
+//! Reused buffers for bulk data: READ data in the local backend, large
+//! records (a WRITE's data) on the server's receive side.
 //!
-//! A READ reply's data is handed up as `Bytes` and sent from that buffer
-//! (no copy into the reply). Allocating a fresh 1 MiB buffer per READ means
-//! glibc maps it, the kernel zero-fills 256 pages on first touch, and then
-//! unmaps it: more CPU than copying the data out of the page cache. So
-//! buffers come from a small pool and go back to it when the last `Bytes`
-//! of the data is dropped (after the reply is written); their pages stay
-//! mapped. Buffers are never zeroed either: `pread` writes what it returns
-//! and nothing else is exposed.
+//! The data is handed on as `Bytes` and used from that buffer, with no copy
+//! (a READ reply is sent from it; a WRITE's data is a slice of its record
+//! until `pwrite` has copied it). Allocating a fresh 1 MiB buffer each time
+//! means glibc maps it, the kernel zero-fills 256 pages on first touch, and
+//! then unmaps it: more CPU than copying the data once. So buffers come
+//! from a pool and go back to it when the last `Bytes` of the data is
+//! dropped; their pages stay mapped. Buffers are never zeroed either: the
+//! system call that fills one writes what it returns and nothing else is
+//! exposed.
 //!
 //! The pool holds at most [`POOLED_BYTES_MAX`]; a buffer that does not fit
-//! is freed as usual.
+//! is freed as usual. [`BufPool::trim`], called periodically, frees half
+//! of the free buffers each time no buffer was taken since the last call,
+//! so a pool that has gone quiet gives its memory back within seconds.
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -19,19 +23,21 @@ use std::sync::Arc;
 /// Smallest buffer handed out: small READs share a size class.
 const CLASS_MIN_BYTES: usize = 4096;
 /// Bytes kept in the pool at most (free buffers only).
-pub(super) const POOLED_BYTES_MAX: usize = 64 << 20;
+pub const POOLED_BYTES_MAX: usize = 64 << 20;
 
 /// Free buffers by size class (a power of two).
-#[derive(Default)]
-pub(super) struct BufPool {
+#[derive(Debug, Default)]
+pub struct BufPool {
     free: Mutex<Free>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Free {
     /// Index `k`: buffers of capacity `CLASS_MIN_BYTES << k`.
     classes: Vec<Vec<Vec<u8>>>,
     bytes: usize,
+    /// A buffer was taken since the last trim.
+    used: bool,
 }
 
 fn class_of(len: usize) -> (usize, usize) {
@@ -40,9 +46,15 @@ fn class_of(len: usize) -> (usize, usize) {
 }
 
 /// A pooled buffer on loan; it goes back to the pool when dropped.
-pub(super) struct Loan {
+pub struct Loan {
     buf: Vec<u8>,
     pool: Arc<BufPool>,
+}
+
+impl std::fmt::Debug for Loan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan").field("len", &self.buf.len()).field("capacity", &self.buf.capacity()).finish()
+    }
 }
 
 impl AsRef<[u8]> for Loan {
@@ -60,10 +72,11 @@ impl Drop for Loan {
 
 impl BufPool {
     /// An empty buffer with room for `len` bytes.
-    pub(super) fn take(self: &Arc<Self>, len: usize) -> Loan {
+    pub fn take(self: &Arc<Self>, len: usize) -> Loan {
         let (k, size) = class_of(len);
         let reused = {
             let mut f = self.free.lock();
+            f.used = true;
             let found = f.classes.get_mut(k).and_then(Vec::pop);
             if let Some(b) = &found {
                 f.bytes -= b.capacity();
@@ -92,10 +105,35 @@ impl BufPool {
         f.classes[k].push(buf);
     }
 
+    /// Free half of the free buffers (rounded up; the oldest of each
+    /// class) if none was taken since the last call; returns how many.
+    pub fn trim(&self) -> usize {
+        let mut f = self.free.lock();
+        if std::mem::take(&mut f.used) {
+            return 0;
+        }
+        let total: usize = f.classes.iter().map(Vec::len).sum();
+        let mut left = total.div_ceil(2);
+        let mut freed_bytes = 0;
+        for class in f.classes.iter_mut() {
+            let n = left.min(class.len());
+            freed_bytes += class.drain(..n).map(|b| b.capacity()).sum::<usize>();
+            left -= n;
+        }
+        f.bytes -= freed_bytes;
+        total.div_ceil(2)
+    }
+
     /// Bytes held by free buffers.
     #[cfg(test)]
-    pub(super) fn pooled_bytes(&self) -> usize {
+    pub fn pooled_bytes(&self) -> usize {
         self.free.lock().bytes
+    }
+
+    /// Free buffers held.
+    #[cfg(test)]
+    fn pooled_count(&self) -> usize {
+        self.free.lock().classes.iter().map(Vec::len).sum()
     }
 }
 
@@ -106,7 +144,7 @@ impl Loan {
     /// # Safety
     /// `fill` must return a count no larger than the slice it got, and must
     /// have initialised that many bytes at the slice's start.
-    pub(super) unsafe fn fill_with(
+    pub unsafe fn fill_with(
         &mut self,
         fill: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::io::Result<usize>,
     ) -> std::io::Result<usize> {
@@ -117,12 +155,23 @@ impl Loan {
     }
 
     /// Bytes written so far.
-    pub(super) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.buf.len()
     }
 
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Append `data` (within the room the buffer was taken with, or growing
+    /// it: a grown buffer is not pooled again).
+    pub fn extend_from_slice(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
     /// The data as `Bytes` that return the buffer to the pool when dropped.
-    pub(super) fn into_bytes(self) -> Bytes {
+    pub fn into_bytes(self) -> Bytes {
         Bytes::from_owner(self)
     }
 }
@@ -155,6 +204,30 @@ mod tests {
         let again = pool.take(700_000);
         assert_eq!(pool.pooled_bytes(), 0, "the same class is reused");
         assert_eq!(again.len(), 0, "handed out empty");
+    }
+
+    #[test]
+    fn free_buffers_are_freed_when_unused() {
+        let pool = Arc::new(BufPool::default());
+        let held: Vec<_> = (0..8).map(|_| pool.take(100_000).into_bytes()).collect();
+        drop(held);
+        assert_eq!(pool.pooled_count(), 8);
+        // Taken since the last trim: all kept.
+        assert_eq!(pool.trim(), 0);
+        assert_eq!(pool.pooled_count(), 8);
+        // Then, unused: half each time, down to none.
+        let mut left = Vec::new();
+        while pool.pooled_count() > 0 {
+            pool.trim();
+            left.push(pool.pooled_count());
+        }
+        assert_eq!(left, [4, 2, 1, 0]);
+        assert_eq!(pool.pooled_bytes(), 0);
+        // A take between trims keeps the rest.
+        drop(pool.take(100_000).into_bytes());
+        drop(pool.take(100_000).into_bytes());
+        assert_eq!(pool.pooled_count(), 1);
+        assert_eq!(pool.trim(), 0);
     }
 
     #[test]
