@@ -14,6 +14,8 @@
 //!   `name_to_handle_at`, operations done with the caller's fsuid/fsgid).
 //! - `memory`: an in-memory file system (the papers' "memory server", to
 //!   compare clients without disk noise).
+//! - [`cephfs`]: a directory of a CephFS, through libcephfs (loaded at run
+//!   time), with byte-range locks the whole cluster sees ([`FileLocks`]).
 //!
 //! # The file-handle invariant
 //! For every handle `h` a backend returns, `getattr(h)` succeeds and names
@@ -33,11 +35,13 @@
 use bytes::Bytes;
 
 pub mod bufpool;
+pub mod cephfs;
 pub mod journal;
 pub mod local;
 pub mod memory;
 pub mod perm;
 pub mod spliced;
+mod verifier;
 
 /// The largest handle a backend may issue. NFSv3 allows 64 bytes; the server
 /// prefixes 4 bytes of export identity.
@@ -293,6 +297,9 @@ pub struct FsProperties {
     pub name_max: u32,
     pub case_insensitive: bool,
     pub case_preserving: bool,
+    /// `Attr::used` counts only bytes stored, so a hole uses no space. False
+    /// for a file system that cannot tell (CephFS reports the size as used).
+    pub holes_reported: bool,
 }
 
 /// An error from a backend. Each maps to one `nfsstat3` (same names as RFC 1813 §2.6).
@@ -402,6 +409,64 @@ pub mod access {
     pub const DELETE: u32 = 0x0010;
     pub const EXECUTE: u32 = 0x0020;
     pub const ALL: u32 = 0x003f;
+}
+
+/// A byte range of a lock: `[start, end)`, `end == u64::MAX` reaching the
+/// end of the file however it grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+/// A lock that stands in the way of one asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockConflict {
+    pub exclusive: bool,
+    pub range: LockRange,
+    /// The holder's process id as its file system reports it (0 if unknown).
+    pub pid: i32,
+}
+
+/// Byte-range locks enforced by the file system behind a backend, so they
+/// exclude its other clients as well (a cluster file system: another NFS
+/// head, a FUSE or kernel mount). The server's lock manager keeps its own
+/// table (owners, waiters, grace period, callbacks) and mirrors every lock
+/// it grants here: a lock is granted only if the file system grants it too,
+/// and released here when released there.
+///
+/// Owners are 64-bit ids the lock manager derives from its protocol's
+/// owner (NLM: host, owner handle, svid; NFSv4 will use client id and lock
+/// owner): locks of one owner never conflict with each other. None of the
+/// calls waits for a conflicting lock: a blocked request is retried by the
+/// lock manager.
+pub trait FileLocks: Send + Sync {
+    /// Take the lock unless another owner's lock conflicts: `Ok(None)` when
+    /// taken (replacing what `owner` held on the range, POSIX-style),
+    /// `Ok(Some(conflict))` when refused.
+    fn try_lock(
+        &self,
+        fh: &FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: LockRange,
+    ) -> FsResult<Option<LockConflict>>;
+
+    /// The lock that would refuse this one, if any; takes nothing.
+    fn test_lock(
+        &self,
+        fh: &FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: LockRange,
+    ) -> FsResult<Option<LockConflict>>;
+
+    /// Release `owner`'s locks on the range.
+    fn unlock(&self, fh: &FileHandle, owner: u64, range: LockRange) -> FsResult<()>;
+
+    /// The lock manager holds no lock on the file any more: the backend may
+    /// let go of what it kept for them (an open file).
+    fn forget_file(&self, fh: &FileHandle);
 }
 
 /// A file system the server can export.
@@ -590,5 +655,18 @@ pub trait Backend: Send + Sync + 'static {
     /// The intent journal's counters, for a backend behind one.
     fn journal_stats(&self) -> Option<journal::JournalStats> {
         None
+    }
+
+    /// Byte-range locks the file system itself enforces ([`FileLocks`]);
+    /// `None`: locks are only between this server's clients.
+    fn file_locks(&self) -> Option<&dyn FileLocks> {
+        None
+    }
+
+    /// Whether calls wait on other machines (a cluster) rather than on
+    /// local storage: the server then runs the calls that always do on its
+    /// threads for blocking calls.
+    fn remote(&self) -> bool {
+        false
     }
 }

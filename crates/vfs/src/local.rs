@@ -313,6 +313,7 @@ impl LocalBackend {
             name_max: NAME_MAX as u32,
             case_insensitive: false,
             case_preserving: true,
+            holes_reported: true,
         };
 
         // The cookie verifier is constant for an export (see `readdir`), and

@@ -1324,6 +1324,7 @@ impl Backend for MemoryBackend {
             name_max: NAME_MAX as u32,
             case_insensitive: false,
             case_preserving: true,
+            holes_reported: true,
         }
     }
 

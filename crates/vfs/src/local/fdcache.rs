@@ -26,34 +26,8 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::sys;
-use crate::Verifier;
 
-/// The write verifier: random per backend instance, replaced whenever
-/// unstable data may have been lost.
-pub(super) struct WriteVerifier(AtomicU64);
-
-impl WriteVerifier {
-    pub(super) fn new() -> Self {
-        WriteVerifier(AtomicU64::new(rand::random()))
-    }
-
-    pub(super) fn get(&self) -> Verifier {
-        self.0.load(Ordering::SeqCst).to_be_bytes()
-    }
-
-    /// Pick a new verifier, different from the current one.
-    pub(super) fn regenerate(&self) {
-        let old = self.0.load(Ordering::SeqCst);
-        let mut new = rand::random::<u64>();
-        while new == old {
-            new = rand::random();
-        }
-        // If another thread regenerated meanwhile, either value is new to
-        // clients, which is all that matters.
-        let _ = self.0.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst);
-        tracing::warn!("write-back failed: write verifier changed so clients resend unstable data");
-    }
-}
+pub(super) use crate::verifier::WriteVerifier;
 
 /// Sequential UNSTABLE bytes written to one file between starts of its
 /// writeback.

@@ -549,7 +549,13 @@ pub fn sparse_files(b: &dyn Backend) {
     write_all(b, &root(), &f, off, b"abc");
     let a = attr(b, &f);
     assert_eq!(a.size, off + 3);
-    assert!(a.used < 1 << 20, "a 64 MiB hole should not be stored (used {})", a.used);
+    if b.properties().holes_reported {
+        assert!(a.used < 1 << 20, "a 64 MiB hole should not be stored (used {})", a.used);
+    } else {
+        // A file system that cannot tell stored bytes from holes must not
+        // claim less than the file holds.
+        assert!(a.used >= a.size, "used {} below the size {}", a.used, a.size);
+    }
     let r = b.read(&root(), &f, off - 2, 10).unwrap();
     assert_eq!(&r.data[..], b"\0\0abc");
     assert!(r.eof);
@@ -560,7 +566,7 @@ pub fn sparse_files(b: &dyn Backend) {
     b.setattr(&root(), &g, &SetAttr { size: Some(10 << 20), ..SetAttr::default() }, None).unwrap();
     let a = attr(b, &g);
     assert_eq!(a.size, 10 << 20);
-    assert!(a.used < 1 << 20);
+    assert!(if b.properties().holes_reported { a.used < 1 << 20 } else { a.used >= a.size });
     let r = b.read(&root(), &g, (10 << 20) - 100, 1000).unwrap();
     assert!(r.eof && r.data.len() == 100 && r.data.iter().all(|&x| x == 0));
 }
