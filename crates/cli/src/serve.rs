@@ -1,8 +1,9 @@
 //! `eagernfs serve`: build exports from the command line or an exports file and run the server.
 
 use anyhow::{bail, Context, Result};
-use eagernfs_server::exports::{self, Export};
+use eagernfs_server::exports::{self, Export, ExportSource};
 use eagernfs_server::{export_id_for_path, ExportSpec, PoolMode, Server, ServerConfig, SvcConfig};
+use eagernfs_vfs::cephfs::{CephBackend, CephConfig, CephFsSource};
 use eagernfs_vfs::local::{LocalBackend, LocalConfig};
 use eagernfs_vfs::memory::{MemoryBackend, MemoryConfig};
 use eagernfs_vfs::Backend;
@@ -13,7 +14,9 @@ use std::sync::Arc;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServeArgs {
-    /// Directory to export (mounted by its absolute path; `/` names it too).
+    /// Directory to export (mounted by its absolute path; `/` names it too),
+    /// or a CephFS directory: `cephfs://[ID@]FSNAME/PATH?conf=CONF` (client
+    /// ID defaults to admin, CONF to /etc/ceph/ceph.conf; mounted as PATH).
     /// Not used with --exports.
     #[arg(required_unless_present = "exports")]
     dir: Option<PathBuf>,
@@ -156,6 +159,22 @@ pub(crate) struct ServeArgs {
     /// log; one also runs whenever the log is half full). Longer: fewer syncs, longer replay.
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     journal_checkpoint: f64,
+
+    /// The libcephfs shared object CephFS exports load (a file name looked up on the
+    /// library path, or a path). Only loaded when a CephFS export is served.
+    #[arg(long, value_name = "LIB", default_value = eagernfs_vfs::cephfs::LIBRARY)]
+    libcephfs: String,
+
+    /// Seconds a CephFS export may take to connect to its cluster (monitors,
+    /// authentication, MDS) at start before the server gives up with an error.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+    ceph_connect_timeout: f64,
+
+    /// Seconds a call may wait for the CephFS cluster before the export counts it as
+    /// stalled: calls are then answered "try again later" (NFS3ERR_JUKEBOX) at once
+    /// until the cluster answers, instead of every call taking a server thread.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
+    ceph_stall_after: f64,
 
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
@@ -393,6 +412,20 @@ fn build_exports(
             }
             (table, false)
         }
+        (None, Some(dir)) if eagernfs_vfs::cephfs::is_cephfs_url(&dir.to_string_lossy()) => {
+            if args.memory {
+                bail!("--memory serves an in-memory file system; give it a path such as /mem, not a cephfs:// URL");
+            }
+            let src = CephFsSource::parse(&dir.to_string_lossy()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let clients: Vec<String> = args.allow.iter().map(|c| format!("{c}({})", args.options)).collect();
+            let line = format!("{src} {}", clients.join(" "));
+            let (table, warnings) =
+                exports::parse(&line).map_err(|e| anyhow::anyhow!("in -o/--allow: {}", e.message))?;
+            for w in warnings {
+                tracing::warn!("-o/--allow: {}", w.text);
+            }
+            (table, true)
+        }
         (None, Some(dir)) => {
             let abs = if args.memory {
                 if !dir.is_absolute() {
@@ -417,7 +450,37 @@ fn build_exports(
     let master = if args.memory { [0; 16] } else { master_key(state_dir)? };
     let mut specs = Vec::new();
     for export in table.entries {
-        let backend: Arc<dyn Backend> = if args.memory {
+        let backend: Arc<dyn Backend> = if let ExportSource::CephFs(src) = &export.source {
+            let unsafe_async = export.clients.iter().all(|c| !c.options.sync);
+            if args.journal.is_some() {
+                bail!(
+                    "--journal with the CephFS export {src}: the journal is for local directories (CephFS keeps \
+                     its own); serve CephFS exports without --journal"
+                );
+            }
+            if unsafe_async {
+                tracing::warn!(
+                    "export {src} is `async`: COMMIT, FILE_SYNC and metadata changes return before the cluster has them; \
+                     a server crash loses what clients think is safe"
+                );
+            }
+            // Kept across reloads by the URL (a path of a CephFS is not a local path).
+            backend_for(Path::new(&src.to_string()), unsafe_async, &mut || {
+                let mut cfg = CephConfig::new(src.clone(), export_key(&master, &export.path));
+                cfg.unsafe_async = unsafe_async;
+                cfg.library = args.libcephfs.clone();
+                cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph_connect_timeout)?;
+                cfg.stall_after = seconds("--ceph-stall-after", args.ceph_stall_after)?;
+                // The errors name the export themselves, except a missing library.
+                let backend = CephBackend::open(cfg).map_err(|e| match e {
+                    eagernfs_vfs::cephfs::OpenError::Library(_) => {
+                        anyhow::anyhow!("cannot export {src}: {e}")
+                    }
+                    e => anyhow::anyhow!("{e}"),
+                })?;
+                Ok(Arc::new(backend))
+            })?
+        } else if args.memory {
             backend_for(&export.path, false, &mut || {
                 Ok(Arc::new(MemoryBackend::new(MemoryConfig {
                     max_bytes: args.memory_size_mib << 20,

@@ -26,7 +26,12 @@
 //! "/srv/my dir"  localhost(rw)                         # or /srv/my\040dir
 //! /srv/long   10.0.0.1(rw) \
 //!             10.0.0.2(rw)                             # backslash-newline continues a line
+//! cephfs://nfs@cephfs/shared?conf=/etc/ceph/ceph.conf  10.0.0.0/8(rw)   # a CephFS directory
 //! ```
+//!
+//! A `cephfs://[ID@]FSNAME/PATH?conf=CONF` URL in place of the path exports
+//! PATH of that CephFS ([`eagernfs_vfs::cephfs::CephFsSource`]); clients
+//! mount it as PATH, as they would a local directory of that name.
 //!
 //! # Where eagernfs differs from Linux, and why
 //! - Host names are resolved once, at parse time, with the system resolver
@@ -57,6 +62,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use eagernfs_vfs::cephfs::{self, CephFsSource};
 use eagernfs_vfs::Credentials;
 
 /// The uid and gid of "nobody" on Linux: where squashed users land by default.
@@ -78,11 +84,23 @@ pub struct Export {
     /// `//`, no `.`; `..` is rejected. Not canonicalised against the file
     /// system: the file may be checked on a machine where it does not exist.
     pub path: PathBuf,
+    /// Where the files are: the local directory `path`, or a CephFS.
+    pub source: ExportSource,
     /// Client rules in file order; never empty after [`parse`] (a line with
     /// no client exports to everyone, as on Linux).
     pub clients: Vec<ClientRule>,
     /// 1-based line of the path, for messages that point back at the file.
     pub line: usize,
+}
+
+/// Where an export's files are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExportSource {
+    /// The directory [`Export::path`] of this machine.
+    Directory,
+    /// A directory of a CephFS (a `cephfs://` URL in the path field);
+    /// [`Export::path`] is its path in that file system.
+    CephFs(CephFsSource),
 }
 
 /// Which clients one rule covers and what they get.
@@ -270,7 +288,12 @@ where
             continue;
         };
         let line = logical.line_at(path_token.offset);
-        let path = parse_path(path_token.text, line)?;
+        let (path, source) = if cephfs::is_cephfs_url(path_token.text) {
+            let src = CephFsSource::parse(path_token.text).map_err(|e| err(line, e.0))?;
+            (src.export_path(), ExportSource::CephFs(src))
+        } else {
+            (parse_path(path_token.text, line)?, ExportSource::Directory)
+        };
         if let Some(&first) = seen.get(&path) {
             return Err(err(
                 line,
@@ -354,7 +377,7 @@ where
             clients.push(ClientRule { matcher: ClientMatch::Any, options: defaults });
         }
         seen.insert(path.clone(), line);
-        entries.push(Export { path, clients, line });
+        entries.push(Export { path, source, clients, line });
     }
     Ok((Exports { entries }, warnings))
 }
@@ -389,7 +412,10 @@ impl Exports {
     pub fn to_exports_syntax(&self) -> String {
         let mut out = String::new();
         for export in &self.entries {
-            out.push_str(&escape_path(&export.path));
+            match &export.source {
+                ExportSource::Directory => out.push_str(&escape_path(&export.path)),
+                ExportSource::CephFs(src) => out.push_str(&src.to_string()),
+            }
             for rule in &export.clients {
                 out.push(' ');
                 out.push_str(&format!("{}({})", rule.matcher, rule.options));
@@ -1309,6 +1335,7 @@ mod tests {
         assert_eq!(only_options("/srv *(xprtsec=mtls)").to_string().rsplit(',').next(), Some("xprtsec=mtls"));
         let export = Export {
             path: PathBuf::from("/srv"),
+            source: ExportSource::Directory,
             clients: vec![ClientRule {
                 matcher: ClientMatch::Host {
                     name: "client.test".into(),
@@ -1372,6 +1399,29 @@ mod tests {
         assert_eq!(exports.entries.len(), 1);
         assert_eq!(exports.entries[0].clients.len(), 1);
         exports.entries[0].clients[0].options
+    }
+
+    #[test]
+    fn a_cephfs_url_exports_its_path() {
+        let (exports, _) = ok("cephfs://nfs@data/shared/x?conf=/etc/ceph/a.conf 10.0.0.0/8(rw)\n/srv *");
+        let e = &exports.entries[0];
+        assert_eq!(e.path, PathBuf::from("/shared/x"));
+        let ExportSource::CephFs(src) = &e.source else { panic!("not a CephFS: {e:?}") };
+        assert_eq!((src.client_id.as_str(), src.fs_name.as_str()), ("nfs", "data"));
+        assert_eq!(src.conf, PathBuf::from("/etc/ceph/a.conf"));
+        assert!(!e.clients[0].options.read_only);
+        assert_eq!(exports.entries[1].source, ExportSource::Directory);
+        assert_eq!(exports.find(Path::new("/shared/x")).map(|e| e.line), Some(1));
+        // Written back and read again: the same table.
+        let (again, _) = ok(&exports.to_exports_syntax());
+        assert_eq!(again, exports);
+        // The same path from a directory and a CephFS is one path twice.
+        assert_error("/a *\ncephfs://fs/a *", 2, &["/a exported twice (also on line 1)"]);
+        assert_error(
+            "/a *\ncephfs://fs/a/../b *",
+            2,
+            &["may not contain \"..\"", "cephfs://[ID@]FSNAME/PATH"],
+        );
     }
 
     #[test]
@@ -2019,7 +2069,12 @@ mod tests {
                     }
                 }
                 // One export per output line.
-                entries.push(Export { path, clients, line: entries.len() + 1 });
+                entries.push(Export {
+                    path,
+                    source: ExportSource::Directory,
+                    clients,
+                    line: entries.len() + 1,
+                });
             }
             Exports { entries }
         })
@@ -2137,6 +2192,7 @@ mod tests {
         ) {
             let export = Export {
                 path: PathBuf::from("/e"),
+                source: ExportSource::Directory,
                 clients: rules.into_iter().map(|(matcher, options)| ClientRule { matcher, options }).collect(),
                 line: 1,
             };

@@ -58,7 +58,7 @@ mod handle;
 mod mount;
 mod source;
 
-pub use ffi::{version, LoadError};
+pub use ffi::{version, LoadError, LIBRARY};
 pub use source::{is_cephfs_url, CephFsSource, SourceError, DEFAULT_CLIENT, DEFAULT_CONF, SCHEME};
 
 use std::collections::HashMap;
@@ -108,6 +108,9 @@ pub struct CephConfig {
     pub stall_after: Duration,
     /// Most calls of this export waiting inside libcephfs at once.
     pub max_calls_inside: usize,
+    /// The libcephfs to load: a file name looked up on the library path
+    /// ([`LIBRARY`]) or a path.
+    pub library: String,
 }
 
 impl CephConfig {
@@ -121,6 +124,7 @@ impl CephConfig {
             mount_timeout: Duration::from_secs(30),
             stall_after: Duration::from_secs(5),
             max_calls_inside: 32,
+            library: LIBRARY.to_string(),
         }
     }
 }
@@ -263,7 +267,7 @@ impl CephBackend {
     /// Connect to the cluster and open `cfg.source` for export. Blocks
     /// while connecting (at most about `cfg.mount_timeout`).
     pub fn open(cfg: CephConfig) -> Result<CephBackend, OpenError> {
-        let lib = ffi::lib()?;
+        let lib = ffi::lib(&cfg.library)?;
         let src = &cfg.source;
         let what = src.to_string();
         let conf_s = src.conf.display().to_string();
@@ -364,7 +368,7 @@ impl CephBackend {
             "{what}: mounted as client.{} (fscid {fs_cid}, root inode {:#x}, libcephfs {})",
             mount.instance_id(),
             root_vino.ino,
-            version().unwrap_or_default()
+            version(&cfg.library).unwrap_or_default()
         );
         Ok(CephBackend {
             root,

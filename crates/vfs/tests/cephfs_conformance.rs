@@ -20,7 +20,7 @@ fn cluster_conf() -> Option<PathBuf> {
     let conf = std::env::var_os("EAGERNFS_CEPH_CONF")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/tmp/eagernfs-ceph/ceph.conf"));
-    if conf.exists() && eagernfs_vfs::cephfs::version().is_ok() {
+    if conf.exists() && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok() {
         return Some(conf);
     }
     let why = format!(

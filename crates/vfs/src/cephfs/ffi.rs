@@ -14,11 +14,14 @@
 
 #![allow(non_camel_case_types, clippy::unused_unit)]
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint};
 use std::sync::OnceLock;
 
+use parking_lot::Mutex;
+
 /// The shared object and the package that ships it (Debian and Ubuntu).
-pub(crate) const LIBRARY: &str = "libcephfs.so.2";
+pub const LIBRARY: &str = "libcephfs.so.2";
 pub(crate) const PACKAGE: &str = "libcephfs2";
 
 /// `struct ceph_mount_info`, `UserPerm`, `struct Inode`, `struct Fh`,
@@ -106,10 +109,10 @@ macro_rules! library {
         }
 
         impl Lib {
-            fn open() -> Result<Lib, LoadError> {
+            fn open(name: &str) -> Result<Lib, LoadError> {
                 // SAFETY: loading libcephfs runs its static constructors,
                 // which only set up its own state.
-                let lib = unsafe { libloading::Library::new(LIBRARY) }
+                let lib = unsafe { libloading::Library::new(name) }
                     .map_err(|e| LoadError::Missing(e.to_string()))?;
                 $(
                     // SAFETY: the type is the C declaration's; the symbol is
@@ -278,15 +281,18 @@ pub enum LoadError {
     Symbol(&'static str),
 }
 
-/// libcephfs, loaded on first use (the outcome, success or not, is kept).
-pub(crate) fn lib() -> Result<&'static Lib, LoadError> {
-    static LIB: OnceLock<Result<Lib, LoadError>> = OnceLock::new();
-    LIB.get_or_init(Lib::open).as_ref().map_err(Clone::clone)
+/// The library `name` (a file name searched on the library path, or a
+/// path), loaded on first use; the outcome, success or not, is kept for
+/// the life of the process (a library is never unloaded).
+pub(crate) fn lib(name: &str) -> Result<&'static Lib, LoadError> {
+    static LIBS: OnceLock<Mutex<HashMap<String, Result<&'static Lib, LoadError>>>> = OnceLock::new();
+    let mut libs = LIBS.get_or_init(Default::default).lock();
+    libs.entry(name.to_string()).or_insert_with(|| Lib::open(name).map(|l| &*Box::leak(Box::new(l)))).clone()
 }
 
-/// The version string libcephfs reports ("16.2.15"), if it loads.
-pub fn version() -> Result<String, LoadError> {
-    let lib = lib()?;
+/// The version string of libcephfs `name` ("16.2.15"), if it loads.
+pub fn version(name: &str) -> Result<String, LoadError> {
+    let lib = lib(name)?;
     let (mut a, mut b, mut c) = (0, 0, 0);
     // SAFETY: the out-pointers are valid; the string is static in the library.
     let s = unsafe { (lib.ceph_version)(&mut a, &mut b, &mut c) };

@@ -71,7 +71,7 @@ fn unescape(url: &str, s: &str) -> Result<String, SourceError> {
 
 /// True if `s` names a CephFS (starts with the scheme).
 pub fn is_cephfs_url(s: &str) -> bool {
-    s.len() >= SCHEME.len() && s[..SCHEME.len()].eq_ignore_ascii_case(SCHEME)
+    s.as_bytes().get(..SCHEME.len()).is_some_and(|b| b.eq_ignore_ascii_case(SCHEME.as_bytes()))
 }
 
 impl CephFsSource {
@@ -138,9 +138,23 @@ impl CephFsSource {
     }
 }
 
+/// `%XX` for every byte that could end a field here or in an exports(5)
+/// line (whitespace, `#`, quotes, parentheses, `?`, `&`, `%`, controls).
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/!$*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 impl fmt::Display for CephFsSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let esc = |s: &str| s.replace('%', "%25").replace(' ', "%20").replace('?', "%3F").replace('&', "%26");
+        let esc = escape;
         write!(
             f,
             "{SCHEME}{}@{}{}?conf={}",
@@ -176,9 +190,13 @@ mod tests {
 
     #[test]
     fn display_parses_back() {
-        for u in ["cephfs://cephfs", "cephfs://nfs@data/a b/c?conf=/x%3Fy/ceph.conf"] {
+        for u in
+            ["cephfs://cephfs", "cephfs://nfs@data/a b/c?conf=/x%3Fy/ceph.conf", "cephfs://f/(a)#b/\u{e9}"]
+        {
             let s = CephFsSource::parse(u).unwrap();
-            assert_eq!(CephFsSource::parse(&s.to_string()).unwrap(), s, "{s}");
+            let shown = s.to_string();
+            assert!(!shown.contains(|c: char| c.is_whitespace() || "#()\"".contains(c)), "{shown}");
+            assert_eq!(CephFsSource::parse(&shown).unwrap(), s, "{s}");
         }
     }
 
@@ -192,6 +210,7 @@ mod tests {
             ("cephfs://fs/a?conff=/x", "unknown option"),
             ("cephfs://fs/a%2", "escape"),
             ("nfs://fs/a", "not a cephfs"),
+            ("/srv/caf\u{e9}", "not a cephfs"),
         ] {
             let e = CephFsSource::parse(u).unwrap_err().to_string();
             assert!(e.contains(says), "{u}: {e}");
