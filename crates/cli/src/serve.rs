@@ -176,6 +176,13 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
     ceph_stall_after: f64,
 
+    /// Seconds a call of a CephFS export may wait for its cluster before it is answered
+    /// "try again later" (NFS3ERR_JUKEBOX), so no client waits for ever on an MDS that is
+    /// down; clients retry after a few seconds. The call's own answer, if it comes
+    /// later, is dropped.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    cluster_reply_after: f64,
+
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
@@ -627,6 +634,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             threads_min: args.threads_min,
             threads_max: args.threads_max,
             writes_block: args.journal.is_some(),
+            remote_reply_after: seconds("--cluster-reply-after", args.cluster_reply_after)?,
             ..SvcConfig::default()
         },
         udp: args.udp,

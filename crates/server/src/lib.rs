@@ -187,6 +187,9 @@ pub(crate) struct ServerState {
     pub(crate) mounts: parking_lot::Mutex<std::collections::BTreeSet<(bytes::Bytes, bytes::Bytes)>>,
     /// The lock manager, unless locks are off.
     pub(crate) locks: Option<nlm::LockManager>,
+    /// Some export's backend waits on other machines ([`Backend::remote`]):
+    /// lets the hot path skip looking for them when none does.
+    any_remote: std::sync::atomic::AtomicBool,
 }
 
 impl ServerState {
@@ -197,10 +200,21 @@ impl ServerState {
             io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
             locks: config.locks.enabled.then(|| nlm::LockManager::new(&config.locks, stats.clone())),
             config,
+            any_remote: std::sync::atomic::AtomicBool::new(exports.iter().any(|e| e.backend.remote())),
             exports: parking_lot::RwLock::new(Arc::new(exports)),
             stats,
             mounts: Default::default(),
         }
+    }
+
+    /// Whether some export's backend waits on other machines.
+    pub(crate) fn any_remote(&self) -> bool {
+        self.any_remote.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether export `id`'s backend waits on other machines.
+    pub(crate) fn is_remote(&self, id: u32) -> bool {
+        self.any_remote() && self.exports().iter().any(|e| e.id == id && e.backend.remote())
     }
 
     /// The exports a call starting now uses.
@@ -380,6 +394,11 @@ impl ServerHandle {
     /// share an id.
     pub fn replace_exports(&self, exports: Vec<ExportSpec>) -> Result<(), ServerError> {
         check_export_ids(&exports)?;
+        // Raised before calls can see a remote export, never lowered (a call
+        // may still be running on one that left).
+        if exports.iter().any(|e| e.backend.remote()) {
+            self.0.any_remote.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         *self.0.exports.write() = Arc::new(exports);
         Ok(())
     }

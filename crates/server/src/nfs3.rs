@@ -67,6 +67,29 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     Outcome::Replied
 }
 
+/// The body of an NFS3ERR_JUKEBOX answer to procedure `proc_`, with no
+/// attributes ("try again later": what the service sends for a call still
+/// waiting on another machine after its deadline). `None` for NULL and
+/// unknown procedures.
+pub(crate) fn jukebox_body(proc_: u32) -> Option<BytesMut> {
+    // Words after the status in each procedure's failure arm: one per
+    // absent post_op_attr, two per wcc_data with neither side.
+    let words = match proc_ {
+        1 => 0,
+        3..=6 | 16..=20 => 1,
+        2 | 7..=13 | 21 => 2,
+        15 => 3,
+        14 => 4,
+        _ => return None,
+    };
+    let mut b = BytesMut::with_capacity(4 + 4 * words);
+    Nfsstat3::Jukebox.encode(&mut b);
+    for _ in 0..words {
+        false.encode(&mut b);
+    }
+    Some(b)
+}
+
 impl<'a> Call<'a> {
     /// Resolve `fh` for this procedure, refusing mutations on read-only exports.
     fn target(&self, fh: &NfsFh3) -> Result<Resolved<'a>, Nfsstat3> {
@@ -602,5 +625,22 @@ fn commit(call: &Call, a: Commit3Args) -> Commit3Res {
     match r.export.backend.commit(&r.cred, &r.fh, a.offset, a.count) {
         Ok((w, verf)) => Commit3Res::Ok(Commit3ResOk { file_wcc: wcc(&w), verf }),
         Err(e) => Commit3Res::Fail(status(e), Commit3ResFail { file_wcc: r.wcc_after() }),
+    }
+}
+
+#[cfg(test)]
+mod jukebox_tests {
+    use super::*;
+
+    #[test]
+    fn every_procedure_s_jukebox_answer_decodes_as_its_result() {
+        for proc_ in 1..=21u32 {
+            let body = jukebox_body(proc_).unwrap_or_else(|| panic!("proc {proc_}")).freeze();
+            let mut rest = body.clone();
+            let res = Nfs3Res::decode(proc_, &mut rest).unwrap_or_else(|e| panic!("proc {proc_}: {e}"));
+            assert_eq!(res.status(), Nfsstat3::Jukebox, "proc {proc_}");
+            assert!(rest.is_empty(), "proc {proc_}: {} bytes left over", rest.len());
+        }
+        assert!(jukebox_body(0).is_none() && jukebox_body(22).is_none());
     }
 }

@@ -99,6 +99,12 @@ pub(crate) fn render_server(s: &StatsSnapshot) -> String {
     o.sample("eagernfs_server_rejected_calls_total", &[], s.rejected);
     o.family("eagernfs_server_udp_calls_total", "counter", "Calls that arrived over UDP.");
     o.sample("eagernfs_server_udp_calls_total", &[], s.udp_calls);
+    o.family(
+        "eagernfs_server_remote_jukebox_total",
+        "counter",
+        "Calls of exports on a cluster answered JUKEBOX because the cluster had not answered in time.",
+    );
+    o.sample("eagernfs_server_remote_jukebox_total", &[], s.remote_jukebox);
     o.family("eagernfs_server_read_bytes_total", "counter", "READ data returned.");
     o.sample("eagernfs_server_read_bytes_total", &[], s.bytes_read);
     o.family(

@@ -23,6 +23,7 @@ use super::LockHost;
 const QUEUE: usize = 1024;
 
 /// Hands grants to the callback thread.
+#[derive(Clone)]
 pub(crate) struct Sender(SyncSender<(IpAddr, Nlm4TestArgs)>);
 
 impl Sender {

@@ -12,6 +12,14 @@
 //!
 //! Files are spread over shards by file handle, each with its own mutex, so
 //! lock traffic on different files does not serialise.
+//!
+//! A [`Mirror`] makes the file system behind a file take part: every lock
+//! the table would grant is first taken there (and refused if it refuses:
+//! another client of a cluster file system holds it), every release is
+//! passed on, and the mirror hears when the table holds nothing more for the
+//! file. Its calls happen under the file's shard lock, so they are ordered
+//! exactly as the table's own changes. A request the mirror refused (no
+//! conflict here) waits like any other and is tried again by [`LockTable::retry`].
 
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -77,6 +85,38 @@ pub(crate) struct Waiter<T> {
     pub(crate) notice: T,
 }
 
+/// What the file system behind a file says to a lock the table would grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Taken there too.
+    Granted,
+    /// Someone else holds a conflicting lock there.
+    Denied,
+    /// It cannot answer now (a stalled cluster): try later.
+    Unavailable,
+}
+
+/// The file system's side of one file's locks (see the module docs).
+pub(crate) trait Mirror {
+    /// Take `want` in the file system too, if it allows.
+    fn admit(&self, want: &Held) -> Admit;
+    /// Release `owner`'s locks on `range` in the file system.
+    fn release(&self, owner: &Owner, range: Range);
+    /// The table holds no lock and no request for the file any more.
+    fn idle(&self);
+}
+
+/// Locks only between this server's clients.
+pub(crate) struct NoMirror;
+
+impl Mirror for NoMirror {
+    fn admit(&self, _: &Held) -> Admit {
+        Admit::Granted
+    }
+    fn release(&self, _: &Owner, _: Range) {}
+    fn idle(&self) {}
+}
+
 /// The answer to a lock request.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum LockResult {
@@ -87,6 +127,8 @@ pub(crate) enum LockResult {
     Blocked,
     /// The table is full.
     NoLocks,
+    /// The file system could not answer (and the request did not ask to wait).
+    Unavailable,
 }
 
 #[derive(Debug)]
@@ -147,10 +189,11 @@ impl<T> FileLocks<T> {
         self.held = kept;
     }
 
-    /// Grant every waiter that no longer conflicts, in arrival order (a
-    /// waiter also waits behind an earlier waiter it conflicts with, so a
-    /// stream of shared locks cannot starve an exclusive one).
-    fn grant_waiters(&mut self) -> Vec<Waiter<T>> {
+    /// Grant every waiter that no longer conflicts here and that `mirror`
+    /// admits, in arrival order (a waiter also waits behind an earlier
+    /// waiter it conflicts with, so a stream of shared locks cannot starve
+    /// an exclusive one).
+    fn grant_waiters(&mut self, mirror: &dyn Mirror) -> Vec<Waiter<T>> {
         let mut granted = Vec::new();
         let mut i = 0;
         while i < self.waiting.len() {
@@ -160,7 +203,7 @@ impl<T> FileLocks<T> {
                     && e.want.range.overlaps(&w.range)
                     && (e.want.exclusive || w.exclusive)
             });
-            if behind || self.conflict(w).is_some() {
+            if behind || self.conflict(w).is_some() || mirror.admit(w) != Admit::Granted {
                 i += 1;
                 continue;
             }
@@ -227,8 +270,9 @@ impl<T: Clone> LockTable<T> {
         }
     }
 
-    /// Run `f` on `fh`'s locks, keeping the counters and dropping an empty entry.
-    fn with_file<R>(&self, fh: &Bytes, f: impl FnOnce(&mut FileLocks<T>) -> R) -> R {
+    /// Run `f` on `fh`'s locks, keeping the counters and dropping an empty
+    /// entry (telling `mirror`, under the same lock).
+    fn with_file<R>(&self, fh: &Bytes, mirror: &dyn Mirror, f: impl FnOnce(&mut FileLocks<T>) -> R) -> R {
         let mut shard = self.shard(fh).lock();
         let file = shard.entry(fh.clone()).or_default();
         let before = (file.held.len(), file.waiting.len());
@@ -236,6 +280,7 @@ impl<T: Clone> LockTable<T> {
         let after = (file.held.len(), file.waiting.len());
         if file.is_empty() {
             shard.remove(fh);
+            mirror.idle();
         }
         drop(shard);
         self.account(before, after);
@@ -250,17 +295,31 @@ impl<T: Clone> LockTable<T> {
 
     /// Take `want`, or queue it when `block` (LOCK). A request already
     /// queued for the same owner and range is not queued twice.
-    pub(crate) fn lock(&self, fh: &Bytes, want: Held, block: bool, notice: T) -> LockResult {
+    pub(crate) fn lock(
+        &self,
+        fh: &Bytes,
+        want: Held,
+        block: bool,
+        notice: T,
+        mirror: &dyn Mirror,
+    ) -> LockResult {
         let full = self.held.load(Ordering::Relaxed) + self.waiting.load(Ordering::Relaxed) >= self.max_locks;
-        self.with_file(fh, |file| {
+        self.with_file(fh, mirror, |file| {
             if file.conflict(&want).is_none() {
                 if full && !file.held.iter().any(|h| h.owner == want.owner) {
                     return LockResult::NoLocks;
                 }
-                // A queued request of the same owner that this one supersedes goes.
-                file.waiting.retain(|w| !(w.want.owner == want.owner && w.want.range == want.range));
-                file.apply(want);
-                return LockResult::Granted;
+                match mirror.admit(&want) {
+                    Admit::Granted => {
+                        // A queued request of the same owner that this one supersedes goes.
+                        file.waiting.retain(|w| !(w.want.owner == want.owner && w.want.range == want.range));
+                        file.apply(want);
+                        return LockResult::Granted;
+                    }
+                    Admit::Unavailable if !block => return LockResult::Unavailable,
+                    // Held elsewhere (or no answer yet): refused or queued as for a conflict here.
+                    Admit::Denied | Admit::Unavailable => {}
+                }
             }
             if !block {
                 return LockResult::Denied;
@@ -280,46 +339,99 @@ impl<T: Clone> LockTable<T> {
 
     /// Release `range` of `owner`'s locks on `fh` (UNLOCK); returns the
     /// waiters that this granted.
-    pub(crate) fn unlock(&self, fh: &Bytes, owner: &Owner, range: Range) -> Vec<Waiter<T>> {
-        self.with_file(fh, |file| {
+    pub(crate) fn unlock(
+        &self,
+        fh: &Bytes,
+        owner: &Owner,
+        range: Range,
+        mirror: &dyn Mirror,
+    ) -> Vec<Waiter<T>> {
+        self.with_file(fh, mirror, |file| {
+            // The file system first: a waiter granted below takes it there next.
+            mirror.release(owner, range);
             file.release(owner, range);
-            file.grant_waiters()
+            file.grant_waiters(mirror)
         })
     }
 
+    /// Try `fh`'s waiters again (the file system refused them before).
+    pub(crate) fn retry(&self, fh: &Bytes, mirror: &dyn Mirror) -> Vec<Waiter<T>> {
+        if !self.shard(fh).lock().contains_key(fh) {
+            return Vec::new();
+        }
+        self.with_file(fh, mirror, |file| file.grant_waiters(mirror))
+    }
+
+    /// Files with queued requests, and one notice of each (to find its file system).
+    pub(crate) fn files_waiting(&self) -> Vec<(Bytes, T)> {
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            for (fh, file) in shard.lock().iter() {
+                if let Some(w) = file.waiting.first() {
+                    out.push((fh.clone(), w.notice.clone()));
+                }
+            }
+        }
+        out
+    }
+
     /// Withdraw a queued request (CANCEL): true if one was queued.
-    pub(crate) fn cancel(&self, fh: &Bytes, owner: &Owner, range: Range) -> (bool, Vec<Waiter<T>>) {
-        self.with_file(fh, |file| {
+    pub(crate) fn cancel(
+        &self,
+        fh: &Bytes,
+        owner: &Owner,
+        range: Range,
+        mirror: &dyn Mirror,
+    ) -> (bool, Vec<Waiter<T>>) {
+        self.with_file(fh, mirror, |file| {
             let before = file.waiting.len();
             file.waiting.retain(|w| !(&w.want.owner == owner && w.want.range == range));
             let found = file.waiting.len() < before;
             // A request behind the withdrawn one may now go.
-            (found, if found { file.grant_waiters() } else { Vec::new() })
+            (found, if found { file.grant_waiters(mirror) } else { Vec::new() })
         })
     }
 
     /// Drop every lock and queued request of host `host` taken from `addr`
     /// (`None`: from any address), on every file; returns the waiters granted
-    /// as a result and how many locks went.
-    pub(crate) fn release_host(&self, host: &[u8], addr: Option<IpAddr>) -> (usize, Vec<Waiter<T>>) {
+    /// as a result and how many locks went. `mirror_for` gives each file's
+    /// mirror.
+    pub(crate) fn release_host(
+        &self,
+        host: &[u8],
+        addr: Option<IpAddr>,
+        mirror_for: &dyn Fn(&Bytes) -> Box<dyn Mirror>,
+    ) -> (usize, Vec<Waiter<T>>) {
         let mine = |h: &Held| h.owner.host == host && addr.is_none_or(|a| a == h.addr);
         let mut released = 0;
         let mut granted = Vec::new();
         for shard in &self.shards {
             let mut map = shard.lock();
             let mut delta = (0usize, 0usize, 0usize, 0usize);
-            map.retain(|_, file| {
+            map.retain(|fh, file| {
                 let before = (file.held.len(), file.waiting.len());
+                if !file.held.iter().any(mine) && !file.waiting.iter().any(|w| mine(&w.want)) {
+                    delta.0 += before.0;
+                    delta.1 += before.1;
+                    delta.2 += before.0;
+                    delta.3 += before.1;
+                    return true;
+                }
+                let mirror = mirror_for(fh);
+                for h in file.held.iter().filter(|h| mine(h)) {
+                    mirror.release(&h.owner, h.range);
+                }
                 file.held.retain(|h| !mine(h));
                 file.waiting.retain(|w| !mine(&w.want));
                 released += before.0 - file.held.len();
-                if before != (file.held.len(), file.waiting.len()) {
-                    granted.extend(file.grant_waiters());
-                }
+                granted.extend(file.grant_waiters(&*mirror));
                 delta.0 += before.0;
                 delta.1 += before.1;
                 delta.2 += file.held.len();
                 delta.3 += file.waiting.len();
+                if file.is_empty() {
+                    mirror.idle();
+                }
                 !file.is_empty()
             });
             drop(map);
@@ -372,10 +484,10 @@ mod tests {
     #[test]
     fn shared_locks_coexist_and_exclusive_ones_conflict() {
         let t = table();
-        assert_eq!(t.lock(&fh(), held(1, false, 0, 10), false, 0), LockResult::Granted);
-        assert_eq!(t.lock(&fh(), held(2, false, 5, 15), false, 0), LockResult::Granted);
-        assert_eq!(t.lock(&fh(), held(3, true, 9, 12), false, 0), LockResult::Denied);
-        assert_eq!(t.lock(&fh(), held(3, true, 15, 20), false, 0), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(1, false, 0, 10), false, 0, &NoMirror), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(2, false, 5, 15), false, 0, &NoMirror), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(3, true, 9, 12), false, 0, &NoMirror), LockResult::Denied);
+        assert_eq!(t.lock(&fh(), held(3, true, 15, 20), false, 0, &NoMirror), LockResult::Granted);
         let c = t.test(&fh(), &held(4, false, 0, u64::MAX)).unwrap();
         assert_eq!(c.owner, owner(3));
     }
@@ -383,11 +495,11 @@ mod tests {
     #[test]
     fn unlocking_the_middle_splits_a_lock_and_a_waiter_gets_the_hole() {
         let t = table();
-        assert_eq!(t.lock(&fh(), held(1, true, 0, 100), false, 0), LockResult::Granted);
-        assert_eq!(t.lock(&fh(), held(2, true, 40, 60), true, 7), LockResult::Blocked);
+        assert_eq!(t.lock(&fh(), held(1, true, 0, 100), false, 0, &NoMirror), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(2, true, 40, 60), true, 7, &NoMirror), LockResult::Blocked);
         // The same request again is not queued twice.
-        assert_eq!(t.lock(&fh(), held(2, true, 40, 60), true, 7), LockResult::Blocked);
-        let granted = t.unlock(&fh(), &owner(1), Range { start: 30, end: 70 });
+        assert_eq!(t.lock(&fh(), held(2, true, 40, 60), true, 7, &NoMirror), LockResult::Blocked);
+        let granted = t.unlock(&fh(), &owner(1), Range { start: 30, end: 70 }, &NoMirror);
         assert_eq!(granted.len(), 1);
         assert_eq!(granted[0].notice, 7);
         assert_eq!(t.held_count(), 3);
@@ -395,30 +507,32 @@ mod tests {
         assert!(t.test(&fh(), &held(3, false, 30, 40)).is_none());
         assert_eq!(t.test(&fh(), &held(3, false, 50, 51)).unwrap().owner, owner(2));
         // Owner 2 asking again finds its lock: granted, nothing added.
-        assert_eq!(t.lock(&fh(), held(2, true, 40, 60), true, 7), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(2, true, 40, 60), true, 7, &NoMirror), LockResult::Granted);
         assert_eq!(t.held_count(), 3);
     }
 
     #[test]
     fn an_owner_converts_its_own_lock_and_neighbours_join() {
         let t = table();
-        t.lock(&fh(), held(1, false, 0, 10), false, 0);
-        t.lock(&fh(), held(1, false, 10, 20), false, 0);
+        t.lock(&fh(), held(1, false, 0, 10), false, 0, &NoMirror);
+        t.lock(&fh(), held(1, false, 10, 20), false, 0, &NoMirror);
         assert_eq!(t.held_count(), 1);
-        assert_eq!(t.lock(&fh(), held(1, true, 5, 15), false, 0), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(1, true, 5, 15), false, 0, &NoMirror), LockResult::Granted);
         assert_eq!(t.held_count(), 3);
-        assert_eq!(t.lock(&fh(), held(2, false, 0, 5), false, 0), LockResult::Granted);
-        assert_eq!(t.lock(&fh(), held(2, false, 5, 6), false, 0), LockResult::Denied);
+        assert_eq!(t.lock(&fh(), held(2, false, 0, 5), false, 0, &NoMirror), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(2, false, 5, 6), false, 0, &NoMirror), LockResult::Denied);
     }
 
     #[test]
     fn a_host_s_locks_go_only_for_its_own_address() {
         let t = table();
-        t.lock(&fh(), held(1, true, 0, 10), false, 0);
-        assert_eq!(t.lock(&fh(), held(2, true, 0, 10), true, 9), LockResult::Blocked);
-        let (n, granted) = t.release_host(b"h\x01", Some("127.0.0.2".parse().unwrap()));
+        t.lock(&fh(), held(1, true, 0, 10), false, 0, &NoMirror);
+        assert_eq!(t.lock(&fh(), held(2, true, 0, 10), true, 9, &NoMirror), LockResult::Blocked);
+        let (n, granted) =
+            t.release_host(b"h\x01", Some("127.0.0.2".parse().unwrap()), &|_| Box::new(NoMirror));
         assert_eq!((n, granted.len()), (0, 0));
-        let (n, granted) = t.release_host(b"h\x01", Some("127.0.0.1".parse().unwrap()));
+        let (n, granted) =
+            t.release_host(b"h\x01", Some("127.0.0.1".parse().unwrap()), &|_| Box::new(NoMirror));
         assert_eq!((n, granted.len()), (1, 1));
         assert_eq!(t.hosts().len(), 1);
     }
@@ -426,25 +540,89 @@ mod tests {
     #[test]
     fn waiters_are_granted_in_arrival_order_as_conflicts_go() {
         let t = table();
-        t.lock(&fh(), held(1, false, 0, 10), false, 0);
-        assert_eq!(t.lock(&fh(), held(2, true, 0, 10), true, 2), LockResult::Blocked);
-        assert_eq!(t.lock(&fh(), held(3, true, 5, 20), true, 3), LockResult::Blocked);
-        let granted = t.unlock(&fh(), &owner(1), Range { start: 0, end: u64::MAX });
+        t.lock(&fh(), held(1, false, 0, 10), false, 0, &NoMirror);
+        assert_eq!(t.lock(&fh(), held(2, true, 0, 10), true, 2, &NoMirror), LockResult::Blocked);
+        assert_eq!(t.lock(&fh(), held(3, true, 5, 20), true, 3, &NoMirror), LockResult::Blocked);
+        let granted = t.unlock(&fh(), &owner(1), Range { start: 0, end: u64::MAX }, &NoMirror);
         assert_eq!(granted.iter().map(|w| w.notice).collect::<Vec<_>>(), vec![2]);
-        let (found, granted) = t.cancel(&fh(), &owner(3), Range { start: 5, end: 20 });
+        let (found, granted) = t.cancel(&fh(), &owner(3), Range { start: 5, end: 20 }, &NoMirror);
         assert!(found && granted.is_empty());
-        assert_eq!(t.lock(&fh(), held(3, true, 5, 20), true, 3), LockResult::Blocked);
-        let granted = t.unlock(&fh(), &owner(2), Range { start: 0, end: u64::MAX });
+        assert_eq!(t.lock(&fh(), held(3, true, 5, 20), true, 3, &NoMirror), LockResult::Blocked);
+        let granted = t.unlock(&fh(), &owner(2), Range { start: 0, end: u64::MAX }, &NoMirror);
         assert_eq!(granted.iter().map(|w| w.notice).collect::<Vec<_>>(), vec![3]);
+    }
+
+    /// A file system with locks of its own other clients (`foreign`), and a
+    /// record of what the table passed on.
+    #[derive(Default)]
+    struct FakeFs {
+        foreign: std::cell::RefCell<Vec<Range>>,
+        taken: std::cell::RefCell<Vec<(Owner, Range)>>,
+        released: std::cell::RefCell<Vec<(Owner, Range)>>,
+        idle: std::cell::Cell<usize>,
+        down: std::cell::Cell<bool>,
+    }
+
+    impl Mirror for FakeFs {
+        fn admit(&self, want: &Held) -> Admit {
+            if self.down.get() {
+                return Admit::Unavailable;
+            }
+            if self.foreign.borrow().iter().any(|r| r.overlaps(&want.range)) {
+                return Admit::Denied;
+            }
+            self.taken.borrow_mut().push((want.owner.clone(), want.range));
+            Admit::Granted
+        }
+        fn release(&self, owner: &Owner, range: Range) {
+            self.released.borrow_mut().push((owner.clone(), range));
+        }
+        fn idle(&self) {
+            self.idle.set(self.idle.get() + 1);
+        }
+    }
+
+    #[test]
+    fn the_file_system_is_asked_before_a_grant_and_told_of_releases() {
+        let t = table();
+        let fs = FakeFs::default();
+        fs.foreign.borrow_mut().push(Range { start: 0, end: 10 });
+        // Held by another client of the file system: refused, or queued.
+        assert_eq!(t.lock(&fh(), held(1, true, 5, 6), false, 0, &fs), LockResult::Denied);
+        assert_eq!(fs.idle.get(), 1, "nothing held or queued: the file system may let go of the file");
+        assert_eq!(t.lock(&fh(), held(1, true, 5, 6), true, 7, &fs), LockResult::Blocked);
+        assert_eq!(t.files_waiting(), vec![(fh(), 7)]);
+        assert!(t.retry(&fh(), &fs).is_empty(), "still held there");
+        fs.foreign.borrow_mut().clear();
+        let granted = t.retry(&fh(), &fs);
+        assert_eq!(granted.iter().map(|w| w.notice).collect::<Vec<_>>(), vec![7]);
+        assert_eq!(fs.taken.borrow().len(), 1, "taken in the file system when granted");
+        // A conflict here is decided here: the file system is not asked.
+        assert_eq!(t.lock(&fh(), held(2, true, 0, 100), false, 0, &fs), LockResult::Denied);
+        assert_eq!(fs.taken.borrow().len(), 1);
+        // Releases go to the file system; the last one makes the file idle.
+        t.unlock(&fh(), &owner(1), Range { start: 0, end: u64::MAX }, &fs);
+        assert_eq!(fs.released.borrow().len(), 1);
+        assert_eq!(fs.idle.get(), 2);
+        // A file system that cannot answer: a non-blocking request is told so,
+        // a blocking one waits for a retry.
+        fs.down.set(true);
+        assert_eq!(t.lock(&fh(), held(3, false, 0, 1), false, 0, &fs), LockResult::Unavailable);
+        assert_eq!(t.lock(&fh(), held(3, false, 0, 1), true, 9, &fs), LockResult::Blocked);
+        fs.down.set(false);
+        assert_eq!(t.retry(&fh(), &fs).len(), 1);
+        // A host that restarted: its locks are released in the file system too.
+        let (n, _) = t.release_host(b"h\x03", None, &|_| Box::new(NoMirror));
+        assert_eq!(n, 1);
     }
 
     #[test]
     fn the_table_refuses_beyond_its_bound() {
         let t: LockTable<u32> = LockTable::new(2, None);
-        assert_eq!(t.lock(&fh(), held(1, true, 0, 1), false, 0), LockResult::Granted);
-        assert_eq!(t.lock(&fh(), held(2, true, 2, 3), false, 0), LockResult::Granted);
-        assert_eq!(t.lock(&fh(), held(3, true, 4, 5), false, 0), LockResult::NoLocks);
-        assert_eq!(t.lock(&fh(), held(3, true, 0, 1), true, 0), LockResult::NoLocks);
+        assert_eq!(t.lock(&fh(), held(1, true, 0, 1), false, 0, &NoMirror), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(2, true, 2, 3), false, 0, &NoMirror), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(3, true, 4, 5), false, 0, &NoMirror), LockResult::NoLocks);
+        assert_eq!(t.lock(&fh(), held(3, true, 0, 1), true, 0, &NoMirror), LockResult::NoLocks);
     }
 
     // A model: per owner, the set of (byte, exclusive) it holds, over bytes 0..32.
@@ -475,14 +653,14 @@ mod tests {
                         let conflict = (0..3usize).filter(|&m| m != n as usize).any(|m| {
                             (s..e).any(|b| matches!(model[m][b as usize], Some(hx) if hx || x))
                         });
-                        let r = t.lock(&fh(), held(n, x, s, e), false, 0);
+                        let r = t.lock(&fh(), held(n, x, s, e), false, 0, &NoMirror);
                         prop_assert_eq!(r == LockResult::Granted, !conflict);
                         if !conflict {
                             for b in s..e { model[n as usize][b as usize] = Some(x); }
                         }
                     }
                     Op::Unlock(n, s, e) => {
-                        t.unlock(&fh(), &owner(n), Range { start: s, end: e });
+                        t.unlock(&fh(), &owner(n), Range { start: s, end: e }, &NoMirror);
                         for b in s..e { model[n as usize][b as usize] = None; }
                     }
                 }

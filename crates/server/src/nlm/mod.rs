@@ -10,22 +10,28 @@
 //!   request is granted, SM_NOTIFY after a restart (found through the
 //!   client's rpcbind, as Linux's lockd and statd do; best effort, bounded).
 //!
-//! Locks are between NFS clients of this server; processes on the server
-//! itself do not see them (the local backend does not take `fcntl` locks on
-//! the exported files). A host's locks are dropped when its status monitor
+//! - `mirror`: for a backend whose file system enforces locks itself (a
+//!   CephFS), every lock is taken there too before it is granted here, so
+//!   it excludes the file system's other clients as well.
+//!
+//! On a local directory, locks are between NFS clients of this server;
+//! processes on the server itself do not see them (the local backend does
+//! not take `fcntl` locks on the exported files). A host's locks are dropped when its status monitor
 //! says it restarted (SM_NOTIFY) or its lock manager asks (FREE_ALL), in
 //! both cases only when the call comes from the address the locks were
 //! taken from.
 
 mod callback;
 mod locks;
+mod mirror;
 
 use crate::dispatch::{Call, Outcome};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::NfsFh3;
 use eagernfs_proto::nlm::*;
 use eagernfs_xdr::{Encode, Opaque};
-use locks::{Held, LockResult, LockTable, Owner, Range};
+use locks::{Held, LockResult, LockTable, Mirror, NoMirror, Owner, Range};
+use mirror::BackendMirror;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,11 +103,16 @@ impl std::fmt::Debug for LockConfig {
 pub(crate) struct Grant {
     addr: IpAddr,
     args: Nlm4TestArgs,
+    /// The file's file system, when it takes part in locks (to try the
+    /// request again there).
+    mirror: Option<Arc<BackendMirror>>,
 }
 
 /// The running lock manager.
 pub(crate) struct LockManager {
-    table: LockTable<Grant>,
+    table: Arc<LockTable<Grant>>,
+    /// Started with the first request a file system refused.
+    retrying: std::sync::Once,
     grace_until: Option<Instant>,
     nsm_state: i32,
     hosts: parking_lot::Mutex<Vec<(Bytes, IpAddr)>>,
@@ -141,7 +152,8 @@ impl LockManager {
             );
         }
         LockManager {
-            table: LockTable::new(config.max_locks, Some(stats.clone())),
+            table: Arc::new(LockTable::new(config.max_locks, Some(stats.clone()))),
+            retrying: std::sync::Once::new(),
             grace_until,
             nsm_state: config.nsm_state,
             hosts: Default::default(),
@@ -156,11 +168,15 @@ impl LockManager {
 
     /// Announce grants (GRANTED callbacks), best effort.
     fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
-        if let Some(tx) = &self.callbacks {
-            for w in granted {
-                tx.granted(w.notice.addr, w.notice.args);
-            }
-        }
+        announce(self.callbacks.as_ref(), granted)
+    }
+
+    /// Retry, from now on, the requests file systems refused.
+    fn retry_refused(&self) {
+        self.retrying.call_once(|| {
+            let tx = self.callbacks.clone();
+            mirror::start_retrying(Arc::downgrade(&self.table), move |g| announce(tx.as_ref(), g));
+        });
     }
 
     /// Remember that `host` at `addr` holds locks (persisted before the lock
@@ -198,12 +214,21 @@ impl LockManager {
     }
 }
 
+fn announce(tx: Option<&callback::Sender>, granted: Vec<locks::Waiter<Grant>>) {
+    if let Some(tx) = tx {
+        for w in granted {
+            tx.granted(w.notice.addr, w.notice.args);
+        }
+    }
+}
+
 fn owner(l: &Nlm4Lock) -> Owner {
     Owner { host: l.caller_name.0.clone(), oh: l.oh.0.clone(), svid: l.svid }
 }
 
-/// Check the lock's file handle names a file this caller may use.
-fn check_file(call: &Call, fh: &Netobj) -> Result<(), Nlm4Stats> {
+/// Check the lock's file handle names a file this caller may use; its
+/// file system's part in locks, if it takes one.
+fn check_file(call: &Call, fh: &Netobj) -> Result<Option<Arc<BackendMirror>>, Nlm4Stats> {
     let Ok(data) = Opaque::new(fh.0.clone()) else { return Err(Nlm4Stats::StaleFh) };
     let r = call.resolve(&NfsFh3 { data }).map_err(|s| match s {
         eagernfs_proto::nfs3::Nfsstat3::Stale | eagernfs_proto::nfs3::Nfsstat3::Badhandle => {
@@ -211,8 +236,19 @@ fn check_file(call: &Call, fh: &Netobj) -> Result<(), Nlm4Stats> {
         }
         _ => Nlm4Stats::Failed,
     })?;
-    r.export.backend.getattr(&r.fh).map_err(|_| Nlm4Stats::StaleFh)?;
-    Ok(())
+    r.export.backend.getattr(&r.fh).map_err(|e| match e {
+        eagernfs_vfs::FsError::Jukebox => Nlm4Stats::DeniedNolocks,
+        _ => Nlm4Stats::StaleFh,
+    })?;
+    Ok(BackendMirror::of(&r.export.backend, &r.fh))
+}
+
+/// `m` as the table takes it.
+fn as_mirror(m: &Option<Arc<BackendMirror>>) -> &dyn Mirror {
+    match m {
+        Some(m) => &**m,
+        None => &NoMirror,
+    }
 }
 
 fn want(call: &Call, l: &Nlm4Lock, exclusive: bool) -> Held {
@@ -235,18 +271,10 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         NlmArgs::Test(a) => {
             let stat = if lm.in_grace() {
                 Nlm4TestReply::Other(Nlm4Stats::DeniedGracePeriod)
-            } else if let Err(s) = check_file(call, &a.alock.fh) {
-                Nlm4TestReply::Other(s)
             } else {
-                match lm.table.test(&a.alock.fh.0, &want(call, &a.alock, a.exclusive)) {
-                    None => Nlm4TestReply::Other(Nlm4Stats::Granted),
-                    Some(h) => Nlm4TestReply::Denied(Nlm4Holder {
-                        exclusive: h.exclusive,
-                        svid: h.owner.svid,
-                        oh: Opaque(h.owner.oh.clone()),
-                        l_offset: h.range.start,
-                        l_len: h.range.nlm_len(),
-                    }),
+                match check_file(call, &a.alock.fh) {
+                    Err(s) => Nlm4TestReply::Other(s),
+                    Ok(m) => test(lm, &a, &want(call, &a.alock, a.exclusive), m.as_deref()),
                 }
             };
             Nlm4TestRes { cookie: a.cookie, stat }.encode(out);
@@ -260,7 +288,8 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
                 Nlm4Stats::DeniedGracePeriod
             } else {
                 let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
-                let (found, granted) = lm.table.cancel(&a.alock.fh.0, &owner(&a.alock), range);
+                let m = mirror::mirror_for(call.exports, &a.alock.fh.0);
+                let (found, granted) = lm.table.cancel(&a.alock.fh.0, &owner(&a.alock), range, &*m);
                 lm.announce(granted);
                 if found {
                     Nlm4Stats::Granted
@@ -273,7 +302,8 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         NlmArgs::Unlock(a) => {
             // Allowed in the grace period too: it only gives something up.
             let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
-            let granted = lm.table.unlock(&a.alock.fh.0, &owner(&a.alock), range);
+            let m = mirror::mirror_for(call.exports, &a.alock.fh.0);
+            let granted = lm.table.unlock(&a.alock.fh.0, &owner(&a.alock), range, &*m);
             lm.announce(granted);
             res(a.cookie, Nlm4Stats::Granted).encode(out);
         }
@@ -305,24 +335,33 @@ fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
     if lm.in_grace() && !a.reclaim {
         return Nlm4Stats::DeniedGracePeriod;
     }
-    if let Err(s) = check_file(call, &a.alock.fh) {
-        return s;
-    }
+    let m = match check_file(call, &a.alock.fh) {
+        Ok(m) => m,
+        Err(s) => return s,
+    };
     if a.alock.l_offset > i64::MAX as u64 {
         return Nlm4Stats::Fbig;
     }
     let notice = Grant {
         addr: call.conn.peer.addr.ip(),
         args: Nlm4TestArgs { cookie: a.cookie.clone(), exclusive: a.exclusive, alock: a.alock.clone() },
+        mirror: m.clone(),
     };
     // A reclaim never waits: in the grace period nothing else can hold the range.
     let block = a.block && !a.reclaim;
     lm.note_host(&a.alock.caller_name.0, call.conn.peer.addr.ip());
-    let r = lm.table.lock(&a.alock.fh.0, want(call, &a.alock, a.exclusive), block, notice);
+    let r = lm.table.lock(&a.alock.fh.0, want(call, &a.alock, a.exclusive), block, notice, as_mirror(&m));
     match r {
         LockResult::Granted => Nlm4Stats::Granted,
         LockResult::Denied => Nlm4Stats::Denied,
-        LockResult::Blocked => Nlm4Stats::Blocked,
+        LockResult::Blocked => {
+            if m.is_some() {
+                // Another client of the file system may be what it waits for.
+                lm.retry_refused();
+            }
+            Nlm4Stats::Blocked
+        }
+        LockResult::Unavailable => Nlm4Stats::DeniedNolocks,
         LockResult::NoLocks => {
             tracing::warn!(peer = %call.conn.peer.addr, "lock table full: NLM4_DENIED_NOLOCKS");
             Nlm4Stats::DeniedNolocks
@@ -330,10 +369,37 @@ fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
     }
 }
 
+/// TEST: a conflict here, or else in the file system.
+fn test(lm: &LockManager, a: &Nlm4TestArgs, want: &Held, m: Option<&BackendMirror>) -> Nlm4TestReply {
+    if let Some(h) = lm.table.test(&a.alock.fh.0, want) {
+        return Nlm4TestReply::Denied(Nlm4Holder {
+            exclusive: h.exclusive,
+            svid: h.owner.svid,
+            oh: Opaque(h.owner.oh.clone()),
+            l_offset: h.range.start,
+            l_len: h.range.nlm_len(),
+        });
+    }
+    let Some(m) = m else { return Nlm4TestReply::Other(Nlm4Stats::Granted) };
+    match m.test(want) {
+        // Another client of the file system: its process id as the svid, no owner handle.
+        Ok(Some(c)) => Nlm4TestReply::Denied(Nlm4Holder {
+            exclusive: c.exclusive,
+            svid: c.pid,
+            oh: Opaque(Bytes::new()),
+            l_offset: c.range.start,
+            l_len: Range { start: c.range.start, end: c.range.end }.nlm_len(),
+        }),
+        Ok(None) => Nlm4TestReply::Other(Nlm4Stats::Granted),
+        Err(eagernfs_vfs::FsError::Jukebox) => Nlm4TestReply::Other(Nlm4Stats::DeniedNolocks),
+        Err(_) => Nlm4TestReply::Other(Nlm4Stats::Failed),
+    }
+}
+
 /// Drop every lock `name` took from the caller's address.
 fn release_host(call: &Call, lm: &LockManager, name: &[u8], why: &str) {
     let addr = call.conn.peer.addr.ip();
-    let (n, granted) = lm.table.release_host(name, Some(addr));
+    let (n, granted) = lm.table.release_host(name, Some(addr), &|fh| mirror::mirror_for(call.exports, fh));
     tracing::info!(peer = %addr, host = %String::from_utf8_lossy(name), locks = n, "{why}: the host restarted; its locks are released");
     lm.announce(granted);
     lm.forget_host(name, addr);

@@ -72,6 +72,10 @@ pub struct StatsSnapshot {
     /// Calls refused at the RPC level (bad program, version, credentials, arguments).
     pub rejected: u64,
     pub udp_calls: u64,
+    /// Calls of exports on a cluster answered NFS3ERR_JUKEBOX because the
+    /// cluster had not answered them in time (see `SvcConfig::remote_reply_after`).
+    #[serde(default)]
+    pub remote_jukebox: u64,
     pub bytes_read: u64,
     /// Of `bytes_read`, what went from the page cache to the socket by splice
     /// (never copied through the server's memory).
@@ -145,6 +149,8 @@ pub struct Stats {
     writes_by_stable: [AtomicU64; 3],
     /// Calls that arrived over UDP.
     udp_calls: AtomicU64,
+    /// Remote calls answered JUKEBOX at their deadline.
+    remote_jukebox: AtomicU64,
     /// Service threads running now, and the most there ever were (the
     /// pools grow under load and shrink when idle).
     threads: AtomicU64,
@@ -183,6 +189,7 @@ impl Default for Stats {
             drc: DrcCounters::default(),
             writes_by_stable: Default::default(),
             udp_calls: AtomicU64::new(0),
+            remote_jukebox: AtomicU64::new(0),
             threads: AtomicU64::new(0),
             threads_peak: AtomicU64::new(0),
             latency: (0..NFS3_PROCEDURES.len()).map(|_| Histogram::default()).collect(),
@@ -367,6 +374,7 @@ impl Stats {
             lock_callbacks_failed: n(&self.lock_callbacks_failed),
             rejected: self.rejected(),
             udp_calls: self.udp_calls(),
+            remote_jukebox: n(&self.remote_jukebox),
             bytes_read: n(&self.bytes_read),
             bytes_read_spliced: n(&self.bytes_read_spliced),
             bytes_written: n(&self.bytes_written),
@@ -385,6 +393,10 @@ impl Stats {
             threads: self.threads(),
             threads_peak: self.threads_peak(),
         }
+    }
+
+    pub(crate) fn count_remote_jukebox(&self) {
+        self.remote_jukebox.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_udp_call(&self) {

@@ -42,6 +42,7 @@
 //! - `slow`: the threads that run calls that may block.
 
 mod conn;
+mod deadline;
 mod epoll;
 mod order;
 mod peek;
@@ -53,6 +54,7 @@ pub(crate) use order::{IoOrder, Ticket, Turn};
 use crate::dispatch::{self, Peer, Transport};
 use crate::ServerState;
 use conn::{Conn, OutState, RecvEnd};
+use deadline::ReplyTo;
 use epoll::{Epoll, Flag, Interest};
 use parking_lot::{Condvar, Mutex, RwLock};
 use sched::{Sched, ThreadRec};
@@ -110,6 +112,11 @@ pub struct SvcConfig {
     /// Every WRITE may block (an export has an intent journal, which answers
     /// after a group commit): run them all on slow-call threads.
     pub writes_block: bool,
+    /// A call of an export whose backend waits on other machines (a
+    /// cluster) that has not returned after this long is answered
+    /// NFS3ERR_JUKEBOX ("try again later") by the watchdog; its own answer,
+    /// when it comes, is dropped.
+    pub remote_reply_after: Duration,
 }
 
 impl Default for SvcConfig {
@@ -120,6 +127,7 @@ impl Default for SvcConfig {
             threads_max: 64,
             idle_exit: Duration::from_secs(10),
             writes_block: false,
+            remote_reply_after: Duration::from_secs(10),
         }
     }
 }
@@ -205,6 +213,8 @@ pub(crate) struct Svc {
     slow: SlowPool,
     /// Reused buffers for large records.
     recv_buffers: Arc<eagernfs_vfs::bufpool::BufPool>,
+    /// Calls of remote exports now running, for their deadline.
+    deadlines: deadline::Deadlines,
     /// Threads alive (service threads, slow threads and the watchdog), to
     /// wait for at shutdown.
     alive: Mutex<usize>,
@@ -294,6 +304,7 @@ impl Svc {
             stopped: AtomicBool::new(false),
             slow: SlowPool::new(cfg.threads_max, cfg.idle_exit),
             recv_buffers: Arc::default(),
+            deadlines: Default::default(),
             alive: Mutex::new(0),
             all_gone: Condvar::new(),
             tls_tx,
@@ -362,8 +373,10 @@ impl Svc {
 
     fn run_slow(&self, job: SlowJob) {
         match job {
-            SlowJob::Tcp { conn, record, ticket } => {
-                let reply = self.run_call(&conn.info, record, ticket);
+            SlowJob::Tcp { conn, record, ticket, remote } => {
+                let to = remote.then(|| ReplyTo::Tcp(conn.clone()));
+                // Answered by the watchdog already: counted then, nothing to send.
+                let Some(reply) = self.run_call_to(to, &conn.info, record, ticket) else { return };
                 let mut out = conn.out.lock();
                 let (released, blocked) = match reply {
                     Some(r) => {
@@ -374,10 +387,11 @@ impl Svc {
                 };
                 self.after_output(&conn, &mut out, released, blocked);
             }
-            SlowJob::Udp { socket, src, local_port, record } => {
+            SlowJob::Udp { socket, src, local_port, record, remote } => {
                 let conn =
                     dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
-                if let Some(reply) = self.run_call(&conn, record, None) {
+                let to = remote.then_some(ReplyTo::Udp { socket, src });
+                if let Some(Some(reply)) = self.run_call_to(to, &conn, record, None) {
                     self.send_udp_reply(socket, src, reply);
                 }
                 self.inflight_total.fetch_sub(1, Ordering::AcqRel);
@@ -412,6 +426,12 @@ impl Svc {
             for p in 0..self.pools.len() {
                 for rec in self.pools[p].sched.stuck(limit) {
                     self.hand_off(p, &rec);
+                }
+            }
+            if self.state.any_remote() {
+                let due = self.now_ns().saturating_sub(self.cfg.remote_reply_after.as_nanos() as u64);
+                for o in self.deadlines.overdue(due) {
+                    self.answer_overdue(o);
                 }
             }
         }
@@ -671,7 +691,7 @@ impl Svc {
                 return self.arm_input(c);
             }
             let last;
-            if peeked.may_block {
+            if peeked.may_block || self.waits_on_other_machines(&peeked) {
                 // A slow thread runs it and replies; this one reads on.
                 // Queued before anyone else can read the connection, so one
                 // connection's slow calls queue in arrival order, which the
@@ -682,7 +702,8 @@ impl Svc {
                 // paused connection is re-armed by whichever thread writes
                 // a reply, and another thread could then read and queue the
                 // next call ahead of this one.
-                self.submit_slow(SlowJob::Tcp { conn: c.clone(), record, ticket });
+                let remote = self.is_remote_call(&peeked);
+                self.submit_slow(SlowJob::Tcp { conn: c.clone(), record, ticket, remote });
                 let room = self.pause_input_if_full(c, max_inflight);
                 last = !room || n + 1 == BATCH_MAX;
                 if last && room {
@@ -695,7 +716,10 @@ impl Svc {
                     // Someone else reads the next call while this one runs.
                     self.arm_input(c);
                 }
-                replies.add(self.run_call(&c.info, record, ticket));
+                let to = self.is_remote_call(&peeked).then(|| ReplyTo::Tcp(c.clone()));
+                if let Some(reply) = self.run_call_to(to, &c.info, record, ticket) {
+                    replies.add(reply);
+                }
             }
             if last || replies.bytes >= REPLY_BATCH_BYTES {
                 self.send_replies(c, &mut replies);
@@ -703,6 +727,64 @@ impl Svc {
             if last {
                 return;
             }
+        }
+    }
+
+    /// Whether a call changing metadata, or a lock call, goes to an export
+    /// whose backend waits on other machines for it (a CephFS: its MDS
+    /// journals every change): such calls run on slow-call threads, so a
+    /// slow cluster holds those, not the threads quick calls need.
+    fn waits_on_other_machines(&self, p: &peek::Peeked) -> bool {
+        if !(p.changes_metadata || p.nlm) || !self.state.any_remote() {
+            return false;
+        }
+        match p.export {
+            Some(id) if !p.nlm => self.state.is_remote(id),
+            _ => true,
+        }
+    }
+
+    /// Whether the call `p` describes is for an export whose backend waits
+    /// on other machines (it then runs under a deadline).
+    fn is_remote_call(&self, p: &peek::Peeked) -> bool {
+        self.state.any_remote() && p.export.is_some_and(|id| self.state.is_remote(id))
+    }
+
+    /// Run one call as [`Svc::run_call`]; with `to`, under the deadline of
+    /// remote calls. `None`: the watchdog answered it already (its answer
+    /// is dropped, and it was counted as answered then).
+    fn run_call_to(
+        &self,
+        to: Option<ReplyTo>,
+        conn: &dispatch::Connection,
+        record: bytes::Bytes,
+        ticket: Option<Ticket>,
+    ) -> Option<Option<dispatch::Reply>> {
+        let registered = to.and_then(|to| self.deadlines.register(to, &record, self.now_ns()));
+        let reply = self.run_call(conn, record, ticket);
+        match registered {
+            Some(r) => self.deadlines.finish(r).then_some(reply),
+            None => Some(reply),
+        }
+    }
+
+    /// The watchdog's NFS3ERR_JUKEBOX for a remote call past its deadline.
+    fn answer_overdue(&self, o: deadline::Overdue) {
+        tracing::debug!(xid = o.xid, proc_ = o.proc_, "a call still waits on its cluster: answered JUKEBOX");
+        self.state.stats.count_remote_jukebox();
+        let Some(reply) = dispatch::jukebox_reply(o.xid, o.proc_) else { return };
+        match o.to {
+            ReplyTo::Tcp(c) => {
+                let mut out = c.out.lock();
+                if out.gone {
+                    return;
+                }
+                // This is the call's answer: it counts as done once written.
+                let w = c.write_locked(&mut out, Some(reply));
+                self.after_output(&c, &mut out, w.replies_done, w.blocked);
+            }
+            // The call's thread counts it done when it returns.
+            ReplyTo::Udp { socket, src } => self.send_udp_reply(socket, src, reply),
         }
     }
 
@@ -761,14 +843,17 @@ impl Svc {
             self.last_call_ns.store(self.now_ns(), Ordering::Relaxed);
             self.state.stats.count_udp_call();
             let record = bytes::Bytes::copy_from_slice(&buf[..len]);
-            let may_block = peek::peek(&record, self.cfg.writes_block).may_block;
+            let peeked = peek::peek(&record, self.cfg.writes_block);
+            let may_block = peeked.may_block || self.waits_on_other_machines(&peeked);
             self.inflight_total.fetch_add(1, Ordering::AcqRel);
             if may_block {
-                self.submit_slow(SlowJob::Udp { socket: i, src, local_port, record });
+                let remote = self.is_remote_call(&peeked);
+                self.submit_slow(SlowJob::Udp { socket: i, src, local_port, record, remote });
             } else {
                 let conn =
                     dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
-                if let Some(reply) = self.run_call(&conn, record, None) {
+                let to = self.is_remote_call(&peeked).then_some(ReplyTo::Udp { socket: i, src });
+                if let Some(Some(reply)) = self.run_call_to(to, &conn, record, None) {
                     self.send_udp_reply(i, src, reply);
                 }
                 self.inflight_total.fetch_sub(1, Ordering::AcqRel);

@@ -14,10 +14,19 @@
 //! local file system, where writes to one file hold the inode's lock
 //! anyway and a sequential reader is served from read-ahead. Other files
 //! and other connections are not held up.
+//!
+//! The order is an optimisation, never a promise NFS makes: a call whose
+//! turn has not come within [`TURN_WAIT_MAX`] (an earlier call of its file
+//! is stuck, waiting on a cluster that does not answer) goes ahead anyway,
+//! so a stuck call holds no more threads than its own.
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest a call waits for an earlier call of its file.
+pub(crate) const TURN_WAIT_MAX: Duration = Duration::from_secs(15);
 
 /// The tickets of one connection.
 #[derive(Debug, Default)]
@@ -35,11 +44,15 @@ impl IoOrder {
         Ticket { order: self.clone(), seq }
     }
 
-    fn wait_turn(&self, seq: u64) {
+    fn wait_turn(&self, seq: u64, max: Duration) {
+        let deadline = Instant::now() + max;
         let mut w = self.waiting.lock();
         let Some(&file) = w.get(&seq) else { return };
         while w.range(..seq).any(|(_, f)| *f == file) {
-            self.turn.wait(&mut w);
+            if self.turn.wait_until(&mut w, deadline).timed_out() {
+                tracing::debug!("a READ or WRITE waited {max:?} for an earlier one of its file: going ahead");
+                return;
+            }
         }
     }
 
@@ -64,7 +77,11 @@ impl Ticket {
     /// backend; the call keeps its place until the returned turn is
     /// dropped (when its own backend call has returned).
     pub(crate) fn wait_turn(&self) -> Turn<'_> {
-        self.order.wait_turn(self.seq);
+        self.wait_turn_within(TURN_WAIT_MAX)
+    }
+
+    fn wait_turn_within(&self, max: Duration) -> Turn<'_> {
+        self.order.wait_turn(self.seq, max);
         Turn { ticket: self }
     }
 }
@@ -111,6 +128,17 @@ mod tests {
             drop(turn);
             assert_eq!(rx.recv().unwrap(), "second");
         });
+    }
+
+    #[test]
+    fn a_stuck_call_holds_later_ones_only_for_a_while() {
+        let order = Arc::new(IoOrder::default());
+        let stuck = order.ticket(1, 10);
+        let later = order.ticket(2, 10);
+        let started = Instant::now();
+        drop(later.wait_turn_within(Duration::from_millis(50)));
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        drop(stuck);
     }
 
     #[test]

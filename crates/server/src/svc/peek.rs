@@ -6,11 +6,15 @@
 //! decoder reports the error later.
 
 use eagernfs_proto::nfs3::{NFS3_FHSIZE, NFS_PROGRAM, NFS_V3};
+use eagernfs_proto::nlm::NLM_PROGRAM;
 
 /// NFSv3 procedure numbers this looks at (RFC 1813).
 const READ: u32 = 6;
 const WRITE: u32 = 7;
 const COMMIT: u32 = 21;
+/// Procedures that change attributes or names: on a file system that
+/// journals them on other machines (CephFS), each waits for that.
+const CHANGES_METADATA: [u32; 9] = [2, 8, 9, 10, 11, 12, 13, 14, 15];
 /// Bytes of READ or WRITE data above which a call counts as slow: a cold
 /// 1 MiB READ waits for the disk, a large WRITE may wait for write-back.
 const LARGE_IO_BYTES: u32 = 64 * 1024;
@@ -26,6 +30,15 @@ pub(crate) struct Peeked {
     /// An NFSv3 READ or WRITE of this file (a hash of its handle): such
     /// calls of one connection enter the backend in arrival order.
     pub(crate) io_file: Option<u64>,
+    /// The export an NFSv3 call is for (the first bytes of its first file
+    /// handle; every procedure but NULL starts with one).
+    pub(crate) export: Option<u32>,
+    /// The call changes attributes or names (SETATTR, CREATE, MKDIR,
+    /// SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK): it may block if its
+    /// export's backend waits on other machines.
+    pub(crate) changes_metadata: bool,
+    /// A call of the lock manager (which may wait on a file system's own locks).
+    pub(crate) nlm: bool,
 }
 
 struct Cursor<'a> {
@@ -73,6 +86,9 @@ fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
     }
     let _rpcvers = c.u32()?;
     let (prog, vers, proc_) = (c.u32()?, c.u32()?, c.u32()?);
+    if prog == NLM_PROGRAM {
+        return Some(Peeked { nlm: proc_ != 0, ..Peeked::default() });
+    }
     if prog != NFS_PROGRAM || vers != NFS_V3 {
         return None;
     }
@@ -80,16 +96,25 @@ fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
         let _flavor = c.u32()?;
         c.opaque(AUTH_BODY_MAX)?;
     }
+    if proc_ == 0 {
+        return None;
+    }
+    let fh = c.opaque(NFS3_FHSIZE)?;
+    let export = fh.first_chunk::<4>().map(|b| u32::from_be_bytes(*b));
+    let plain = Peeked { export, changes_metadata: CHANGES_METADATA.contains(&proc_), ..Peeked::default() };
     match proc_ {
-        COMMIT => Some(Peeked { may_block: true, io_file: None }),
+        COMMIT => Some(Peeked { may_block: true, ..plain }),
         READ | WRITE => {
-            let fh = c.opaque(NFS3_FHSIZE)?;
             c.skip(8)?; // offset
             let count = c.u32()?;
             let stable_write = proc_ == WRITE && (c.u32()? != 0 || writes_block);
-            Some(Peeked { may_block: stable_write || count > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)) })
+            Some(Peeked {
+                may_block: stable_write || count > LARGE_IO_BYTES,
+                io_file: Some(fnv1a(fh)),
+                ..plain
+            })
         }
-        _ => None,
+        _ => Some(plain),
     }
 }
 
@@ -120,13 +145,22 @@ mod tests {
     fn classifies_nfs_calls() {
         let p = |proc_, args: &[u32]| peek(&call(NFS_PROGRAM, proc_, args), false);
         let r = p(READ, &io_args(1, 8192, None));
-        assert_eq!(r, Peeked { may_block: false, io_file: r.io_file });
+        assert_eq!(r, Peeked { may_block: false, io_file: r.io_file, export: Some(1), ..Peeked::default() });
         assert!(r.io_file.is_some());
         assert!(p(READ, &io_args(1, 1 << 20, None)).may_block);
         assert!(!p(WRITE, &io_args(1, 8192, Some(0))).may_block, "small UNSTABLE");
         assert!(p(WRITE, &io_args(1, 8192, Some(2))).may_block, "FILE_SYNC");
-        assert!(p(COMMIT, &[]).may_block);
-        assert_eq!(p(1, &[]), Peeked::default(), "GETATTR");
+        assert!(p(COMMIT, &[8, 1, 1]).may_block);
+        assert_eq!(p(1, &[]), Peeked::default(), "GETATTR without its handle");
+        assert_eq!(p(1, &[8, 7, 7]), Peeked { export: Some(7), ..Peeked::default() }, "GETATTR");
+        for proc_ in [2, 8, 9, 10, 11, 12, 13, 14, 15] {
+            let m = p(proc_, &[8, 0x0102_0304, 9]);
+            assert_eq!((m.export, m.changes_metadata), (Some(0x0102_0304), true), "proc {proc_}");
+            assert!(!m.may_block, "blocks only if its export waits on other machines");
+        }
+        assert!(!p(4, &[8, 1, 1, 0]).changes_metadata, "ACCESS");
+        assert!(peek(&call(NLM_PROGRAM, 2, &[]), false).nlm, "NLM LOCK");
+        assert!(!peek(&call(NLM_PROGRAM, 0, &[]), false).nlm, "NLM NULL");
         let a = p(READ, &io_args(1, 10, None)).io_file;
         let b = p(WRITE, &io_args(2, 10, Some(0))).io_file;
         assert_ne!(a, b, "different files");

@@ -24,9 +24,11 @@ use super::order::Ticket;
 /// A call waiting for a slow thread.
 pub(crate) enum SlowJob {
     /// From a TCP connection: the reply goes back on it.
-    Tcp { conn: Arc<Conn>, record: Bytes, ticket: Option<Ticket> },
+    /// `remote`: for an export whose backend waits on other machines (the
+    /// call runs under their deadline).
+    Tcp { conn: Arc<Conn>, record: Bytes, ticket: Option<Ticket>, remote: bool },
     /// From UDP socket `socket`: the reply goes to `src`.
-    Udp { socket: usize, src: SocketAddr, local_port: u16, record: Bytes },
+    Udp { socket: usize, src: SocketAddr, local_port: u16, record: Bytes, remote: bool },
 }
 
 #[derive(Default)]
