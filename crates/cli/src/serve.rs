@@ -331,6 +331,34 @@ fn master_key(state_dir: &Path) -> Result<[u8; 16]> {
     Ok(key)
 }
 
+/// The CephFS session name of one export of this server: the server's own
+/// random id (kept in the state directory, so every start of this server
+/// has it and no other server does) and a hash of the export's URL. A
+/// session left by a crash is ended with it at the next start.
+fn ceph_session_uuid(state_dir: &Path, export: &str) -> Result<String> {
+    use siphasher::sip::SipHasher24;
+    use std::hash::Hasher;
+    let path = state_dir.join("ceph-session-id");
+    let id = match std::fs::read_to_string(&path) {
+        Ok(t) if t.trim().len() == 16 && t.trim().bytes().all(|b| b.is_ascii_hexdigit()) => {
+            t.trim().to_string()
+        }
+        Ok(_) => bail!("{} is not 16 hex digits; remove it to make a new one", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+                .create(state_dir)
+                .with_context(|| format!("creating state directory {}", state_dir.display()))?;
+            let id = format!("{:016x}", rand::random::<u64>());
+            write_durably(&path, format!("{id}\n").as_bytes(), 0o600)?;
+            id
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut h = SipHasher24::new_with_keys(0, 0);
+    h.write(export.as_bytes());
+    Ok(format!("eagernfs-{id}-{:016x}", h.finish()))
+}
+
 /// A per-export key: the master key's MAC of the export path, so one
 /// export's handles are useless on another.
 fn export_key(master: &[u8; 16], export_path: &Path) -> [u8; 16] {
@@ -476,6 +504,7 @@ fn build_exports(
                 let mut cfg = CephConfig::new(src.clone(), export_key(&master, &export.path));
                 cfg.unsafe_async = unsafe_async;
                 cfg.library = args.libcephfs.clone();
+                cfg.session_uuid = Some(ceph_session_uuid(state_dir, &src.to_string())?);
                 cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph_connect_timeout)?;
                 cfg.stall_after = seconds("--ceph-stall-after", args.ceph_stall_after)?;
                 // The errors name the export themselves, except a missing library.

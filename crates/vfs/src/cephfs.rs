@@ -111,6 +111,12 @@ pub struct CephConfig {
     /// The libcephfs to load: a file name looked up on the library path
     /// ([`LIBRARY`]) or a path.
     pub library: String,
+    /// A name for this server's session, the same on every start of the
+    /// same server and different on every other server: the session a
+    /// previous run left behind (a crash) is ended at start, so its
+    /// capabilities and locks do not hold files for the MDS's session
+    /// timeout (60 s). `None`: no name, no such clean-up.
+    pub session_uuid: Option<String>,
 }
 
 impl CephConfig {
@@ -125,6 +131,7 @@ impl CephConfig {
             stall_after: Duration::from_secs(5),
             max_calls_inside: 32,
             library: LIBRARY.to_string(),
+            session_uuid: None,
         }
     }
 }
@@ -276,12 +283,13 @@ impl CephBackend {
             return Err(OpenError::Conf { url: what, conf: conf_s, errno: e.to_string() });
         }
         let spec = MountSpec {
-            client_id: &src.client_id,
-            conf: &src.conf,
-            fs_name: &src.fs_name,
-            path: &src.path,
+            client_id: src.client_id.clone(),
+            conf: src.conf.clone(),
+            fs_name: src.fs_name.clone(),
+            path: src.path.clone(),
             timeout: cfg.mount_timeout,
-            options: &[
+            session_uuid: cfg.session_uuid.clone(),
+            options: vec![
                 // The client's own view of permissions is the one NFS needs.
                 ("client_permissions", "true".into()),
                 // Directory sizes as entry counts, as POSIX tools expect (not
@@ -293,9 +301,21 @@ impl CephBackend {
                 ("admin_socket", "$run_dir/$cluster-$name.$pid.$cctid.asok".into()),
             ],
         };
-        let mount = Mount::connect(lib, &spec).map_err(|f| {
+        let mount = Mount::connect_within(lib, spec).map_err(|f| {
             let errno = |e: Errno| e.to_string();
             match f {
+                MountFailure::ReadConf(e) if e.0 == libc::EINVAL => OpenError::Conf {
+                    url: what.clone(),
+                    conf: conf_s.clone(),
+                    errno: "libcephfs cannot parse it (check its syntax; a last line without a newline is enough to be refused)".into(),
+                },
+                MountFailure::TimedOut => OpenError::Mount {
+                    url: what.clone(),
+                    fs: src.fs_name.clone(),
+                    conf: conf_s.clone(),
+                    timeout_s: cfg.mount_timeout.as_secs(),
+                    errno: "no answer from the cluster".into(),
+                },
                 MountFailure::ReadConf(e) => {
                     OpenError::Conf { url: what.clone(), conf: conf_s.clone(), errno: errno(e) }
                 }
@@ -326,6 +346,11 @@ impl CephBackend {
                     fs: src.fs_name.clone(),
                     conf: conf_s.clone(),
                     timeout_s: cfg.mount_timeout.as_secs(),
+                    errno: errno(e),
+                },
+                MountFailure::Reclaim(e) => OpenError::Other {
+                    url: what.clone(),
+                    what: "ending the session of this server's previous run (ceph_start_reclaim)".into(),
                     errno: errno(e),
                 },
                 MountFailure::Create(e) => {

@@ -85,6 +85,8 @@ enum Flavor {
         child: Option<Child>,
         /// The arguments after `serve DIR`, replayed on restart.
         extra_args: Vec<String>,
+        /// What to serve instead of `dir` (a `cephfs://` URL).
+        operand: Option<String>,
     },
     Ganesha {
         /// Passed to `ganesha.sh` via the environment on every (re)start.
@@ -118,8 +120,25 @@ impl Server {
         fs::create_dir(scratch.path().join("state")).unwrap();
         let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         let mut server = Server {
-            flavor: Flavor::Eagernfs { child: None, extra_args },
+            flavor: Flavor::Eagernfs { child: None, extra_args, operand: None },
             dir,
+            port: 0,
+            mount_port: 0,
+            scratch,
+        };
+        server.spawn_eagernfs("127.0.0.1:0");
+        server
+    }
+
+    /// Starts `eagernfs serve OPERAND --listen 127.0.0.1:0 --state-dir <tmp> EXTRA_ARGS...` for
+    /// an export clients mount as `mount_path` (a `cephfs://` URL serves its PATH).
+    pub(crate) fn eagernfs_serving(operand: &str, mount_path: &Path, extra_args: &[&str]) -> Server {
+        let scratch = tempfile::Builder::new().prefix("eagernfs-server-").tempdir().unwrap();
+        fs::create_dir(scratch.path().join("state")).unwrap();
+        let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let mut server = Server {
+            flavor: Flavor::Eagernfs { child: None, extra_args, operand: Some(operand.to_string()) },
+            dir: mount_path.to_path_buf(),
             port: 0,
             mount_port: 0,
             scratch,
@@ -206,12 +225,14 @@ impl Server {
     fn spawn_eagernfs(&mut self, listen: &str) {
         let log_path = self.log_path();
         let state_dir = self.scratch.path().join("state");
-        let Flavor::Eagernfs { child, extra_args } = &mut self.flavor else { unreachable!() };
+        let Flavor::Eagernfs { child, extra_args, operand } = &mut self.flavor else { unreachable!() };
         let log = fs::OpenOptions::new().create(true).append(true).open(&log_path).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_eagernfs"));
         cmd.arg("serve");
         // `--exports FILE` among the extra arguments replaces the directory operand.
-        if !extra_args.iter().any(|a| a == "--exports") {
+        if let Some(op) = operand {
+            cmd.arg(op);
+        } else if !extra_args.iter().any(|a| a == "--exports") {
             cmd.arg(&self.dir);
         }
         cmd.args(["--listen", listen])

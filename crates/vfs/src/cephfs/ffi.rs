@@ -55,6 +55,9 @@ pub(crate) struct vinodeno_t {
     pub(crate) snapid: u64,
 }
 
+/// `ceph_start_reclaim`: end the old session outright (the only mode there is).
+pub(crate) const CEPH_RECLAIM_RESET: c_uint = 1;
+
 /// The live file system (not a snapshot).
 pub(crate) const CEPH_NOSNAP: u64 = u64::MAX - 1;
 
@@ -138,6 +141,9 @@ library! {
     fn ceph_init(cmount: *mut ceph_mount_info) -> c_int;
     fn ceph_select_filesystem(cmount: *mut ceph_mount_info, fs_name: *const c_char) -> c_int;
     fn ceph_mount(cmount: *mut ceph_mount_info, root: *const c_char) -> c_int;
+    fn ceph_set_uuid(cmount: *mut ceph_mount_info, uuid: *const c_char) -> ();
+    fn ceph_start_reclaim(cmount: *mut ceph_mount_info, uuid: *const c_char, flags: c_uint) -> c_int;
+    fn ceph_finish_reclaim(cmount: *mut ceph_mount_info) -> ();
     fn ceph_get_fs_cid(cmount: *mut ceph_mount_info) -> i64;
     fn ceph_get_instance_id(cmount: *mut ceph_mount_info) -> u64;
     fn ceph_unmount(cmount: *mut ceph_mount_info) -> c_int;

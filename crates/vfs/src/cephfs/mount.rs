@@ -34,15 +34,20 @@ fn check(r: c_int) -> Result<c_int, Errno> {
 }
 
 /// Where a mount comes from: everything `ceph_mount` needs.
-pub(crate) struct MountSpec<'a> {
-    pub(crate) client_id: &'a str,
-    pub(crate) conf: &'a std::path::Path,
-    pub(crate) fs_name: &'a str,
-    pub(crate) path: &'a str,
+#[derive(Clone, Debug)]
+pub(crate) struct MountSpec {
+    pub(crate) client_id: String,
+    pub(crate) conf: std::path::PathBuf,
+    pub(crate) fs_name: String,
+    pub(crate) path: String,
     /// How long connecting to the monitors and the MDS may take.
     pub(crate) timeout: Duration,
     /// Extra `ceph.conf` options (name, value).
-    pub(crate) options: &'a [(&'a str, String)],
+    pub(crate) options: Vec<(&'static str, String)>,
+    /// This client's lasting name: a session of an earlier run under the
+    /// same name is ended before mounting (its capabilities and locks are
+    /// released at once instead of after the MDS's session timeout).
+    pub(crate) session_uuid: Option<String>,
 }
 
 /// The step of mounting that failed, and its errno.
@@ -53,7 +58,10 @@ pub(crate) enum MountFailure {
     SetOption(String, Errno),
     Init(Errno),
     SelectFs(Errno),
+    Reclaim(Errno),
     Mount(Errno),
+    /// Nothing answered within the timeout (an MDS that is down).
+    TimedOut,
 }
 
 /// A mounted CephFS client (`struct ceph_mount_info`).
@@ -63,11 +71,27 @@ pub(crate) struct Mount {
 }
 
 impl Mount {
+    /// [`Mount::connect`] within `spec.timeout` (and a little): libcephfs
+    /// bounds its wait for the monitors, but not for an MDS that does not
+    /// answer, and a mount cannot be cancelled. So it runs on a thread of its
+    /// own; one that outlives the wait finishes (and unmounts) unobserved.
+    pub(crate) fn connect_within(lib: &'static Lib, spec: MountSpec) -> Result<Mount, MountFailure> {
+        let wait = spec.timeout + Duration::from_secs(2);
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("cephfs-mount".into())
+            .spawn(move || {
+                let _ = tx.send(Mount::connect(lib, &spec));
+            })
+            .map_err(|_| MountFailure::Create(Errno(libc::EAGAIN)))?;
+        rx.recv_timeout(wait).unwrap_or(Err(MountFailure::TimedOut))
+    }
+
     /// Create a client, read the configuration, connect and mount
     /// `spec.path` of file system `spec.fs_name`.
     pub(crate) fn connect(lib: &'static Lib, spec: &MountSpec) -> Result<Mount, MountFailure> {
         let cstr = |s: &str| CString::new(s).map_err(|_| Errno(libc::EINVAL));
-        let id = cstr(spec.client_id).map_err(MountFailure::Create)?;
+        let id = cstr(&spec.client_id).map_err(MountFailure::Create)?;
         let mut cm = std::ptr::null_mut();
         // SAFETY: `cm` is a valid out-pointer; `id` is NUL-terminated.
         check(unsafe { (lib.ceph_create)(&mut cm, id.as_ptr()) }).map_err(MountFailure::Create)?;
@@ -91,10 +115,24 @@ impl Mount {
         }
         // SAFETY: a live, configured handle.
         check(unsafe { (lib.ceph_init)(cm) }).map_err(MountFailure::Init)?;
-        let fs = cstr(spec.fs_name).map_err(MountFailure::SelectFs)?;
+        let fs = cstr(&spec.fs_name).map_err(MountFailure::SelectFs)?;
         // SAFETY: as above.
         check(unsafe { (lib.ceph_select_filesystem)(cm, fs.as_ptr()) }).map_err(MountFailure::SelectFs)?;
-        let path = cstr(spec.path).map_err(MountFailure::Mount)?;
+        if let Some(uuid) = &spec.session_uuid {
+            let u = cstr(uuid).map_err(MountFailure::Reclaim)?;
+            // SAFETY: an initialised handle and a NUL-terminated uuid.
+            let r = unsafe { (lib.ceph_start_reclaim)(cm, u.as_ptr(), ffi::CEPH_RECLAIM_RESET) };
+            // ENOENT: no earlier session of this name, the usual case.
+            if r < 0 && -r != libc::ENOENT {
+                return Err(MountFailure::Reclaim(Errno(-r)));
+            }
+            // SAFETY: as above; both calls are valid before ceph_mount.
+            unsafe {
+                (lib.ceph_finish_reclaim)(cm);
+                (lib.ceph_set_uuid)(cm, u.as_ptr());
+            }
+        }
+        let path = cstr(&spec.path).map_err(MountFailure::Mount)?;
         // SAFETY: as above.
         check(unsafe { (lib.ceph_mount)(cm, path.as_ptr()) }).map_err(MountFailure::Mount)?;
         Ok(m)
