@@ -5,24 +5,31 @@
 # baseline), through `eagernfs mount` of eagernfs, and through `eagernfs mount` of nfs-ganesha
 # (with its lock manager). Prints a table of every case on every target.
 #
-#   scripts/posix-suite.sh [--out FILE] [--check] [--no-ganesha]
+#   scripts/posix-suite.sh [--out FILE] [--check] [--no-ganesha] [--cephfs CONF]
 #
 # --check: exit 1 if a case passes on the local directory but fails through the mount of
 # eagernfs, unless tests/posix/known-differences.txt names it with the reason (CI runs this).
+# --cephfs CONF: also through `eagernfs mount` of a CephFS export (the file system `cephfs` of
+# the cluster CONF names, e.g. scripts/ceph-cluster.sh's); with --check, a case that passes
+# through the mount of the local export must pass there too, unless
+# tests/posix/known-differences-cephfs.txt names it with the reason, traced to CephFS.
 # The binary is $EAGERNFS_BIN if set, else target/debug/eagernfs (built if missing). Needs
 # root, fuse3 and Go (the module comes from the Go module proxy).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
+all_args="$*"
 out=
 check=0
 ganesha=1
+cephfs_conf=
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) out=$2; shift 2 ;;
         --check) check=1; shift ;;
         --no-ganesha) ganesha=0; shift ;;
-        -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cephfs) cephfs_conf=$2; shift 2 ;;
+        -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "posix-suite: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -79,6 +86,28 @@ kill -TERM "$server_pid"
 wait "$server_pid" || true
 server_pid=
 
+if [ -n "$cephfs_conf" ]; then
+    # The file system's root, served on its own; the suite runs in a fresh directory of it.
+    mkdir -p "$work/mnt-cephfs" "$work/state-cephfs"
+    "$bin" serve "cephfs://admin@cephfs/?conf=$cephfs_conf" --listen "127.0.0.1:$((port + 20))" \
+        --state-dir "$work/state-cephfs" -o rw,no_root_squash >"$work/server-cephfs.out" 2>"$work/server-cephfs.log" &
+    server_pid=$!
+    until grep -q "listening on" "$work/server-cephfs.out" 2>/dev/null; do
+        kill -0 "$server_pid" 2>/dev/null || { cat "$work/server-cephfs.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    "$bin" mount "nfs://127.0.0.1:$((port + 20))/" "$work/mnt-cephfs"
+    cdir="$work/mnt-cephfs/posix-$$-$RANDOM"
+    mkdir "$cdir"
+    chmod 777 "$cdir"
+    run cephfs "$cdir"
+    rm -rf "$cdir"
+    "$bin" umount "$work/mnt-cephfs"
+    kill -TERM "$server_pid"
+    wait "$server_pid" || true
+    server_pid=
+fi
+
 if [ "$ganesha" = 1 ]; then
     mkdir -p "$work/export/g"
     chmod 777 "$work/export/g"
@@ -90,19 +119,27 @@ if [ "$ganesha" = 1 ]; then
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
 fi
 
+targets="local eagernfs ganesha"
+header="| case | local ext4 | eagernfs mount of eagernfs | eagernfs mount of nfs-ganesha |"
+rule="| --- | --- | --- | --- |"
+if [ -n "$cephfs_conf" ]; then
+    targets="$targets cephfs"
+    header="$header eagernfs mount of eagernfs on CephFS |"
+    rule="$rule --- |"
+fi
 table() {
-    echo "| case | local ext4 | eagernfs mount of eagernfs | eagernfs mount of nfs-ganesha |"
-    echo "| --- | --- | --- | --- |"
+    echo "$header"
+    echo "$rule"
     cut -f2 "$work/results.tsv" | sort -u | while read -r case; do
         local row="| $case"
-        for target in local eagernfs ganesha; do
+        for target in $targets; do
             local r
             r=$(awk -F'\t' -v t="$target" -v c="$case" '$1 == t && $2 == c { print $3 }' "$work/results.tsv")
             row="$row | ${r:--}"
         done
         echo "$row |"
     done
-    for target in local eagernfs ganesha; do
+    for target in $targets; do
         awk -F'\t' -v t="$target" '$1 == t { n[$3]++ } END { if (n["PASS"] + n["FAIL"] + n["SKIP"] > 0) printf "\n%s: %d pass, %d fail, %d skip", t, n["PASS"], n["FAIL"], n["SKIP"] }' "$work/results.tsv"
     done
     echo
@@ -111,7 +148,7 @@ if [ -n "$out" ]; then
     {
         echo "# go-fuse posixtest through the mount, $(date +%Y-%m-%d)"
         echo
-        echo "\`scripts/posix-suite.sh --out $out\`; github.com/hanwen/go-fuse/v2 $(sed -n 's/^require github.com\/hanwen\/go-fuse\/v2 //p' "$repo/tests/posix/go.mod")."
+        echo "\`scripts/posix-suite.sh $all_args\`; github.com/hanwen/go-fuse/v2 $(sed -n 's/^require github.com\/hanwen\/go-fuse\/v2 //p' "$repo/tests/posix/go.mod")."
         echo
         table
     } >"$out"
@@ -134,6 +171,21 @@ if [ "$check" = 1 ]; then
         sed -n "/--- FAIL: TestPosix\/$case/,/--- /p" "$work/eagernfs.log" | head -20 >&2
         bad=1
     done <"$work/results.tsv"
+    if [ -n "$cephfs_conf" ]; then
+        known=$repo/tests/posix/known-differences-cephfs.txt
+        while IFS=$'\t' read -r target case result; do
+            [ "$target" = cephfs ] && [ "$result" != PASS ] || continue
+            mount_result=$(awk -F'\t' -v c="$case" '$1 == "eagernfs" && $2 == c { print $3 }' "$work/results.tsv")
+            [ "$mount_result" = PASS ] || continue
+            if grep -q "^$case[[:space:]]" "$known" 2>/dev/null; then
+                log "known CephFS difference: $(grep "^$case[[:space:]]" "$known")"
+                continue
+            fi
+            log "$result on CephFS, PASS through the mount of a local export: $case"
+            sed -n "/--- FAIL: TestPosix\/$case/,/--- /p" "$work/cephfs.log" | head -20 >&2
+            bad=1
+        done <"$work/results.tsv"
+    fi
     [ "$bad" = 0 ] || exit 1
     log "every case that passes on a local directory passes through the mount (or is a known difference)"
 fi
