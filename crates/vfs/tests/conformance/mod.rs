@@ -125,9 +125,12 @@ pub fn run_selected<T: Deref<Target = dyn Backend>>(make: &dyn Fn() -> T, keep: 
     let mut ran = 0;
     for check in CHECKS.iter().filter(|c| keep(c)) {
         ran += 1;
+        let started = std::time::Instant::now();
         let backend = make();
         let outcome = catch_unwind(AssertUnwindSafe(|| (check.run)(&*backend)));
         drop(backend);
+        // Shown with --nocapture: where a slow backend spends the suite's time.
+        eprintln!("conformance: {} {:.2} s", check.name, started.elapsed().as_secs_f64());
         if outcome.is_err() {
             failed.push(check.name);
         }
