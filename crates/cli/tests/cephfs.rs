@@ -443,7 +443,7 @@ fn a_dead_mds_is_answered_jukebox_never_a_hang_and_service_resumes() {
     rt.block_on(c.write(&cred, &fh, 0, Bytes::from_static(b"kept"), StableHow::FileSync)).expect("write");
     cluster_script(&conf, "stop-mds");
     let mut jukeboxes = 0;
-    for i in 0..6 {
+    for i in 0..3 {
         let started = Instant::now();
         let r = rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(30), create(&c, &format!("during-{i}"))).await
@@ -457,7 +457,7 @@ fn a_dead_mds_is_answered_jukebox_never_a_hang_and_service_resumes() {
         }
         assert!(took < Duration::from_secs(8), "CREATE {i} took {took:?}: the deadline is 4 s");
     }
-    assert_eq!(jukeboxes, 6);
+    assert_eq!(jukeboxes, 3);
     // The data read before is still served (from the client's cache or the OSD).
     let got = rt
         .block_on(async { tokio::time::timeout(Duration::from_secs(30), c.read(&cred, &fh, 0, 100)).await });
