@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs nfs-ganesha as the reference NFSv3 server for our tests and benchmarks.
 #
-#   scripts/ganesha.sh start DIR PORT [vfs|mem]   start (or restart) serving DIR; prints the URL
+#   scripts/ganesha.sh start DIR PORT [vfs|mem|ceph]  start (or restart) serving DIR; prints the URL
+#                                                 (ceph: DIR is a path of a CephFS, FSAL_CEPH)
 #   scripts/ganesha.sh stop                       stop the instance of this run dir
 #   scripts/ganesha.sh status                     exit 0 if the instance answers NFS
 #
@@ -14,6 +15,9 @@
 #   GANESHA_NLM        1: serve byte-range locks (NLM, registered with rpcbind; ganesha then
 #                      needs rpc.statd from nfs-common, started here if not running) (default 0)
 #   GANESHA_NLM_PORT   NLM port                              (default PORT+2)
+#   GANESHA_CEPH_CONF  with ceph: the cluster's ceph.conf    (default /etc/ceph/ceph.conf)
+#   GANESHA_CEPH_FS    with ceph: the file system            (default cephfs)
+#   GANESHA_CEPH_USER  with ceph: the cephx client id        (default admin)
 #
 # Why MOUNT gets its own port: ganesha 4.3 accepts MNT_Port == NFS_Port in its config but then
 # answers MOUNT calls on that socket with PROG_UNAVAIL ("Invalid Program number 100005"), so
@@ -35,7 +39,7 @@ die() {
 }
 
 usage() {
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -119,15 +123,28 @@ url_for() {
 
 start() {
     [ $# -ge 2 ] || usage
-    local dir port fsal mnt_port access squash pid deadline url
-    dir=$(realpath -e "$1") || die "no such directory: $1"
-    [ -d "$dir" ] || die "not a directory: $dir"
+    local dir port fsal mnt_port access squash pid deadline url fsal_block ceph_block=""
     port=$2
     fsal=${3:-vfs}
+    if [ "$fsal" = ceph ]; then
+        # A path of the CephFS, not of this machine.
+        dir=$1
+        [[ "$dir" == /* ]] || die "with ceph, DIR is an absolute path of the CephFS, not $dir"
+    else
+        dir=$(realpath -e "$1") || die "no such directory: $1"
+        [ -d "$dir" ] || die "not a directory: $dir"
+    fi
     case "$fsal" in
-        vfs) fsal=VFS ;;
-        mem) fsal=MEM ;;
-        *) die "FSAL must be vfs or mem, not $fsal" ;;
+        vfs) fsal=VFS; fsal_block="FSAL { Name = VFS; }" ;;
+        mem) fsal=MEM; fsal_block="FSAL { Name = MEM; }" ;;
+        ceph)
+            fsal=CEPH
+            fsal_block="FSAL { Name = CEPH; Filesystem = \"${GANESHA_CEPH_FS:-cephfs}\"; User_Id = \"${GANESHA_CEPH_USER:-admin}\"; }"
+            ceph_block="CEPH { Ceph_Conf = \"${GANESHA_CEPH_CONF:-/etc/ceph/ceph.conf}\"; }"
+            dpkg-query -W -f='${Status}' nfs-ganesha-ceph 2>/dev/null | grep -q 'install ok installed' ||
+                die "FSAL_CEPH needs the package nfs-ganesha-ceph (scripts/ceph-cluster.sh start installs it)"
+            ;;
+        *) die "FSAL must be vfs, mem or ceph, not $fsal" ;;
     esac
     [[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -gt 0 ] && [ "$port" -lt 65535 ] || die "bad port: $port"
     mnt_port=${GANESHA_MNT_PORT:-$((port + 1))}
@@ -177,8 +194,9 @@ EXPORT {
     Protocols = 3;
     Transports = TCP;
     SecType = sys;
-    FSAL { Name = ${fsal}; }
+    ${fsal_block}
 }
+${ceph_block}
 CONF
 
     : >"$run_dir/ganesha.log"

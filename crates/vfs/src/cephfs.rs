@@ -177,6 +177,8 @@ pub struct CephBackend {
     read_bufs: Arc<crate::bufpool::BufPool>,
     /// For log lines: the source URL.
     what: String,
+    /// The server's own credentials (uid 0), made once: most calls use them.
+    root_perms: mount::Perms,
 }
 
 // ------------------------------------------------------------------ helpers
@@ -408,6 +410,7 @@ impl CephBackend {
             unsafe_async: cfg.unsafe_async,
             read_bufs: Arc::default(),
             what,
+            root_perms: mount.perms(&Credentials::root()),
             mount,
         })
     }
@@ -444,8 +447,8 @@ impl CephBackend {
         }
     }
 
-    fn root_perms(&self) -> mount::Perms {
-        self.mount.perms(&Credentials::root())
+    fn root_perms(&self) -> &mount::Perms {
+        &self.root_perms
     }
 
     /// The inode a handle names.

@@ -127,17 +127,22 @@ fn conformance_suite() {
                 let mine: Vec<&str> = if t == 0 {
                     vec![big]
                 } else {
-                    others.iter().enumerate().filter(|(i, _)| i % (THREADS - 1) == t - 1).map(|(_, n)| *n).collect()
+                    others
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| i % (THREADS - 1) == t - 1)
+                        .map(|(_, n)| *n)
+                        .collect()
                 };
                 let (conf, top) = (&conf, &top);
                 s.spawn(move || {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         conformance::run_selected(&|| fresh(conf, top), &|c| mine.contains(&c.name))
                     }))
-                        .err()
-                        .map(|e| {
-                            e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("thread {t} failed"))
-                        })
+                    .err()
+                    .map(|e| {
+                        e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("thread {t} failed"))
+                    })
                 })
             })
             .collect();
