@@ -460,7 +460,7 @@ impl CephBackend {
 
     /// Fresh attributes of a live object; one with no links left is stale.
     fn live_attr(&self, inode: &InodeRef) -> FsResult<Attr> {
-        let stx = inode.getattr(&self.root_perms()).map_err(handle_err)?;
+        let stx = inode.getattr(self.root_perms()).map_err(handle_err)?;
         if stx.stx_nlink == 0 {
             return Err(FsError::Stale);
         }
@@ -510,10 +510,10 @@ impl CephBackend {
     /// Open a regular file as the server, read-write if possible.
     fn open_file(&self, inode: InodeRef) -> FsResult<Arc<OpenFile>> {
         let perms = self.root_perms();
-        let (file, write_errno) = match inode.open(libc::O_RDWR, &perms) {
+        let (file, write_errno) = match inode.open(libc::O_RDWR, perms) {
             Ok(f) => (f, None),
             Err(e) if matches!(e.0, libc::EROFS | libc::EACCES | libc::EPERM) => {
-                (inode.open(libc::O_RDONLY, &perms).map_err(handle_err)?, Some(e.0))
+                (inode.open(libc::O_RDONLY, perms).map_err(handle_err)?, Some(e.0))
             }
             Err(e) => return Err(handle_err(e)),
         };
@@ -592,7 +592,7 @@ impl CephBackend {
                 stx.stx_mode = (attr.mode & !kill) as u16;
                 mask |= ffi::CEPH_SETATTR_MODE;
             }
-            inode.setattr(&mut stx, mask, &self.root_perms()).map_err(fs_err)?;
+            inode.setattr(&mut stx, mask, self.root_perms()).map_err(fs_err)?;
         }
         if set.uid.is_some() || set.gid.is_some() {
             let before = self.live_attr(inode)?;
@@ -614,7 +614,7 @@ impl CephBackend {
                 set.uid.is_some_and(|u| u != before.uid) || set.gid.is_some_and(|g| g != before.gid);
             if kill != 0 && (changed || cred.uid != 0) && set.mode.is_none() {
                 let mut stx = ceph_statx { stx_mode: (before.mode & !kill) as u16, ..ceph_statx::default() };
-                inode.setattr(&mut stx, ffi::CEPH_SETATTR_MODE, &self.root_perms()).map_err(fs_err)?;
+                inode.setattr(&mut stx, ffi::CEPH_SETATTR_MODE, self.root_perms()).map_err(fs_err)?;
             }
         }
         if let Some(mode) = set.mode {
@@ -661,7 +661,7 @@ impl CephBackend {
                 if !perm::allowed(cred, &now, perm::W) {
                     return Err(FsError::Access);
                 }
-                inode.setattr(&mut stx, mask, &self.root_perms()).map_err(fs_err)?;
+                inode.setattr(&mut stx, mask, self.root_perms()).map_err(fs_err)?;
             }
         }
         // libcephfs may hold attribute changes back while it holds the
@@ -691,7 +691,7 @@ impl CephBackend {
     /// count) stays as it was until it reads the directory from the MDS
     /// (Ceph 16; ceph-fuse shows the same). Reading its first entries does.
     fn refetch_dir(&self, dir: &InodeRef) {
-        if let Ok(stream) = dir.opendir(&self.root_perms()) {
+        if let Ok(stream) = dir.opendir(self.root_perms()) {
             for _ in 0..3 {
                 match stream.next(false) {
                     Ok(Some(_)) => {}
@@ -720,7 +720,7 @@ impl CephBackend {
             let want = (attr.mode & !0o777) | (req & 0o777);
             if want != attr.mode {
                 let mut s = ceph_statx { stx_mode: want as u16, ..ceph_statx::default() };
-                made.inode.setattr(&mut s, ffi::CEPH_SETATTR_MODE, &self.root_perms()).map_err(fs_err)?;
+                made.inode.setattr(&mut s, ffi::CEPH_SETATTR_MODE, self.root_perms()).map_err(fs_err)?;
                 attr.mode = want;
             }
         }
@@ -736,7 +736,7 @@ impl CephBackend {
         if self.files.is_empty() {
             return;
         }
-        if let Ok(m) = dir.lookup(name, &self.root_perms()) {
+        if let Ok(m) = dir.lookup(name, self.root_perms()) {
             self.files.remove(key(vino_of(&m.stx)));
         }
     }
@@ -1046,7 +1046,7 @@ impl Backend for CephBackend {
         let kill = suid_kill(before.mode);
         if cred.uid != 0 && kill != 0 {
             let mut stx = ceph_statx { stx_mode: (before.mode & !kill) as u16, ..ceph_statx::default() };
-            f.inode().setattr(&mut stx, ffi::CEPH_SETATTR_MODE, &self.root_perms()).map_err(fs_err)?;
+            f.inode().setattr(&mut stx, ffi::CEPH_SETATTR_MODE, self.root_perms()).map_err(fs_err)?;
         }
         self.sync(&f, stable, true)?;
         let after = self.live_attr(f.inode()).ok();
@@ -1277,7 +1277,7 @@ impl Backend for CephBackend {
         // Attributes and handles of entries amount to a LOOKUP of each,
         // which needs search permission; without it READDIRPLUS gives names.
         let plus = plus && perm::allowed(cred, &dattr, perm::X);
-        let stream = d.opendir(&self.root_perms()).map_err(fs_err)?;
+        let stream = d.opendir(self.root_perms()).map_err(fs_err)?;
         if cookie != 0 {
             let pos = i64::try_from(cookie).map_err(|_| FsError::BadCookie)?;
             stream.seek(pos);
