@@ -145,9 +145,25 @@ start_server() { # peer -> sets url, server_pid
 stop_server() { # peer
     case "$1" in
         eagernfs) kill -TERM "$server_pid"; wait "$server_pid" || true ;;
-        ganesha) GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 ;;
+        ganesha)
+            GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1
+            # FSAL_CEPH leaves its MDS session behind on purpose (so that its next start can
+            # reclaim it): until the MDS times it out, its capabilities hold every file it
+            # touched. End it, as its next start would.
+            evict_ganesha_sessions
+            ;;
     esac
     server_pid=
+}
+evict_ganesha_sessions() {
+    local id
+    for id in $(timeout 30 ceph --conf "$conf" tell mds.a session ls 2>/dev/null | python3 -c '
+import json, sys
+for s in json.load(sys.stdin):
+    if (s.get("client_metadata", {}).get("uuid") or "").startswith("ganesha-"):
+        print(s["id"])'); do
+        timeout 30 ceph --conf "$conf" tell mds.a client evict "id=$id" >/dev/null 2>&1 || true
+    done
 }
 with_query() { # url extra -> url with extra query items
     case "$1" in *\?*) echo "$1&$2" ;; *) echo "$1?$2" ;; esac

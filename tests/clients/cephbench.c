@@ -118,6 +118,8 @@ int main(int argc, char **argv)
         die("ceph_create", rc);
     if ((rc = ceph_conf_read_file(cm, conf)) < 0)
         die(conf, rc);
+    /* No admin socket: the conf's path is taken by whatever other client runs as admin. */
+    ceph_conf_set(cm, "admin_socket", "");
     if ((rc = ceph_init(cm)) < 0)
         die("ceph_init", rc);
     if ((rc = ceph_select_filesystem(cm, fs)) < 0)

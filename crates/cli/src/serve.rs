@@ -179,7 +179,8 @@ pub(crate) struct ServeArgs {
     /// Seconds a call of a CephFS export may wait for its cluster before it is answered
     /// "try again later" (NFS3ERR_JUKEBOX), so no client waits for ever on an MDS that is
     /// down; clients retry after a few seconds. The call's own answer, if it comes
-    /// later, is dropped.
+    /// later, is dropped. Calls that move data (COMMIT, stable or large WRITEs, large
+    /// READs) get six times as long.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     cluster_reply_after: f64,
 

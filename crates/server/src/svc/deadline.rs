@@ -8,7 +8,10 @@
 //! the deadline with NFS3ERR_JUKEBOX, NFSv3's "try again later" (clients
 //! retry after a few seconds, as they do when knfsd says it). Whichever
 //! comes first, that answer or the call's own, is sent; the other is
-//! dropped. The thread stays with its call until the cluster answers; the
+//! dropped. Calls whose wait grows with the data they move (COMMIT, stable
+//! and large WRITEs, large READs) get [`PATIENT_FACTOR`] times as long: a
+//! COMMIT of 100 MiB of scattered writes takes the OSDs seconds, and a
+//! client told to come back would only ask for the same sync again. The thread stays with its call until the cluster answers; the
 //! backend itself refuses new calls while its cluster is stalled, so such
 //! threads stay few.
 
@@ -29,9 +32,12 @@ struct Pending {
     to: ReplyTo,
     xid: u32,
     proc_: u32,
-    /// When the call started (ns on the service's clock).
-    since_ns: u64,
+    /// When the call is to be answered at the latest (ns on the service's clock).
+    due_ns: u64,
 }
+
+/// How many times the deadline a call that moves data gets.
+pub(crate) const PATIENT_FACTOR: u64 = 6;
 
 /// The calls of remote exports now running.
 #[derive(Default)]
@@ -50,11 +56,12 @@ pub(crate) struct Overdue {
 }
 
 impl Deadlines {
-    /// Register NFSv3 call `record` (its xid and procedure are read from it).
-    pub(crate) fn register(&self, to: ReplyTo, record: &[u8], now_ns: u64) -> Option<Registered> {
+    /// Register NFSv3 call `record` (its xid and procedure are read from
+    /// it), to be answered by `due_ns` at the latest.
+    pub(crate) fn register(&self, to: ReplyTo, record: &[u8], due_ns: u64) -> Option<Registered> {
         let word = |at: usize| record.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
         let (xid, proc_) = (word(0)?, word(20)?);
-        let p = Pending { to, xid, proc_, since_ns: now_ns };
+        let p = Pending { to, xid, proc_, due_ns };
         let mut slots = self.slots.lock();
         let i = match slots.iter().position(Option::is_none) {
             Some(i) => {
@@ -75,12 +82,12 @@ impl Deadlines {
         self.slots.lock()[r.0].take().is_some()
     }
 
-    /// Take every call running since before `limit_ns`: the caller answers them.
-    pub(crate) fn overdue(&self, limit_ns: u64) -> Vec<Overdue> {
+    /// Take every call due before `now_ns`: the caller answers them.
+    pub(crate) fn overdue(&self, now_ns: u64) -> Vec<Overdue> {
         let mut slots = self.slots.lock();
         let mut out = Vec::new();
         for slot in slots.iter_mut() {
-            if slot.as_ref().is_some_and(|p| p.since_ns < limit_ns) {
+            if slot.as_ref().is_some_and(|p| p.due_ns < now_ns) {
                 let p = slot.take().expect("checked");
                 out.push(Overdue { to: p.to, xid: p.xid, proc_: p.proc_ });
             }

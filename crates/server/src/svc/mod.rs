@@ -429,8 +429,7 @@ impl Svc {
                 }
             }
             if self.state.any_remote() {
-                let due = self.now_ns().saturating_sub(self.cfg.remote_reply_after.as_nanos() as u64);
-                for o in self.deadlines.overdue(due) {
+                for o in self.deadlines.overdue(self.now_ns()) {
                     self.answer_overdue(o);
                 }
             }
@@ -760,7 +759,13 @@ impl Svc {
         record: bytes::Bytes,
         ticket: Option<Ticket>,
     ) -> Option<Option<dispatch::Reply>> {
-        let registered = to.and_then(|to| self.deadlines.register(to, &record, self.now_ns()));
+        let registered = to.and_then(|to| {
+            // Calls that move data (the ones that may block anyway) get longer.
+            let patient = peek::peek(&record, self.cfg.writes_block).may_block;
+            let wait = self.cfg.remote_reply_after.as_nanos() as u64;
+            let wait = if patient { wait.saturating_mul(deadline::PATIENT_FACTOR) } else { wait };
+            self.deadlines.register(to, &record, self.now_ns().saturating_add(wait))
+        });
         let reply = self.run_call(conn, record, ticket);
         match registered {
             Some(r) => self.deadlines.finish(r).then_some(reply),
