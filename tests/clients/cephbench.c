@@ -3,15 +3,16 @@
  * CephFS are compared with: the same I/O patterns as the NFS benchmarks, through libcephfs in
  * this process (no NFS, no FUSE).
  *
- *   cephbench CONF FSNAME stream-write PATH SIZE_MIB IN_FLIGHT    1 MiB writes, then fsync
- *   cephbench CONF FSNAME stream-read  PATH SIZE_MIB IN_FLIGHT    1 MiB reads
+ *   cephbench CONF FSNAME stream PATH SIZE_MIB IN_FLIGHT    1 MiB writes, fsync, then 1 MiB reads
  *   cephbench CONF FSNAME randio PATH read|write SECONDS THREADS  8 KiB at random offsets
  *
  * IN_FLIGHT/THREADS threads share one mount (one MDS session), as the calls of an NFS server
  * do; each takes the next 1 MiB piece (streams) or a random 8 KiB block of the file (randio),
  * so that many calls are in flight at once. Output, one line:
- *   streams: `mbps=X mbps_with_sync=Y seconds=S` (Y: writes and the final fsync)
- *   randio:  `ops=N seconds=S iops=X` (the format of tests/clients/nfsiops.c)
+ *   stream:  `write_mbps=X write_mbps_with_sync=Y read_mbps=Z` (Y: the writes and the fsync;
+ *            the read comes after, in the same mount, as an NFS server reads a file it wrote)
+ *   randio:  `ops=N seconds=S iops=X` (the format of tests/clients/nfsiops.c); writes end
+ *            with an fsync, counted in S, as an NFS client's COMMIT at close is
  * Exits 1 on any failed call, after saying why.
  */
 #define _FILE_OFFSET_BITS 64
@@ -108,7 +109,7 @@ static void *randio(void *arg)
 int main(int argc, char **argv)
 {
     if (argc < 7) {
-        fprintf(stderr, "usage: cephbench CONF FSNAME stream-write|stream-read PATH SIZE_MIB IN_FLIGHT\n"
+        fprintf(stderr, "usage: cephbench CONF FSNAME stream PATH SIZE_MIB IN_FLIGHT\n"
                         "       cephbench CONF FSNAME randio PATH read|write SECONDS THREADS\n");
         return 2;
     }
@@ -127,31 +128,37 @@ int main(int argc, char **argv)
     if ((rc = ceph_mount(cm, "/")) < 0)
         die("ceph_mount", rc);
     double took, synced;
-    if (strncmp(mode, "stream-", 7) == 0) {
-        writing = strcmp(mode, "stream-write") == 0;
+    if (strcmp(mode, "stream") == 0) {
         pieces = strtoull(argv[5], NULL, 10);
         int threads = atoi(argv[6]);
         if (pieces == 0 || threads < 1 || threads > 256) {
             fprintf(stderr, "cephbench: SIZE_MIB > 0, IN_FLIGHT 1..256\n");
             return 2;
         }
-        fd = ceph_open(cm, path, writing ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY, 0644);
+        fd = ceph_open(cm, path, O_RDWR | O_CREAT | O_TRUNC, 0644);
         if (fd < 0)
             die(path, fd);
         pthread_t t[256];
-        double start = now();
-        for (int i = 0; i < threads; i++)
-            pthread_create(&t[i], NULL, stream, NULL);
-        for (int i = 0; i < threads; i++)
-            pthread_join(t[i], NULL);
-        took = now() - start;
-        if (writing && (rc = ceph_fsync(cm, fd, 0)) < 0)
-            die("fsync", rc);
-        synced = now() - start;
-        if (failed)
-            return 1;
-        double mb = (double)pieces * PIECE / 1e6;
-        printf("mbps=%.1f mbps_with_sync=%.1f seconds=%.3f\n", mb / took, mb / synced, synced);
+        double mb = (double)pieces * PIECE / 1e6, rates[3];
+        for (int pass = 0; pass < 2; pass++) {
+            writing = pass == 0;
+            next_piece = 0;
+            double start = now();
+            for (int i = 0; i < threads; i++)
+                pthread_create(&t[i], NULL, stream, NULL);
+            for (int i = 0; i < threads; i++)
+                pthread_join(t[i], NULL);
+            took = now() - start;
+            if (writing && (rc = ceph_fsync(cm, fd, 0)) < 0)
+                die("fsync", rc);
+            synced = now() - start;
+            if (failed)
+                return 1;
+            rates[pass ? 2 : 0] = mb / took;
+            if (writing)
+                rates[1] = mb / synced;
+        }
+        printf("write_mbps=%.1f write_mbps_with_sync=%.1f read_mbps=%.1f\n", rates[0], rates[1], rates[2]);
     } else if (strcmp(mode, "randio") == 0) {
         writing = strcmp(argv[5], "write") == 0;
         seconds = atof(argv[6]);
@@ -183,6 +190,9 @@ int main(int argc, char **argv)
             pthread_join(w[i].thread, NULL);
             ops += w[i].ops;
         }
+        /* As an NFS client's close: what was written is made durable, and counts. */
+        if (writing && (rc = ceph_fsync(cm, fd, 1)) < 0)
+            die("fsync", rc);
         took = now() - start;
         if (failed)
             return 1;

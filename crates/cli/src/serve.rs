@@ -184,6 +184,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     cluster_reply_after: f64,
 
+    /// Memory for each CephFS export's data cache (libcephfs's object cache; units: KiB MiB
+    /// GiB). Half of it may hold UNSTABLE writes until their COMMIT; write-back starts once an
+    /// eighth is dirty or data is 30 s old.
+    #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse_size)]
+    ceph_cache: u64,
+
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
@@ -508,6 +514,10 @@ fn build_exports(
                 cfg.session_uuid = Some(ceph_session_uuid(state_dir, &src.to_string())?);
                 cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph_connect_timeout)?;
                 cfg.stall_after = seconds("--ceph-stall-after", args.ceph_stall_after)?;
+                if args.ceph_cache < 16 << 20 {
+                    bail!("--ceph-cache {}: give at least 16MiB", args.ceph_cache);
+                }
+                cfg.cache_bytes = args.ceph_cache;
                 // The errors name the export themselves, except a missing library.
                 let backend = CephBackend::open(cfg).map_err(|e| match e {
                     eagernfs_vfs::cephfs::OpenError::Library(_) => {
