@@ -13,8 +13,13 @@ import sys
 from collections import defaultdict
 
 out, hz, seconds, stream_mib = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-PEERS = ["eagernfs", "ganesha", "native"]
-NAMES = {"eagernfs": "eagernfs", "ganesha": "nfs-ganesha FSAL_CEPH", "native": "native CephFS"}
+PEERS = ["eagernfs", "ganesha", "ganesha-tuned", "native"]
+NAMES = {
+    "eagernfs": "eagernfs",
+    "ganesha": "nfs-ganesha FSAL_CEPH",
+    "ganesha-tuned": "nfs-ganesha FSAL_CEPH, eagernfs's libcephfs settings",
+    "native": "native CephFS",
+}
 
 rows = [l.rstrip("\n").split("\t") for l in open(os.path.join(out, "results.tsv")) if l.strip()]
 vals = defaultdict(list)  # (peer, metric) -> [value per round]
@@ -96,56 +101,61 @@ n_rounds = len({r[0] for r in rows})
 print(f"Medians of {n_rounds} rounds (peers alternating); clients on CPU 0, the NFS server and every Ceph daemon on CPU 1.\n")
 
 print("## Call rate (SPEC SFS 3.0 mix, 32 clients, ramp to saturation)\n")
-print("| | eagernfs | ganesha FSAL_CEPH | eagernfs / ganesha |")
-print("|---|---:|---:|---:|")
+print("| | eagernfs | ganesha | ganesha-tuned | eagernfs / ganesha | eagernfs / ganesha-tuned |")
+print("|---|---:|---:|---:|---:|---:|")
 for m, label in [("knee", "knee: highest offered calls/s achieved with p99 < 10 ms"), ("max-achieved", "most calls/s achieved")]:
-    e, g = med("eagernfs", m), med("ganesha", m)
-    print(f"| {label} | {fmt(e)} | {fmt(g)} | {ratio(e, g)} |")
+    e, g, t = med("eagernfs", m), med("ganesha", m), med("ganesha-tuned", m)
+    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {ratio(e, g)} | {ratio(e, t)} |")
 
 print("\n## 8 KiB random I/O (libnfs nfsiops; native: libcephfs threads), "
       f"{seconds} s per cell, 128 MiB file\n")
-print("| workload | eagernfs IOPS | ganesha IOPS | native IOPS | eagernfs / ganesha | eagernfs / native "
-      "| server CPU µs/op eagernfs | ganesha | cluster CPU µs/op eagernfs | ganesha | native |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| workload | eagernfs | ganesha | ganesha-tuned | native | eagernfs / ganesha | eagernfs / ganesha-tuned | eagernfs / native |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for mode in ["read", "write"]:
     for qd in [1, 16]:
         m = f"iops-{mode}-qd{qd}"
-        e, g, n = med("eagernfs", m), med("ganesha", m), med("native", m)
-        print(f"| {mode.upper()} QD{qd} | {fmt(e)} | {fmt(g)} | {fmt(n)} | {ratio(e, g)} | {ratio(e, n)} "
-              f"| {fmt(med('eagernfs', m + '-server-us'))} | {fmt(med('ganesha', m + '-server-us'))} "
-              f"| {fmt(med('eagernfs', m + '-cluster-us'))} | {fmt(med('ganesha', m + '-cluster-us'))} "
-              f"| {fmt(med('native', m + '-cluster-us'))} |")
+        e, g, t, n = (med(p, m) for p in PEERS)
+        print(f"| {mode.upper()} QD{qd} IOPS | {fmt(e)} | {fmt(g)} | {fmt(t)} | {fmt(n)} | {ratio(e, g)} | {ratio(e, t)} | {ratio(e, n)} |")
+print("\nCPU time per operation (µs): the NFS server process, and the Ceph daemons together (the native client's own CPU is not counted).\n")
+print("| workload | server eagernfs | server ganesha | server ganesha-tuned | cluster eagernfs | cluster ganesha | cluster ganesha-tuned | cluster native |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+for mode in ["read", "write"]:
+    for qd in [1, 16]:
+        m = f"iops-{mode}-qd{qd}"
+        srv = " | ".join(fmt(med(p, m + "-server-us")) for p in PEERS[:3])
+        clu = " | ".join(fmt(med(p, m + "-cluster-us")) for p in PEERS)
+        print(f"| {mode.upper()} QD{qd} | {srv} | {clu} |")
 
 print(f"\n## 1 MiB streams, 8 in flight, {stream_mib} MiB (MB/s)\n")
-print("| | eagernfs | ganesha | native | eagernfs / ganesha | eagernfs / native |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| | eagernfs | ganesha | ganesha-tuned | native | eagernfs / ganesha | eagernfs / ganesha-tuned | eagernfs / native |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for m, label in [("stream-write", "WRITE to the last reply"), ("stream-write-sync", "WRITE with COMMIT (native: fsync)"),
-                 ("stream-read", "READ")]:
-    e, g, n = med("eagernfs", m), med("ganesha", m), med("native", m)
-    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(n)} | {ratio(e, g)} | {ratio(e, n)} |")
+                 ("stream-read", "READ (after the write, same server or mount)")]:
+    e, g, t, n = (med(p, m) for p in PEERS)
+    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {fmt(n)} | {ratio(e, g)} | {ratio(e, t)} | {ratio(e, n)} |")
 
 print("\n## Small files (`bench load`, one-procedure mix, closed loop, 16 clients × 8 in flight; calls/s)\n")
-print("| | eagernfs | ganesha | eagernfs / ganesha |")
-print("|---|---:|---:|---:|")
+print("| | eagernfs | ganesha | ganesha-tuned | eagernfs / ganesha | eagernfs / ganesha-tuned | errors (e / g / t) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for m, label in [("small-CREATE", "CREATE"), ("small-READ", "READ (16 KiB files, 8 KiB reads)")]:
-    e, g = med("eagernfs", m), med("ganesha", m)
-    errs = f" (errors: eagernfs {fmt(med('eagernfs', m + '-errors'))}, ganesha {fmt(med('ganesha', m + '-errors'))})"
-    print(f"| {label}{errs} | {fmt(e)} | {fmt(g)} | {ratio(e, g)} |")
+    e, g, t = (med(p, m) for p in PEERS[:3])
+    errs = " / ".join(fmt(med(p, m + "-errors")) for p in PEERS[:3])
+    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {ratio(e, g)} | {ratio(e, t)} | {errs} |")
 
 print("\n## A tree of 2,000 files (1-32 KiB, 50 directories) through `eagernfs mount` (native: ceph-fuse); seconds, lower is better\n")
-print("| step | eagernfs | ganesha | native (ceph-fuse) | ganesha / eagernfs | native / eagernfs |")
-print("|---|---:|---:|---:|---:|---:|")
+print("| step | eagernfs | ganesha | ganesha-tuned | native (ceph-fuse) | ganesha / eagernfs | ganesha-tuned / eagernfs | native / eagernfs |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for m, label in [("untar", "tar xf"), ("cat", "cat every file (fresh mount)"), ("rm", "rm -r")]:
-    e, g, n = med("eagernfs", m), med("ganesha", m), med("native", m)
-    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(n)} | {ratio(g, e)} | {ratio(n, e)} |")
+    e, g, t, n = (med(p, m) for p in PEERS)
+    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {fmt(n)} | {ratio(g, e)} | {ratio(t, e)} | {ratio(n, e)} |")
 
 
 # ---------------------------------------------------------------- plots (plain SVG)
 
 def bars_svg(path, groups):
     """groups: [(label, [(series, value)])] -> a horizontal bar chart of ratios."""
-    colors = {"eagernfs / ganesha": "#1f77b4", "eagernfs / native": "#ff7f0e"}
-    h = 30 + sum(12 * len(g[1]) + 14 for g in groups)
+    colors = {"eagernfs / ganesha": "#1f77b4", "eagernfs / ganesha-tuned": "#2ca02c", "eagernfs / native": "#ff7f0e"}
+    h = 60 + sum(12 * len(g[1]) + 14 for g in groups)
     w, left, scale = 760, 260, 160
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
          f'<rect width="{w}" height="{h}" fill="white"/>']
@@ -162,7 +172,7 @@ def bars_svg(path, groups):
             y += 12
         y += 14
     o.append(f'<line x1="{left + scale}" y1="20" x2="{left + scale}" y2="{h - 4}" stroke="black" stroke-dasharray="3,3"/>')
-    lx = w - 170
+    lx = w - 190
     for i, (name, c) in enumerate(colors.items()):
         o.append(f'<rect x="{lx}" y="{h - 40 + i * 16}" width="10" height="10" fill="{c}"/>')
         o.append(f'<text x="{lx + 14}" y="{h - 31 + i * 16}">{name}</text>')
@@ -174,26 +184,31 @@ def r(a, b):
     return a / b if a and b else None
 
 
-groups = [("call-rate knee", [("eagernfs / ganesha", r(med("eagernfs", "knee"), med("ganesha", "knee")))])]
+def series(m, native=True, inverse=False):
+    """The ratio bars of one workload (inverse: a time, lower is better)."""
+    out = []
+    for p in ["ganesha", "ganesha-tuned"] + (["native"] if native else []):
+        a, b = med("eagernfs", m), med(p, m)
+        out.append((f"eagernfs / {p}", r(b, a) if inverse else r(a, b)))
+    return out
+
+
+groups = [("call-rate knee", series("knee", native=False))]
 for mode in ["read", "write"]:
     for qd in [1, 16]:
-        m = f"iops-{mode}-qd{qd}"
-        groups.append((f"8 KiB {mode.upper()} QD{qd} IOPS", [("eagernfs / ganesha", r(med("eagernfs", m), med("ganesha", m))),
-                                                              ("eagernfs / native", r(med("eagernfs", m), med("native", m)))]))
+        groups.append((f"8 KiB {mode.upper()} QD{qd} IOPS", series(f"iops-{mode}-qd{qd}")))
 for m, label in [("stream-write-sync", "1 MiB WRITE+COMMIT"), ("stream-read", "1 MiB READ")]:
-    groups.append((label, [("eagernfs / ganesha", r(med("eagernfs", m), med("ganesha", m))),
-                           ("eagernfs / native", r(med("eagernfs", m), med("native", m)))]))
+    groups.append((label, series(m)))
 for m, label in [("small-CREATE", "small-file CREATE"), ("small-READ", "small-file READ")]:
-    groups.append((label, [("eagernfs / ganesha", r(med("eagernfs", m), med("ganesha", m)))]))
+    groups.append((label, series(m, native=False)))
 for m, label in [("untar", "tar xf (time⁻¹)"), ("cat", "cat (time⁻¹)"), ("rm", "rm -r (time⁻¹)")]:
-    groups.append((label, [("eagernfs / ganesha", r(med("ganesha", m), med("eagernfs", m))),
-                           ("eagernfs / native", r(med("native", m), med("eagernfs", m)))]))
+    groups.append((label, series(m, inverse=True)))
 bars_svg(os.path.join(out, "ratios.svg"), groups)
 
 
 def callrate_svg(path):
     w, h, left, bottom = 700, 380, 70, 40
-    pts = {p: [] for p in ("eagernfs", "ganesha")}
+    pts = {p: [] for p in ("eagernfs", "ganesha", "ganesha-tuned")}
     for p in pts:
         for rep in loads.get(p, []):
             for s in rep["steps"]:
@@ -210,7 +225,7 @@ def callrate_svg(path):
         y = min(max(y, 0.1), ymax)
         return (h - bottom) - (h - bottom - 20) * (math.log10(y) + 1) / (math.log10(ymax) + 1)
 
-    colors = {"eagernfs": "#1f77b4", "ganesha": "#d62728"}
+    colors = {"eagernfs": "#1f77b4", "ganesha": "#d62728", "ganesha-tuned": "#2ca02c"}
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
          f'<rect width="{w}" height="{h}" fill="white"/>',
          f'<line x1="{left}" y1="{h - bottom}" x2="{w - 20}" y2="{h - bottom}" stroke="black"/>',

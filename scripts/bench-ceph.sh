@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # NFS heads over one CephFS, side by side (issue 19): eagernfs (`cephfs://` export) against
 # nfs-ganesha 4.3 FSAL_CEPH, with native CephFS as the ceiling, on the same one-node cluster.
+# Ganesha runs twice: as shipped (libcephfs's defaults), and `ganesha-tuned` with the same
+# libcephfs settings eagernfs makes (object cache, write-back, no in-memory debug log), so the
+# ratio shows what is eagernfs and what is configuration.
 #
 #   scripts/bench-ceph.sh [--out DIR] [--rounds N] [--seconds S] [--stream-mib N] [--conf CONF]
 #
@@ -16,9 +19,11 @@
 # Native CephFS does the streams and the random I/O through libcephfs in one process
 # (tests/clients/cephbench.c) and the tar steps through ceph-fuse.
 #
-# Pinning, the same for every peer: clients on CPU 0; the NFS server and every Ceph daemon on
-# CPU 1. Each peer works in a directory of its own (caps are never shared between peers) and
-# its server is started fresh for each round. The cluster is CONF's (default: start
+# Pinning, the same for every peer: clients on CPU 0, the NFS server on CPU 1, the Ceph
+# daemons on both CPUs (pinned to CPU 1 with the server, libcephfs's write-back messages queue
+# behind a starved OSD and its sender goes quadratic in the message's pieces: a pathology of the
+# pinning, not of either server). Each peer works in a directory of its own (caps are never
+# shared between peers) and its server is started fresh for each round. The cluster is CONF's (default: start
 # scripts/ceph-cluster.sh's, stopped at the end if this started it).
 #
 # Writes DIR/README.md (tables), DIR/results.tsv, DIR/*.json.gz (load reports), DIR/*.svg
@@ -30,7 +35,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/docs/benchmarks/ceph-$(date +%Y-%m-%d)
 rounds=3
 seconds=10
-stream_mib=512
+stream_mib=1024
 conf=
 orig_args=("$@")
 while [ $# -gt 0 ]; do
@@ -84,9 +89,23 @@ mkdir -p "$out" "$work/root" "$work/state"
 cc -O2 -Wall -o "$work/nfsiops" "$repo/tests/clients/nfsiops.c" $(pkg-config --cflags --libs libnfs) -lpthread
 cc -O2 -Wall -o "$work/cephbench" "$repo/tests/clients/cephbench.c" -lcephfs -lpthread
 
-# Every thread of every Ceph daemon on CPU 1.
+# Every thread of every Ceph daemon on both CPUs (see the header).
 cluster_pids() { CEPH_CLUSTER_DIR=$cluster_dir "$repo/scripts/ceph-cluster.sh" pids | awk '{print $2}'; }
-for p in $(cluster_pids); do taskset -a -cp 1 "$p" >/dev/null; done
+for p in $(cluster_pids); do taskset -a -cp 0,1 "$p" >/dev/null; done
+# ganesha-tuned's ceph.conf: the cluster's, with the libcephfs settings eagernfs makes.
+cp "$conf" "$work/tuned.conf"
+{
+    echo
+    echo "[client]"
+    echo "client oc size = 536870912"
+    echo "client oc max dirty = 268435456"
+    echo "client oc target dirty = 67108864"
+    echo "client oc max dirty age = 30"
+    for sub in client objectcacher objecter ms monc mgrc auth crypto finisher asok buffer filer striper \
+        timer context perfcounter throttle journaler rados none lockdep heartbeatmap optracker tp; do
+        echo "debug $sub = 0/0"
+    done
+} >>"$work/tuned.conf"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cluster_ticks() { local t=0; for p in $(cluster_pids); do t=$((t + $(cpu_ticks "$p"))); done; echo "$t"; }
 hz=$(getconf CLK_TCK)
@@ -95,7 +114,7 @@ hz=$(getconf CLK_TCK)
 taskset -c 0 ceph-fuse --conf "$conf" --client_fs cephfs "$work/root" >/dev/null 2>&1
 top=bench-$$
 mkdir -p "$work/root/$top"
-for peer in eagernfs ganesha native; do
+for peer in eagernfs ganesha ganesha-tuned native; do
     mkdir -p "$work/root/$top/$peer"
     chmod 777 "$work/root/$top/$peer"
 done
@@ -132,12 +151,13 @@ start_server() { # peer -> sets url, server_pid
             done
             url="nfs://127.0.0.1:$port/$top/eagernfs"
             ;;
-        ganesha)
-            local g
-            g=$(GANESHA_RUN_DIR=$work/ganesha GANESHA_CEPH_CONF=$conf GANESHA_MNT_PORT=$((port + 11)) \
-                taskset -c 1 "$repo/scripts/ganesha.sh" start "/$top/ganesha" "$((port + 10))" ceph)
+        ganesha | ganesha-tuned)
+            local g gconf=$conf
+            [ "$peer" = ganesha ] || gconf=$work/tuned.conf
+            g=$(GANESHA_RUN_DIR=$work/ganesha GANESHA_CEPH_CONF=$gconf GANESHA_MNT_PORT=$((port + 11)) \
+                taskset -c 1 "$repo/scripts/ganesha.sh" start "/$top/$peer" "$((port + 10))" ceph)
             server_pid=$(pgrep -f "ganesha.nfsd -F -f $work/ganesha" | head -1)
-            url="nfs://127.0.0.1:$((port + 10))/$top/ganesha?mountport=$((port + 11))"
+            url="nfs://127.0.0.1:$((port + 10))/$top/$peer?mountport=$((port + 11))"
             [ -n "$g" ]
             ;;
     esac
@@ -145,7 +165,7 @@ start_server() { # peer -> sets url, server_pid
 stop_server() { # peer
     case "$1" in
         eagernfs) kill -TERM "$server_pid"; wait "$server_pid" || true ;;
-        ganesha)
+        ganesha | ganesha-tuned)
             GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1
             # FSAL_CEPH leaves its MDS session behind on purpose (so that its next start can
             # reclaim it): until the MDS times it out, its capabilities hold every file it
@@ -263,12 +283,11 @@ run_native() { # round
             record "$round\tnative\tiops-$mode-qd$qd\t$line server_ticks=0 cluster_ticks=$((ca - c))"
         done
     done
-    for dir in write read; do
-        local line
-        line=$(taskset -c 0 "$work/cephbench" "$conf" cephfs "stream-$dir" "/$top/native/stream" "$stream_mib" 8)
-        log "round $round native stream $dir: $line"
-        record "$round\tnative\tstream-$dir\t$line"
-    done
+    local line
+    line=$(taskset -c 0 "$work/cephbench" "$conf" cephfs stream "/$top/native/stream" "$stream_mib" 8)
+    log "round $round native streams: $line"
+    record "$round\tnative\tstream-write\t$(echo "$line" | sed 's/.*write_mbps=\([0-9.]*\) write_mbps_with_sync=\([0-9.]*\).*/mbps=\1 mbps_with_sync=\2/')"
+    record "$round\tnative\tstream-read\t$(echo "$line" | sed 's/.*read_mbps=\([0-9.]*\).*/mbps=\1/')"
     rm -f "$sdir/stream" "$sdir/iops"
     mkdir -p "$work/mnt-native"
     local mnt="$work/mnt-native"
@@ -281,9 +300,9 @@ run_native() { # round
 log "load: $(uptime)"
 echo "load before: $(uptime)" >"$work/load.txt"
 for round in $(seq 1 "$rounds"); do
-    # Rotate the order: each peer goes first once in three rounds.
-    peers=(eagernfs ganesha native)
-    order=("${peers[@]:$(((round - 1) % 3))}" "${peers[@]:0:$(((round - 1) % 3))}")
+    # Rotate the order: each peer goes first in turn.
+    peers=(eagernfs ganesha ganesha-tuned native)
+    order=("${peers[@]:$(((round - 1) % 4))}" "${peers[@]:0:$(((round - 1) % 4))}")
     for peer in "${order[@]}"; do
         log "round $round: $peer ($(uptime | sed 's/.*load/load/'))"
         echo "round $round $peer: $(uptime)" >>"$work/load.txt"

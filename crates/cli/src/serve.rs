@@ -184,6 +184,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     cluster_reply_after: f64,
 
+    /// Threads running quick calls at once per CPU (default: 1, or 4 when an export is a CephFS,
+    /// whose calls wait on the cluster's round trips when its cache misses).
+    #[arg(long, value_name = "N")]
+    slots_per_cpu: Option<usize>,
+
     /// Memory for each CephFS export's data cache (libcephfs's object cache; units: KiB MiB
     /// GiB). Half of it may hold UNSTABLE writes until their COMMIT; write-back starts once an
     /// eighth is dirty or data is 30 s old.
@@ -194,6 +199,16 @@ pub(crate) struct ServeArgs {
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
     pools: Pools,
+}
+
+/// Whether any export is a CephFS (the operand, or a line of the exports file).
+fn serves_cephfs(args: &ServeArgs) -> Result<bool> {
+    if let Some(dir) = &args.dir {
+        return Ok(eagernfs_vfs::cephfs::is_cephfs_url(&dir.to_string_lossy()));
+    }
+    let Some(file) = &args.exports else { return Ok(false) };
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(text.lines().any(|l| eagernfs_vfs::cephfs::is_cephfs_url(l.trim_start())))
 }
 
 /// A positive, finite number of seconds from a flag.
@@ -675,6 +690,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             threads_max: args.threads_max,
             writes_block: args.journal.is_some(),
             remote_reply_after: seconds("--cluster-reply-after", args.cluster_reply_after)?,
+            slots_per_cpu: match args.slots_per_cpu {
+                Some(n) if (1..=64).contains(&n) => n,
+                Some(n) => bail!("--slots-per-cpu {n}: give 1 to 64"),
+                None if serves_cephfs(&args)? => 4,
+                None => 1,
+            },
             ..SvcConfig::default()
         },
         udp: args.udp,

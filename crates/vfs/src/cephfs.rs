@@ -158,7 +158,7 @@ pub struct CephConfig {
 
 impl CephConfig {
     /// The defaults for `source`: 30 s to mount, stalled after 5 s, at most
-    /// 32 calls inside at once.
+    /// 64 calls inside at once while the cluster is slow.
     pub fn new(source: CephFsSource, handle_key: [u8; 16]) -> CephConfig {
         CephConfig {
             source,
@@ -166,7 +166,7 @@ impl CephConfig {
             unsafe_async: false,
             mount_timeout: Duration::from_secs(30),
             stall_after: Duration::from_secs(5),
-            max_calls_inside: 32,
+            max_calls_inside: 64,
             library: LIBRARY.to_string(),
             session_uuid: None,
             cache_bytes: 512 << 20,

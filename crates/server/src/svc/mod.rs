@@ -112,6 +112,11 @@ pub struct SvcConfig {
     /// Every WRITE may block (an export has an intent journal, which answers
     /// after a group commit): run them all on slow-call threads.
     pub writes_block: bool,
+    /// Threads running quick calls at once, per CPU (slots). One suits calls
+    /// that only use the CPU; calls that often wait on other machines (a
+    /// cluster's round trips on a cache miss) need more, or every such wait
+    /// holds the others up until the watchdog notices it.
+    pub slots_per_cpu: usize,
     /// A call of an export whose backend waits on other machines (a
     /// cluster) that has not returned after this long is answered
     /// NFS3ERR_JUKEBOX ("try again later") by the watchdog; its own answer,
@@ -127,6 +132,7 @@ impl Default for SvcConfig {
             threads_max: 64,
             idle_exit: Duration::from_secs(10),
             writes_block: false,
+            slots_per_cpu: 1,
             remote_reply_after: Duration::from_secs(10),
         }
     }
@@ -263,8 +269,8 @@ impl Svc {
     ) -> io::Result<Arc<Svc>> {
         let cpus = allowed_cpus();
         let (pool_cpus, slots): (Vec<Option<usize>>, usize) = match cfg.pools {
-            PoolMode::Global => (vec![None], cpus.len().max(1)),
-            PoolMode::PerCpu => (cpus.into_iter().map(Some).collect(), 1),
+            PoolMode::Global => (vec![None], cpus.len().max(1) * cfg.slots_per_cpu.max(1)),
+            PoolMode::PerCpu => (cpus.into_iter().map(Some).collect(), cfg.slots_per_cpu.max(1)),
         };
         let per_pool_max = (cfg.threads_max / pool_cpus.len()).max(1);
         let stop = Flag::new()?;
