@@ -160,21 +160,35 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     journal_checkpoint: f64,
 
+    /// CephFS exports.
+    #[command(flatten)]
+    ceph: Box<CephArgs>,
+
+    /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
+    /// CPU, its threads bound to it, each connection served by one pool (Banks).
+    #[arg(long, value_enum, default_value_t = Pools::Global)]
+    pools: Pools,
+}
+
+/// The flags of CephFS exports (`cephfs://` operands or exports lines).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "CephFS exports")]
+pub(crate) struct CephArgs {
     /// The libcephfs shared object CephFS exports load (a file name looked up on the
     /// library path, or a path). Only loaded when a CephFS export is served.
     #[arg(long, value_name = "LIB", default_value = eagernfs_vfs::cephfs::LIBRARY)]
-    libcephfs: String,
+    pub(crate) libcephfs: String,
 
     /// Seconds a CephFS export may take to connect to its cluster (monitors,
     /// authentication, MDS) at start before the server gives up with an error.
     #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
-    ceph_connect_timeout: f64,
+    pub(crate) ceph_connect_timeout: f64,
 
     /// Seconds a call may wait for the CephFS cluster before the export counts it as
     /// stalled: calls are then answered "try again later" (NFS3ERR_JUKEBOX) at once
     /// until the cluster answers, instead of every call taking a server thread.
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    ceph_stall_after: f64,
+    pub(crate) ceph_stall_after: f64,
 
     /// Seconds a call of a CephFS export may wait for its cluster before it is answered
     /// "try again later" (NFS3ERR_JUKEBOX), so no client waits for ever on an MDS that is
@@ -182,23 +196,18 @@ pub(crate) struct ServeArgs {
     /// later, is dropped. Calls that move data (COMMIT, stable or large WRITEs, large
     /// READs) get six times as long.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    cluster_reply_after: f64,
+    pub(crate) cluster_reply_after: f64,
 
     /// Threads running quick calls at once per CPU (default: 1, or 4 when an export is a CephFS,
     /// whose calls wait on the cluster's round trips when its cache misses).
     #[arg(long, value_name = "N")]
-    slots_per_cpu: Option<usize>,
+    pub(crate) slots_per_cpu: Option<usize>,
 
     /// Memory for each CephFS export's data cache (libcephfs's object cache; units: KiB MiB
     /// GiB). Half of it may hold UNSTABLE writes until their COMMIT; write-back starts once an
     /// eighth is dirty or data is 30 s old.
     #[arg(long, value_name = "SIZE", default_value = "512MiB", value_parser = parse_size)]
-    ceph_cache: u64,
-
-    /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
-    /// CPU, its threads bound to it, each connection served by one pool (Banks).
-    #[arg(long, value_enum, default_value_t = Pools::Global)]
-    pools: Pools,
+    pub(crate) ceph_cache: u64,
 }
 
 /// Whether any export is a CephFS (the operand, or a line of the exports file).
@@ -525,14 +534,14 @@ fn build_exports(
             backend_for(Path::new(&src.to_string()), unsafe_async, &mut || {
                 let mut cfg = CephConfig::new(src.clone(), export_key(&master, &export.path));
                 cfg.unsafe_async = unsafe_async;
-                cfg.library = args.libcephfs.clone();
+                cfg.library = args.ceph.libcephfs.clone();
                 cfg.session_uuid = Some(ceph_session_uuid(state_dir, &src.to_string())?);
-                cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph_connect_timeout)?;
-                cfg.stall_after = seconds("--ceph-stall-after", args.ceph_stall_after)?;
-                if args.ceph_cache < 16 << 20 {
-                    bail!("--ceph-cache {}: give at least 16MiB", args.ceph_cache);
+                cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph.ceph_connect_timeout)?;
+                cfg.stall_after = seconds("--ceph-stall-after", args.ceph.ceph_stall_after)?;
+                if args.ceph.ceph_cache < 16 << 20 {
+                    bail!("--ceph-cache {}: give at least 16MiB", args.ceph.ceph_cache);
                 }
-                cfg.cache_bytes = args.ceph_cache;
+                cfg.cache_bytes = args.ceph.ceph_cache;
                 // The errors name the export themselves, except a missing library.
                 let backend = CephBackend::open(cfg).map_err(|e| match e {
                     eagernfs_vfs::cephfs::OpenError::Library(_) => {
@@ -689,8 +698,8 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             threads_min: args.threads_min,
             threads_max: args.threads_max,
             writes_block: args.journal.is_some(),
-            remote_reply_after: seconds("--cluster-reply-after", args.cluster_reply_after)?,
-            slots_per_cpu: match args.slots_per_cpu {
+            remote_reply_after: seconds("--cluster-reply-after", args.ceph.cluster_reply_after)?,
+            slots_per_cpu: match args.ceph.slots_per_cpu {
                 Some(n) if (1..=64).contains(&n) => n,
                 Some(n) => bail!("--slots-per-cpu {n}: give 1 to 64"),
                 None if serves_cephfs(&args)? => 4,
