@@ -160,14 +160,14 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 1.0)]
     journal_checkpoint: f64,
 
-    /// CephFS exports.
-    #[command(flatten)]
-    ceph: Box<CephArgs>,
-
     /// `global`: one pool, the scheduler places threads. `percpu`: one pool per
     /// CPU, its threads bound to it, each connection served by one pool (Banks).
     #[arg(long, value_enum, default_value_t = Pools::Global)]
     pools: Pools,
+
+    /// CephFS exports (last: their help heading covers what follows).
+    #[command(flatten)]
+    ceph: Box<CephArgs>,
 }
 
 /// The flags of CephFS exports (`cephfs://` operands or exports lines).
