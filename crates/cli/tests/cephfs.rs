@@ -11,7 +11,9 @@
 //! - an MDS that dies under calls gets them answered NFS3ERR_JUKEBOX (or answered late by the
 //!   cluster), never left hanging, and service resumes when it is back;
 //! - `kill -9` of the server while clients write loses no byte a COMMIT (or FILE_SYNC) covered:
-//!   checked through a restarted server and through ceph-fuse.
+//!   checked through a restarted server and through ceph-fuse;
+//! - a session the cluster ends (the server evicted) is replaced without a restart, and the
+//!   write verifier changes so clients resend what was not committed.
 //!
 //! The tests share the cluster and one of them stops its MDS: they run one at a time.
 
@@ -596,4 +598,58 @@ fn committed_writes_survive_kill_9() {
             assert!(buf == block(*r, n), "round {r} block {n}: not in CephFS");
         }
     }
+}
+
+/// The MDS session ids the server's log names (`mounted as client.N`, `connected again as client.N`).
+fn session_ids(server: &Server) -> Vec<u64> {
+    server
+        .log_tail(400)
+        .split("client.")
+        .skip(1)
+        .filter_map(|t| t.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect()
+}
+
+#[test]
+fn an_evicted_server_connects_again_and_changes_its_verifier() {
+    let Some(conf) = cluster("an_evicted_server_connects_again_and_changes_its_verifier") else { return };
+    let _one = serial();
+    let dir = CephDir::new(&conf, "evict");
+    let server = serve(&conf, &dir, &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let c = rt.block_on(connect(&server));
+    let cred = c.default_cred();
+    let fh = rt.block_on(create(&c, "kept")).expect("create");
+    rt.block_on(c.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
+    let before =
+        rt.block_on(c.write(&cred, &fh, 100, Bytes::from_static(b"x"), StableHow::Unstable)).unwrap().verf;
+    let id = *session_ids(&server).first().expect("the server logs its session id");
+    let mut cmd = Command::new("ceph");
+    cmd.arg("--conf").arg(&conf).args(["tell", "mds.a", "client", "evict"]).arg(format!("id={id}"));
+    let out = run_command(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "ceph tell mds.a client evict: {}", out.stderr);
+    // Calls meanwhile: JUKEBOX (come back) or an answer, never an error or silence; within
+    // a bounded time the server has a new session and everything works again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let after = loop {
+        let r = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                c.write(&cred, &fh, 200, Bytes::from_static(b"y"), StableHow::Unstable),
+            )
+            .await
+        });
+        match r {
+            Err(_) => panic!("a WRITE got no answer within 30 s of the eviction"),
+            Ok(Ok(w)) if w.verf != before => break w.verf,
+            Ok(Ok(_)) | Ok(Err(NfsError::Nfs(Nfsstat3::Jukebox))) => {}
+            Ok(Err(e)) => panic!("WRITE after the eviction: {e}"),
+        }
+        assert!(Instant::now() < deadline, "no new session within 60 s of the eviction");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_ne!(after, before, "the verifier changed: what was not committed is to be resent");
+    assert!(session_ids(&server).iter().any(|&n| n != id), "a new session: {}", server.log_tail(20));
+    let r = rt.block_on(c.read(&cred, &fh, 0, 9)).expect("read after the new session");
+    assert_eq!(&r.data[..], b"committed", "committed data survives the eviction");
 }

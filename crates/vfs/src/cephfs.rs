@@ -67,8 +67,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use siphasher::sip128::{Hasher128, SipHasher24};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use self::ffi::{ceph_statx, vinodeno_t, CEPH_NOSNAP};
 use self::files::{FileCache, OpenFile, Vino};
@@ -195,19 +196,20 @@ pub enum OpenError {
 
 /// A [`Backend`] over a CephFS directory.
 pub struct CephBackend {
-    mount: Arc<Mount>,
-    /// The export root, referenced for as long as the backend lives.
-    root: InodeRef,
+    /// The MDS session now; replaced whole if the cluster ends it (see
+    /// [`CephBackend::session_lost`]). A call takes it once, at its start,
+    /// and uses only it: inodes of two client instances never meet.
+    session: Arc<RwLock<Arc<Session>>>,
+    /// How to mount again.
+    lib: &'static ffi::Lib,
+    spec: MountSpec,
+    /// A new session is being made.
+    reconnecting: Arc<AtomicBool>,
     root_vino: vinodeno_t,
     /// `Attr::fsid` of live objects (snapshots get another).
     fsid: u64,
     codec: HandleCodec,
     verifier: Arc<WriteVerifier>,
-    files: FileCache,
-    /// Files on which the lock manager holds locks: CephFS ties locks to an
-    /// open file, so these stay open (outside the I/O cache, which may close
-    /// its files at any time) until the lock manager lets go of the file.
-    lock_files: Mutex<HashMap<Vino, Arc<OpenFile>>>,
     gate: Gate,
     /// Constant per export (see `readdir`).
     cookieverf: Verifier,
@@ -215,8 +217,65 @@ pub struct CephBackend {
     read_bufs: Arc<crate::bufpool::BufPool>,
     /// For log lines: the source URL.
     what: String,
+}
+
+/// One MDS session and everything that belongs to it.
+struct Session {
+    mount: Arc<Mount>,
+    /// The export root, referenced for as long as the session lives.
+    root: InodeRef,
     /// The server's own credentials (uid 0), made once: most calls use them.
     root_perms: mount::Perms,
+    files: FileCache,
+    /// Files on which the lock manager holds locks: CephFS ties locks to an
+    /// open file, so these stay open (outside the I/O cache, which may close
+    /// its files at any time) until the lock manager lets go of the file.
+    lock_files: Mutex<HashMap<Vino, Arc<OpenFile>>>,
+}
+
+impl Session {
+    /// Mount `spec` and reference its root.
+    fn open(lib: &'static ffi::Lib, spec: MountSpec) -> Result<(Session, ceph_statx), SessionError> {
+        let mount = Arc::new(Mount::connect_within(lib, spec).map_err(SessionError::Mount)?);
+        let root = mount.root().map_err(|e| SessionError::Root("looking up the root", e))?;
+        let root_perms = mount.perms(&Credentials::root());
+        let stx = root.getattr(&root_perms).map_err(|e| SessionError::Root("stat of the root", e))?;
+        let files = FileCache::new(OPEN_FILES_MAX);
+        Ok((Session { mount, root, root_perms, files, lock_files: Mutex::new(HashMap::new()) }, stx))
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Open files go (synced if dirty) before the mount does.
+        self.files.clear();
+        self.lock_files.lock().clear();
+    }
+}
+
+/// Why a session could not be made.
+enum SessionError {
+    Mount(MountFailure),
+    Root(&'static str, Errno),
+}
+
+thread_local! {
+    /// Set when a libcephfs call of this thread answered ESHUTDOWN: the
+    /// cluster ended the session (evicted, blocklisted).
+    static SESSION_ENDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// One call's view: the backend and the session it uses throughout.
+struct Cx<'a> {
+    b: &'a CephBackend,
+    s: Arc<Session>,
+}
+
+impl std::ops::Deref for Cx<'_> {
+    type Target = CephBackend;
+    fn deref(&self) -> &CephBackend {
+        self.b
+    }
 }
 
 // ------------------------------------------------------------------ helpers
@@ -227,7 +286,11 @@ fn fs_err(e: Errno) -> FsError {
         // The MDS or OSDs did not answer in time, or our session is gone
         // (evicted, blocklisted: ESHUTDOWN): nothing the caller did wrong.
         libc::ETIMEDOUT | libc::ENOTCONN => FsError::Jukebox,
-        libc::ESHUTDOWN => FsError::Io,
+        libc::ESHUTDOWN => {
+            // A new session is made (see `CephBackend::call`): try again then.
+            SESSION_ENDED.with(|f| f.set(true));
+            FsError::Jukebox
+        }
         n => FsError::from_errno(n),
     }
 }
@@ -355,7 +418,13 @@ impl CephBackend {
             ])
             .collect(),
         };
-        let mount = Mount::connect_within(lib, spec).map_err(|f| {
+        let (session, stx) = Session::open(lib, spec.clone()).map_err(|f| {
+            let f = match f {
+                SessionError::Mount(f) => f,
+                SessionError::Root(what_failed, e) => {
+                    return OpenError::Other { url: what.clone(), what: what_failed.into(), errno: e.to_string() }
+                }
+            };
             let errno = |e: Errno| e.to_string();
             match f {
                 MountFailure::ReadConf(e) if e.0 == libc::EINVAL => OpenError::Conf {
@@ -415,15 +484,6 @@ impl CephBackend {
                 }
             }
         })?;
-        let mount = Arc::new(mount);
-        let other = |what_failed: &str, e: Errno| OpenError::Other {
-            url: what.clone(),
-            what: what_failed.into(),
-            errno: e.to_string(),
-        };
-        let root = mount.root().map_err(|e| other("looking up the root", e))?;
-        let stx =
-            root.getattr(&mount.perms(&Credentials::root())).map_err(|e| other("stat of the root", e))?;
         if stx.stx_mode as u32 & libc::S_IFMT != libc::S_IFDIR {
             return Err(OpenError::Other {
                 url: what,
@@ -432,7 +492,7 @@ impl CephBackend {
             });
         }
         let root_vino = vino_of(&stx);
-        let fs_cid = mount.fs_cid();
+        let fs_cid = session.mount.fs_cid();
         let codec = HandleCodec::new(cfg.handle_key, fs_cid, root_vino);
         // The cookie verifier: constant for the export and across restarts,
         // because cookies are (see `readdir`).
@@ -445,26 +505,87 @@ impl CephBackend {
         cookieverf.copy_from_slice(&cv[..8]);
         tracing::info!(
             "{what}: mounted as client.{} (fscid {fs_cid}, root inode {:#x}, libcephfs {})",
-            mount.instance_id(),
+            session.mount.instance_id(),
             root_vino.ino,
             version(&cfg.library).unwrap_or_default()
         );
         Ok(CephBackend {
-            root,
+            session: Arc::new(RwLock::new(Arc::new(session))),
+            lib,
+            spec,
+            reconnecting: Arc::default(),
             root_vino,
             fsid: 0xCE9F_0000_0000_0000 ^ fs_cid as u64,
             codec,
             verifier: Arc::new(WriteVerifier::new()),
-            files: FileCache::new(OPEN_FILES_MAX),
-            lock_files: Mutex::new(HashMap::new()),
             gate: Gate::new(what.clone(), cfg.stall_after, cfg.max_calls_inside),
             cookieverf,
             unsafe_async: cfg.unsafe_async,
             read_bufs: Arc::default(),
             what,
-            root_perms: mount.perms(&Credentials::root()),
-            mount,
         })
+    }
+
+    /// Run one call with the session of now; if libcephfs said the cluster
+    /// ended that session, start making a new one.
+    fn call<T>(&self, f: impl FnOnce(&Cx<'_>) -> T) -> T {
+        let cx = Cx { b: self, s: self.session.read().clone() };
+        SESSION_ENDED.with(|e| e.set(false));
+        let r = f(&cx);
+        if SESSION_ENDED.with(|e| e.replace(false)) {
+            self.session_lost(&cx.s);
+        }
+        r
+    }
+
+    /// The cluster ended session `lost` (evicted or blocklisted, libcephfs
+    /// answers ESHUTDOWN): what libcephfs held back (UNSTABLE writes not yet
+    /// on the OSDs) is gone, so the write verifier changes, and clients
+    /// resend it; a new session is made in the background (calls meanwhile
+    /// are answered JUKEBOX). Handles stay valid: they name inodes, not
+    /// anything of the session.
+    fn session_lost(&self, lost: &Arc<Session>) {
+        if !Arc::ptr_eq(&self.session.read(), lost) || self.reconnecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.verifier.regenerate();
+        tracing::error!(
+            "{}: the cluster ended this server's session (evicted or blocklisted): UNSTABLE writes it held are lost (the write verifier changed, so clients resend them); connecting again",
+            self.what
+        );
+        let (lib, spec, what, root_vino) = (self.lib, self.spec.clone(), self.what.clone(), self.root_vino);
+        let reconnecting = self.reconnecting.clone();
+        // The thread keeps the backend's session slot through a weak
+        // reference: a backend dropped meanwhile ends the attempts.
+        let slot = Arc::downgrade(&self.session);
+        let spawned = std::thread::Builder::new().name("cephfs-reconnect".into()).spawn(move || {
+            let mut wait = Duration::from_secs(1);
+            loop {
+                let Some(slot) = slot.upgrade() else { break };
+                match Session::open(lib, spec.clone()) {
+                    Ok((session, stx)) if vino_of(&stx) == root_vino => {
+                        tracing::info!("{what}: connected again as client.{}", session.mount.instance_id());
+                        let old = std::mem::replace(&mut *slot.write(), Arc::new(session));
+                        // The old session's files are closed and its mount
+                        // released away from any call (an evicted client's
+                        // unmount may wait).
+                        let _ = std::thread::Builder::new().name("cephfs-unmount".into()).spawn(move || drop(old));
+                        break;
+                    }
+                    Ok(_) => tracing::error!("{what}: the export's root is another directory now; its handles are stale: restart the server"),
+                    Err(SessionError::Mount(f)) => tracing::warn!("{what}: connecting again failed ({f:?}); retrying in {wait:?}"),
+                    Err(SessionError::Root(w, e)) => tracing::warn!("{what}: {w} failed ({e}); retrying in {wait:?}"),
+                }
+                drop(slot);
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+            reconnecting.store(false, Ordering::Release);
+        });
+        if let Err(e) = spawned {
+            tracing::error!("{}: no thread to connect again ({e}); restart the server", self.what);
+            self.reconnecting.store(false, Ordering::Release);
+        }
     }
 
     fn attr(&self, stx: &ceph_statx) -> Attr {
@@ -498,15 +619,91 @@ impl CephBackend {
             ctime: ts(stx.stx_ctime),
         }
     }
+}
 
+/// The mode bits a change of owner or a write by a non-root caller drops:
+/// setuid, and setgid when group execute is set (otherwise it means
+/// mandatory locking).
+fn suid_kill(mode: u32) -> u32 {
+    let mut kill = mode & libc::S_ISUID;
+    if mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP) {
+        kill |= libc::S_ISGID;
+    }
+    kill
+}
+
+/// `flock` for a lock request.
+fn flock(kind: libc::c_short, range: LockRange) -> libc::flock {
+    // SAFETY: flock is plain integers.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = range.start.min(i64::MAX as u64) as i64;
+    // 0: to the end of the file; so is any end beyond what an off_t holds.
+    fl.l_len = if range.end == u64::MAX || range.end > i64::MAX as u64 {
+        0
+    } else {
+        (range.end - range.start) as i64
+    };
+    fl
+}
+
+/// CephFS compares lock owners by (client, owner) when the owner's top bit
+/// is set, and by (client, owner, pid) otherwise: set it, so the pid
+/// plays no part.
+fn ceph_owner(owner: u64) -> u64 {
+    owner | 1 << 63
+}
+
+fn conflict_of(fl: &libc::flock) -> LockConflict {
+    let start = fl.l_start.max(0) as u64;
+    let end = if fl.l_len <= 0 { u64::MAX } else { start.saturating_add(fl.l_len as u64) };
+    LockConflict {
+        exclusive: fl.l_type == libc::F_WRLCK as libc::c_short,
+        range: LockRange { start, end },
+        pid: fl.l_pid,
+    }
+}
+
+impl FileLocks for CephBackend {
+    fn try_lock(
+        &self,
+        fh: &FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: LockRange,
+    ) -> FsResult<Option<LockConflict>> {
+        self.call(|cx| cx.fl_try_lock(fh, owner, exclusive, range))
+    }
+
+    fn test_lock(
+        &self,
+        fh: &FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: LockRange,
+    ) -> FsResult<Option<LockConflict>> {
+        self.call(|cx| cx.fl_test_lock(fh, owner, exclusive, range))
+    }
+
+    fn unlock(&self, fh: &FileHandle, owner: u64, range: LockRange) -> FsResult<()> {
+        self.call(|cx| cx.fl_unlock(fh, owner, range))
+    }
+
+    fn forget_file(&self, fh: &FileHandle) {
+        self.call(|cx| cx.fl_forget_file(fh))
+    }
+}
+
+impl Cx<'_> {
     fn root_perms(&self) -> &mount::Perms {
-        &self.root_perms
+        &self.s.root_perms
     }
 
     /// The inode a handle names.
     fn node(&self, fh: &FileHandle) -> FsResult<(InodeRef, vinodeno_t)> {
         let v = self.codec.decode(fh)?;
-        let inode = self.mount.inode(v).map_err(handle_err)?;
+        let inode = self.s.mount.inode(v).map_err(handle_err)?;
         Ok((inode, v))
     }
 
@@ -524,7 +721,7 @@ impl CephBackend {
         let (inode, v) = self.node(fh)?;
         let attr = self.live_attr(&inode).inspect_err(|e| {
             if *e == FsError::Stale {
-                self.files.remove(key(v));
+                self.s.files.remove(key(v));
             }
         })?;
         Ok((inode, v, attr))
@@ -545,7 +742,7 @@ impl CephBackend {
     /// The server's open file for regular file `fh`.
     fn io_file(&self, fh: &FileHandle) -> FsResult<Arc<OpenFile>> {
         let v = self.codec.decode(fh)?;
-        if let Some(f) = self.files.get(key(v)) {
+        if let Some(f) = self.s.files.get(key(v)) {
             return Ok(f);
         }
         let (inode, _) = self.node(fh)?;
@@ -556,7 +753,7 @@ impl CephBackend {
             _ => return Err(FsError::Inval),
         }
         let f = self.open_file(inode)?;
-        Ok(self.files.insert(key(v), f))
+        Ok(self.s.files.insert(key(v), f))
     }
 
     /// Open a regular file as the server, read-write if possible.
@@ -577,7 +774,7 @@ impl CephBackend {
         self.live_attr(f.inode()).inspect_err(|e| {
             if *e == FsError::Stale {
                 if let Ok(v) = self.codec.decode(fh) {
-                    self.files.remove(key(v));
+                    self.s.files.remove(key(v));
                 }
             }
         })
@@ -620,7 +817,7 @@ impl CephBackend {
         attr: &Attr,
         set: &SetAttr,
     ) -> FsResult<()> {
-        let perms = self.mount.perms(cred);
+        let perms = self.s.mount.perms(cred);
         if let Some(size) = set.size {
             match attr.ftype {
                 FileType::Regular => {}
@@ -785,11 +982,11 @@ impl CephBackend {
     /// Drop the cached open file of `dir/name` before it is removed or
     /// replaced (only when files are cached at all).
     fn forget_child(&self, dir: &InodeRef, name: &[u8]) {
-        if self.files.is_empty() {
+        if self.s.files.is_empty() {
             return;
         }
         if let Ok(m) = dir.lookup(name, self.root_perms()) {
-            self.files.remove(key(vino_of(&m.stx)));
+            self.s.files.remove(key(vino_of(&m.stx)));
         }
     }
 
@@ -827,7 +1024,7 @@ impl CephBackend {
     /// The open file for locks on `fh` (kept open until `forget_file`).
     fn lock_file(&self, fh: &FileHandle) -> FsResult<Arc<OpenFile>> {
         let v = self.codec.decode(fh)?;
-        if let Some(f) = self.lock_files.lock().get(&key(v)) {
+        if let Some(f) = self.s.lock_files.lock().get(&key(v)) {
             return Ok(f.clone());
         }
         let (inode, _, attr) = self.object(fh)?;
@@ -835,115 +1032,7 @@ impl CephBackend {
             return Err(if attr.ftype == FileType::Directory { FsError::IsDir } else { FsError::Inval });
         }
         let f = self.open_file(inode)?;
-        Ok(self.lock_files.lock().entry(key(v)).or_insert(f).clone())
-    }
-}
-
-/// The mode bits a change of owner or a write by a non-root caller drops:
-/// setuid, and setgid when group execute is set (otherwise it means
-/// mandatory locking).
-fn suid_kill(mode: u32) -> u32 {
-    let mut kill = mode & libc::S_ISUID;
-    if mode & (libc::S_ISGID | libc::S_IXGRP) == (libc::S_ISGID | libc::S_IXGRP) {
-        kill |= libc::S_ISGID;
-    }
-    kill
-}
-
-/// `flock` for a lock request.
-fn flock(kind: libc::c_short, range: LockRange) -> libc::flock {
-    // SAFETY: flock is plain integers.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = range.start.min(i64::MAX as u64) as i64;
-    // 0: to the end of the file; so is any end beyond what an off_t holds.
-    fl.l_len = if range.end == u64::MAX || range.end > i64::MAX as u64 {
-        0
-    } else {
-        (range.end - range.start) as i64
-    };
-    fl
-}
-
-/// CephFS compares lock owners by (client, owner) when the owner's top bit
-/// is set, and by (client, owner, pid) otherwise: set it, so the pid
-/// plays no part.
-fn ceph_owner(owner: u64) -> u64 {
-    owner | 1 << 63
-}
-
-fn conflict_of(fl: &libc::flock) -> LockConflict {
-    let start = fl.l_start.max(0) as u64;
-    let end = if fl.l_len <= 0 { u64::MAX } else { start.saturating_add(fl.l_len as u64) };
-    LockConflict {
-        exclusive: fl.l_type == libc::F_WRLCK as libc::c_short,
-        range: LockRange { start, end },
-        pid: fl.l_pid,
-    }
-}
-
-impl FileLocks for CephBackend {
-    fn try_lock(
-        &self,
-        fh: &FileHandle,
-        owner: u64,
-        exclusive: bool,
-        range: LockRange,
-    ) -> FsResult<Option<LockConflict>> {
-        let _pass = self.gate.enter(false)?;
-        let f = self.lock_file(fh)?;
-        let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
-        let mut fl = flock(kind, range);
-        match f.file().setlk(&mut fl, ceph_owner(owner), false) {
-            Ok(()) => Ok(None),
-            Err(e) if matches!(e.0, libc::EAGAIN | libc::EACCES) => {
-                // Who holds it, as far as the MDS tells (it may be gone by now).
-                let mut probe = flock(kind, range);
-                match f.file().getlk(&mut probe, ceph_owner(owner)) {
-                    Ok(()) if probe.l_type != libc::F_UNLCK as libc::c_short => Ok(Some(conflict_of(&probe))),
-                    _ => Ok(Some(LockConflict { exclusive: true, range, pid: 0 })),
-                }
-            }
-            Err(e) => Err(fs_err(e)),
-        }
-    }
-
-    fn test_lock(
-        &self,
-        fh: &FileHandle,
-        owner: u64,
-        exclusive: bool,
-        range: LockRange,
-    ) -> FsResult<Option<LockConflict>> {
-        let _pass = self.gate.enter(false)?;
-        let f = self.lock_file(fh)?;
-        let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
-        let mut fl = flock(kind, range);
-        f.file().getlk(&mut fl, ceph_owner(owner)).map_err(fs_err)?;
-        Ok((fl.l_type != libc::F_UNLCK as libc::c_short).then(|| conflict_of(&fl)))
-    }
-
-    fn unlock(&self, fh: &FileHandle, owner: u64, range: LockRange) -> FsResult<()> {
-        let v = self.codec.decode(fh)?;
-        let Some(f) = self.lock_files.lock().get(&key(v)).cloned() else { return Ok(()) };
-        let _pass = self.gate.enter(false)?;
-        let mut fl = flock(libc::F_UNLCK as libc::c_short, range);
-        f.file().setlk(&mut fl, ceph_owner(owner), false).map_err(fs_err)
-    }
-
-    fn forget_file(&self, fh: &FileHandle) {
-        if let Ok(v) = self.codec.decode(fh) {
-            // Closing the file releases whatever CephFS lock is left on it.
-            let f = self.lock_files.lock().remove(&key(v));
-            drop(f);
-        }
-    }
-}
-
-impl Backend for CephBackend {
-    fn root(&self) -> FileHandle {
-        self.codec.encode(self.root_vino)
+        Ok(self.s.lock_files.lock().entry(key(v)).or_insert(f).clone())
     }
 
     fn getattr(&self, fh: &FileHandle) -> FsResult<Attr> {
@@ -972,7 +1061,7 @@ impl Backend for CephBackend {
         let name = component(name)?;
         let _pass = self.gate.enter(false)?;
         let (d, dv, dattr) = self.dir_object(dir)?;
-        let perms = self.mount.perms(cred);
+        let perms = self.s.mount.perms(cred);
         if name == b".." && dv == self.root_vino {
             // `..` of the export root is the root; the caller still needs
             // search permission on it.
@@ -1005,7 +1094,7 @@ impl Backend for CephBackend {
             return Err(FsError::Inval);
         }
         let mut buf = vec![0u8; SYMLINK_TARGET_BYTES_MAX + 1];
-        let n = inode.readlink(&mut buf, &self.mount.perms(cred)).map_err(fs_err)?;
+        let n = inode.readlink(&mut buf, &self.s.mount.perms(cred)).map_err(fs_err)?;
         if n > SYMLINK_TARGET_BYTES_MAX {
             return Err(FsError::NameTooLong);
         }
@@ -1045,17 +1134,6 @@ impl Backend for CephBackend {
         let data = buf.into_bytes();
         let eof = offset.saturating_add(data.len() as u64) >= attr.size;
         Ok(ReadResult { data, eof, attr: Some(attr) })
-    }
-
-    fn write(
-        &self,
-        cred: &Credentials,
-        fh: &FileHandle,
-        offset: u64,
-        data: &[u8],
-        stable: StableHow,
-    ) -> FsResult<WriteResult> {
-        self.write_then(cred, fh, offset, data, stable, &mut || {})
     }
 
     fn write_then(
@@ -1120,7 +1198,7 @@ impl Backend for CephBackend {
         let name = new_name(name)?;
         let _pass = self.gate.enter(false)?;
         let (d, _, dattr) = self.dir_object(dir)?;
-        let perms = self.mount.perms(cred);
+        let perms = self.s.mount.perms(cred);
         match how {
             CreateMode::Unchecked(set) | CreateMode::Guarded(set) => {
                 let mode = set.mode.unwrap_or(DEFAULT_FILE_MODE) & 0o7777;
@@ -1175,7 +1253,7 @@ impl Backend for CephBackend {
         let _pass = self.gate.enter(false)?;
         let (d, _, dattr) = self.dir_object(dir)?;
         let mode = set.mode.unwrap_or(DEFAULT_DIR_MODE) & 0o7777;
-        let made = d.mkdir(name, mode, &self.mount.perms(cred)).map_err(fs_err)?;
+        let made = d.mkdir(name, mode, &self.s.mount.perms(cred)).map_err(fs_err)?;
         let set = SetAttr { size: None, mode: None, ..set.clone() };
         self.finish_create(cred, &d, &dattr, made, Some(mode), &set)
     }
@@ -1195,7 +1273,7 @@ impl Backend for CephBackend {
         let target = CString::new(target).map_err(|_| FsError::Inval)?;
         let _pass = self.gate.enter(false)?;
         let (d, _, dattr) = self.dir_object(dir)?;
-        let made = d.symlink(name, &target, &self.mount.perms(cred)).map_err(fs_err)?;
+        let made = d.symlink(name, &target, &self.s.mount.perms(cred)).map_err(fs_err)?;
         let set = SetAttr { size: None, mode: None, ..set.clone() };
         self.finish_create(cred, &d, &dattr, made, None, &set)
     }
@@ -1223,7 +1301,7 @@ impl Backend for CephBackend {
         }
         let _pass = self.gate.enter(false)?;
         let (d, _, dattr) = self.dir_object(dir)?;
-        let made = d.mknod(name, ftype | mode, dev, &self.mount.perms(cred)).map_err(fs_err)?;
+        let made = d.mknod(name, ftype | mode, dev, &self.s.mount.perms(cred)).map_err(fs_err)?;
         let set = SetAttr { size: None, mode: None, ..set.clone() };
         self.finish_create(cred, &d, &dattr, made, Some(mode), &set)
     }
@@ -1233,7 +1311,7 @@ impl Backend for CephBackend {
         let _pass = self.gate.enter(false)?;
         let (d, _, dattr) = self.dir_object(dir)?;
         self.forget_child(&d, name);
-        d.unlink(name, &self.mount.perms(cred)).map_err(fs_err)?;
+        d.unlink(name, &self.s.mount.perms(cred)).map_err(fs_err)?;
         self.stable_dir(&d)?;
         Ok(self.dir_wcc(&dattr, &d))
     }
@@ -1242,7 +1320,7 @@ impl Backend for CephBackend {
         let name = old_name(name)?;
         let _pass = self.gate.enter(false)?;
         let (d, _, dattr) = self.dir_object(dir)?;
-        d.rmdir(name, &self.mount.perms(cred)).map_err(fs_err)?;
+        d.rmdir(name, &self.s.mount.perms(cred)).map_err(fs_err)?;
         self.stable_dir(&d)?;
         Ok(self.dir_wcc(&dattr, &d))
     }
@@ -1260,7 +1338,7 @@ impl Backend for CephBackend {
         let _pass = self.gate.enter(false)?;
         let (fd, fv, fattr) = self.dir_object(from_dir)?;
         let (td, tv, tattr) = self.dir_object(to_dir)?;
-        let perms = self.mount.perms(cred);
+        let perms = self.s.mount.perms(cred);
         // A name renamed onto itself, or onto another link of the same
         // file, is left as it is (POSIX; Linux checks nothing more). libcephfs
         // would act on it, and lose the name from its cache.
@@ -1269,8 +1347,8 @@ impl Backend for CephBackend {
             if vino_of(&target.stx) == vino_of(&source.stx) {
                 return Ok((self.dir_wcc(&fattr, &fd), self.dir_wcc(&tattr, &td)));
             }
-            if !self.files.is_empty() {
-                self.files.remove(key(vino_of(&target.stx)));
+            if !self.s.files.is_empty() {
+                self.s.files.remove(key(vino_of(&target.stx)));
             }
         }
         fd.rename(from_name, &td, to_name, &perms).map_err(fs_err)?;
@@ -1299,7 +1377,7 @@ impl Backend for CephBackend {
         if attr.ftype == FileType::Directory {
             return Err(FsError::Perm);
         }
-        inode.link_into(&d, name, &self.mount.perms(cred)).map_err(fs_err)?;
+        inode.link_into(&d, name, &self.s.mount.perms(cred)).map_err(fs_err)?;
         self.stable_dir(&d)?;
         Ok((self.live_attr(&inode).ok(), self.dir_wcc(&dattr, &d)))
     }
@@ -1350,7 +1428,7 @@ impl Backend for CephBackend {
     fn fsstat(&self, fh: &FileHandle) -> FsResult<FsStat> {
         let _pass = self.gate.enter(false)?;
         self.object(fh)?;
-        let sv = self.root.statfs().map_err(fs_err)?;
+        let sv = self.s.root.statfs().map_err(fs_err)?;
         let unit = sv.f_frsize;
         // CephFS has no limit on files: it reports the files there are as
         // the total and -1 as free. Say so in NFS terms: nothing is used up.
@@ -1364,21 +1442,6 @@ impl Backend for CephBackend {
             free_files: free,
             avail_files: free,
         })
-    }
-
-    fn properties(&self) -> FsProperties {
-        FsProperties {
-            max_file_size: MAX_FILE_SIZE,
-            time_delta: Timestamp { secs: 0, nsecs: 1 },
-            supports_hard_links: true,
-            supports_symlinks: true,
-            link_max: u32::MAX,
-            name_max: NAME_MAX as u32,
-            case_insensitive: false,
-            case_preserving: true,
-            // CephFS counts a file's size as its blocks, stored or not.
-            holes_reported: false,
-        }
     }
 
     fn commit(
@@ -1403,19 +1466,249 @@ impl Backend for CephBackend {
         Ok((Wcc { before: Some(WccAttr::from(&before)), after }, self.verifier.get()))
     }
 
+    fn sync_all(&self) -> FsResult<()> {
+        // Done even for `async` exports: this is the graceful-shutdown flush.
+        let _pass = self.gate.enter(true)?;
+        let files: Vec<_> = self.s.files.all().into_iter().map(|f| (f.written_so_far(), f)).collect();
+        self.s.mount.sync_all().map_err(|e| self.after_io_error(e))?;
+        for (written, f) in files {
+            f.mark_synced(written);
+        }
+        Ok(())
+    }
+
+    fn fl_try_lock(
+        &self,
+        fh: &FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: LockRange,
+    ) -> FsResult<Option<LockConflict>> {
+        let _pass = self.gate.enter(false)?;
+        let f = self.lock_file(fh)?;
+        let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
+        let mut fl = flock(kind, range);
+        match f.file().setlk(&mut fl, ceph_owner(owner), false) {
+            Ok(()) => Ok(None),
+            Err(e) if matches!(e.0, libc::EAGAIN | libc::EACCES) => {
+                // Who holds it, as far as the MDS tells (it may be gone by now).
+                let mut probe = flock(kind, range);
+                match f.file().getlk(&mut probe, ceph_owner(owner)) {
+                    Ok(()) if probe.l_type != libc::F_UNLCK as libc::c_short => Ok(Some(conflict_of(&probe))),
+                    _ => Ok(Some(LockConflict { exclusive: true, range, pid: 0 })),
+                }
+            }
+            Err(e) => Err(fs_err(e)),
+        }
+    }
+
+    fn fl_test_lock(
+        &self,
+        fh: &FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: LockRange,
+    ) -> FsResult<Option<LockConflict>> {
+        let _pass = self.gate.enter(false)?;
+        let f = self.lock_file(fh)?;
+        let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
+        let mut fl = flock(kind, range);
+        f.file().getlk(&mut fl, ceph_owner(owner)).map_err(fs_err)?;
+        Ok((fl.l_type != libc::F_UNLCK as libc::c_short).then(|| conflict_of(&fl)))
+    }
+
+    fn fl_unlock(&self, fh: &FileHandle, owner: u64, range: LockRange) -> FsResult<()> {
+        let v = self.codec.decode(fh)?;
+        let Some(f) = self.s.lock_files.lock().get(&key(v)).cloned() else { return Ok(()) };
+        let _pass = self.gate.enter(false)?;
+        let mut fl = flock(libc::F_UNLCK as libc::c_short, range);
+        f.file().setlk(&mut fl, ceph_owner(owner), false).map_err(fs_err)
+    }
+
+    fn fl_forget_file(&self, fh: &FileHandle) {
+        if let Ok(v) = self.codec.decode(fh) {
+            // Closing the file releases whatever CephFS lock is left on it.
+            let f = self.s.lock_files.lock().remove(&key(v));
+            drop(f);
+        }
+    }
+}
+
+impl Backend for CephBackend {
+    fn root(&self) -> FileHandle {
+        self.codec.encode(self.root_vino)
+    }
+
+    fn getattr(&self, fh: &FileHandle) -> FsResult<Attr> {
+        self.call(|cx| cx.getattr(fh))
+    }
+
+    fn setattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        set: &SetAttr,
+        guard: Option<Timestamp>,
+    ) -> FsResult<Wcc> {
+        self.call(|cx| cx.setattr(cred, fh, set, guard))
+    }
+
+    fn lookup(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Lookup> {
+        self.call(|cx| cx.lookup(cred, dir, name))
+    }
+
+    fn access(&self, cred: &Credentials, fh: &FileHandle, want: u32) -> FsResult<(u32, Attr)> {
+        self.call(|cx| cx.access(cred, fh, want))
+    }
+
+    fn readlink(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<(Bytes, Attr)> {
+        self.call(|cx| cx.readlink(cred, fh))
+    }
+
+    fn read(&self, cred: &Credentials, fh: &FileHandle, offset: u64, count: u32) -> FsResult<ReadResult> {
+        self.call(|cx| cx.read(cred, fh, offset, count))
+    }
+
+    fn write(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+    ) -> FsResult<WriteResult> {
+        self.write_then(cred, fh, offset, data, stable, &mut || {})
+    }
+
+    fn write_then(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: StableHow,
+        ordered: &mut dyn FnMut(),
+    ) -> FsResult<WriteResult> {
+        self.call(|cx| cx.write_then(cred, fh, offset, data, stable, ordered))
+    }
+
+    fn create(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        how: &CreateMode,
+    ) -> FsResult<Created> {
+        self.call(|cx| cx.create(cred, dir, name, how))
+    }
+
+    fn mkdir(&self, cred: &Credentials, dir: &FileHandle, name: &[u8], set: &SetAttr) -> FsResult<Created> {
+        self.call(|cx| cx.mkdir(cred, dir, name, set))
+    }
+
+    fn symlink(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+    ) -> FsResult<Created> {
+        self.call(|cx| cx.symlink(cred, dir, name, target, set))
+    }
+
+    fn mknod(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        name: &[u8],
+        kind: NodeKind,
+        set: &SetAttr,
+    ) -> FsResult<Created> {
+        self.call(|cx| cx.mknod(cred, dir, name, kind, set))
+    }
+
+    fn remove(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Wcc> {
+        self.call(|cx| cx.remove(cred, dir, name))
+    }
+
+    fn rmdir(&self, cred: &Credentials, dir: &FileHandle, name: &[u8]) -> FsResult<Wcc> {
+        self.call(|cx| cx.rmdir(cred, dir, name))
+    }
+
+    fn rename(
+        &self,
+        cred: &Credentials,
+        from_dir: &FileHandle,
+        from_name: &[u8],
+        to_dir: &FileHandle,
+        to_name: &[u8],
+    ) -> FsResult<(Wcc, Wcc)> {
+        self.call(|cx| cx.rename(cred, from_dir, from_name, to_dir, to_name))
+    }
+
+    fn link(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        dir: &FileHandle,
+        name: &[u8],
+    ) -> FsResult<(Option<Attr>, Wcc)> {
+        self.call(|cx| cx.link(cred, fh, dir, name))
+    }
+
+    /// Cookies are libcephfs's directory positions (`ceph_telldir`): the
+    /// MDS orders a directory by the hash of each name and a position is
+    /// that hash, so it does not move when other entries come or go, and it
+    /// is the same after a restart or on another server. The cookie
+    /// verifier is therefore a constant of the export.
+    fn readdir(
+        &self,
+        cred: &Credentials,
+        dir: &FileHandle,
+        cookie: u64,
+        cookieverf: Verifier,
+        plus: bool,
+        sink: &mut dyn FnMut(&DirEntry) -> bool,
+    ) -> FsResult<DirInfo> {
+        self.call(|cx| cx.readdir(cred, dir, cookie, cookieverf, plus, sink))
+    }
+
+    fn fsstat(&self, fh: &FileHandle) -> FsResult<FsStat> {
+        self.call(|cx| cx.fsstat(fh))
+    }
+
+    fn properties(&self) -> FsProperties {
+        FsProperties {
+            max_file_size: MAX_FILE_SIZE,
+            time_delta: Timestamp { secs: 0, nsecs: 1 },
+            supports_hard_links: true,
+            supports_symlinks: true,
+            link_max: u32::MAX,
+            name_max: NAME_MAX as u32,
+            case_insensitive: false,
+            case_preserving: true,
+            // CephFS counts a file's size as its blocks, stored or not.
+            holes_reported: false,
+        }
+    }
+
+    fn commit(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> FsResult<(Wcc, Verifier)> {
+        self.call(|cx| cx.commit(cred, fh, offset, count))
+    }
+
     fn write_verifier(&self) -> Verifier {
         self.verifier.get()
     }
 
     fn sync_all(&self) -> FsResult<()> {
-        // Done even for `async` exports: this is the graceful-shutdown flush.
-        let _pass = self.gate.enter(true)?;
-        let files: Vec<_> = self.files.all().into_iter().map(|f| (f.written_so_far(), f)).collect();
-        self.mount.sync_all().map_err(|e| self.after_io_error(e))?;
-        for (written, f) in files {
-            f.mark_synced(written);
-        }
-        Ok(())
+        self.call(|cx| cx.sync_all())
     }
 
     fn file_locks(&self) -> Option<&dyn FileLocks> {
@@ -1424,13 +1717,5 @@ impl Backend for CephBackend {
 
     fn remote(&self) -> bool {
         true
-    }
-}
-
-impl Drop for CephBackend {
-    fn drop(&mut self) {
-        // Open files go (synced if dirty) before the mount does.
-        self.files.clear();
-        self.lock_files.lock().clear();
     }
 }
