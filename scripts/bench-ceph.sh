@@ -11,7 +11,8 @@
 # - call rate: `eagernfs bench load`, SPEC SFS 3.0 mix, 32 clients, a ramp to saturation
 #   (5 s steps); the knee is the highest offered rate achieved (≥ 90 %) with p99 < 10 ms.
 # - 8 KiB random READ and WRITE at QD1 and QD16 from libnfs (tests/clients/nfsiops.c) on a
-#   128 MiB file, with the NFS server's and the cluster's CPU time per operation.
+#   128 MiB file the server has read once (warm), with the NFS server's and the cluster's CPU
+#   time per operation; WRITE cells end with the COMMIT of libnfs's close, counted.
 # - 1 MiB streams, 8 in flight (`eagernfs bench stream`, WRITE ending with COMMIT), of
 #   --stream-mib MiB.
 # - small files: CREATE-only and READ-only `bench load` mixes (closed loop, 16 clients).
@@ -188,6 +189,12 @@ for s in json.load(sys.stdin):
 with_query() { # url extra -> url with extra query items
     case "$1" in *\?*) echo "$1&$2" ;; *) echo "$1?$2" ;; esac
 }
+file_url() { # url name -> the URL of file NAME in the export URL names
+    case "$1" in
+        *\?*) echo "${1%%\?*}/$2?${1#*\?}" ;;
+        *) echo "$1/$2" ;;
+    esac
+}
 libnfs_url() { # url -> a libnfs URL (nfsport and mountport, no :port)
     local u=$1 p rest
     p=$(echo "$u" | sed -n 's|^nfs://127.0.0.1:\([0-9]*\)/.*|\1|p')
@@ -206,6 +213,8 @@ run_nfs_peer() { # round peer
     start_server "$peer"
     local lurl
     lurl=$(libnfs_url "$url")
+    # Warm: the server reads the file once (as it would have served it), untimed.
+    taskset -c 0 "$bin" cat "$(file_url "$url" iops)" >/dev/null
     # Random I/O.
     for mode in read write; do
         for qd in 1 16; do
