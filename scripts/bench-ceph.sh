@@ -141,7 +141,7 @@ start_server() { # peer -> sets url, server_pid
     local peer=$1
     case "$peer" in
         eagernfs)
-            rm -rf "$work/state"
+            rm -rf "$work/state" "$work/eagernfs.out"
             mkdir -p "$work/state"
             taskset -c 1 "$bin" serve "cephfs://admin@cephfs/$top/eagernfs?conf=$conf" --listen "127.0.0.1:$port" \
                 --state-dir "$work/state" -o rw,insecure,no_root_squash >"$work/eagernfs.out" 2>"$work/eagernfs.log" &

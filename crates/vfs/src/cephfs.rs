@@ -787,12 +787,7 @@ impl Cx<'_> {
             e.0,
             libc::EIO | libc::ESHUTDOWN | libc::ENOTCONN | libc::EBADF | libc::ENOSPC | libc::EDQUOT
         ) {
-            if e.0 == libc::ESHUTDOWN {
-                tracing::error!(
-                    "{}: the cluster ended this server's session (evicted or blocklisted): buffered writes are lost; restart the server to reconnect",
-                    self.what
-                );
-            }
+            // (ESHUTDOWN also starts a new session: see `session_lost`.)
             self.verifier.regenerate();
         }
         fs_err(e)
