@@ -98,7 +98,7 @@ def ratio(a, b):
 
 
 n_rounds = len({r[0] for r in rows})
-print(f"Medians of {n_rounds} rounds (peers alternating); clients on CPU 0, the NFS server and every Ceph daemon on CPU 1.\n")
+print(f"Medians of {n_rounds} rounds (peers alternating); clients on CPU 0, the NFS server on CPU 1, every Ceph daemon free to use both CPUs (the same for every peer).\n")
 
 print("## Call rate (SPEC SFS 3.0 mix, 32 clients, ramp to saturation)\n")
 print("| | eagernfs | ganesha | ganesha-tuned | eagernfs / ganesha | eagernfs / ganesha-tuned |")

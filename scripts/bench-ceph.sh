@@ -27,7 +27,7 @@
 # shared between peers) and its server is started fresh for each round. The cluster is CONF's (default: start
 # scripts/ceph-cluster.sh's, stopped at the end if this started it).
 #
-# Writes DIR/README.md (tables), DIR/results.tsv, DIR/*.json.gz (load reports), DIR/*.svg
+# Writes DIR/table.md (tables; the README.md around them is written by hand), DIR/results.tsv, DIR/*.json.gz (load reports), DIR/*.svg
 # (plots) and DIR/command.txt (default docs/benchmarks/ceph-YYYY-MM-DD). The binary is
 # $EAGERNFS_BIN if set, else a release build.
 set -euo pipefail
