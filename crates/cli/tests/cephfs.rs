@@ -13,7 +13,8 @@
 //! - `kill -9` of the server while clients write loses no byte a COMMIT (or FILE_SYNC) covered:
 //!   checked through a restarted server and through ceph-fuse;
 //! - a session the cluster ends (the server evicted) is replaced without a restart, and the
-//!   write verifier changes so clients resend what was not committed.
+//!   write verifier changes so clients resend what was not committed; the locks NFS clients
+//!   held are taken again in the new session.
 //!
 //! The tests share the cluster and one of them stops its MDS: they run one at a time.
 
@@ -652,4 +653,54 @@ fn an_evicted_server_connects_again_and_changes_its_verifier() {
     assert!(session_ids(&server).iter().any(|&n| n != id), "a new session: {}", server.log_tail(20));
     let r = rt.block_on(c.read(&cred, &fh, 0, 9)).expect("read after the new session");
     assert_eq!(&r.data[..], b"committed", "committed data survives the eviction");
+}
+
+#[test]
+fn locks_are_taken_again_in_the_session_that_replaces_an_evicted_one() {
+    require_fuse!("locks_are_taken_again_in_the_session_that_replaces_an_evicted_one");
+    let Some(conf) = cluster("locks_are_taken_again_in_the_session_that_replaces_an_evicted_one") else {
+        return;
+    };
+    let _one = serial();
+    let dir = CephDir::new(&conf, "evict-locks");
+    let server = serve(&conf, &dir, &[]);
+    let nfs = FuseMount::new(&server.url(""), "");
+    let ceph = CephFuse::new(&conf, &dir.mount_path().display().to_string());
+    write_file(&nfs.path("f"), b"locked file");
+    let a = open_rw(&nfs.path("f"));
+    setlk(&a, libc::F_WRLCK, 0, 100, false).expect("lock through eagernfs");
+    setlk(&a, libc::F_UNLCK, 40, 10, false).expect("a hole in it");
+    let c = open_rw(&ceph.path("f"));
+    assert_eq!(setlk(&c, libc::F_WRLCK, 50, 1, false), Err(libc::EAGAIN));
+
+    // The cluster ends the server's session, and with it its CephFS locks.
+    let id = *session_ids(&server).first().expect("the server logs its session id");
+    let mut cmd = Command::new("ceph");
+    cmd.arg("--conf").arg(&conf).args(["tell", "mds.a", "client", "evict"]).arg(format!("id={id}"));
+    let out = run_command(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "ceph tell mds.a client evict: {}", out.stderr);
+    // A call notices; the new session takes the locks again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !server.log_tail(50).contains("lock(s) taken again") {
+        let _ = fs::write(nfs.path("poke"), b"a call to the cluster");
+        assert!(Instant::now() < deadline, "no new session within 60 s: {}", server.log_tail(30));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        server.log_tail(50).contains("2 lock(s) taken again in the new session, 0 lost"),
+        "{}",
+        server.log_tail(30)
+    );
+    // ceph-fuse is still kept out of both pieces, and may take the hole.
+    assert_eq!(setlk(&c, libc::F_WRLCK, 50, 1, false), Err(libc::EAGAIN), "after the eviction");
+    assert_eq!(setlk(&c, libc::F_WRLCK, 0, 1, false), Err(libc::EAGAIN), "after the eviction");
+    setlk(&c, libc::F_WRLCK, 40, 10, false).expect("the hole is free");
+    setlk(&c, libc::F_UNLCK, 40, 10, false).unwrap();
+    // A release through eagernfs reaches the new session.
+    setlk(&a, libc::F_UNLCK, 0, 100, false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while setlk(&c, libc::F_WRLCK, 0, 0, false).is_err() {
+        assert!(Instant::now() < deadline, "eagernfs's unlock did not reach the new session");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

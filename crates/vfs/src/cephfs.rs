@@ -40,7 +40,9 @@
 //!
 //! # Locks
 //! [`FileLocks`] over `ceph_ll_setlk`/`getlk`: the lock manager's locks are
-//! CephFS locks, which exclude every client of the file system.
+//! CephFS locks, which exclude every client of the file system. They belong
+//! to the MDS session, so the backend remembers them ([`held`]) and a new
+//! session takes them again.
 //!
 //! # Layout
 //! - this file: configuration, opening, the [`Backend`] and [`FileLocks`] implementations.
@@ -49,12 +51,14 @@
 //! - `handle`: handle layout and MAC.
 //! - `files`: open files for I/O.
 //! - `gate`: refusing calls while the cluster does not answer.
+//! - `held`: the locks held, for a new session to take again.
 //! - `source`: the `cephfs://` URL.
 
 mod ffi;
 mod files;
 mod gate;
 mod handle;
+mod held;
 mod mount;
 mod source;
 
@@ -75,6 +79,7 @@ use self::ffi::{ceph_statx, vinodeno_t, CEPH_NOSNAP};
 use self::files::{FileCache, OpenFile, Vino};
 use self::gate::Gate;
 use self::handle::HandleCodec;
+use self::held::LockRecord;
 use self::mount::{Errno, InodeRef, Mount, MountFailure, MountSpec};
 use crate::verifier::WriteVerifier;
 use crate::{
@@ -205,6 +210,8 @@ pub struct CephBackend {
     spec: MountSpec,
     /// A new session is being made.
     reconnecting: Arc<AtomicBool>,
+    /// The CephFS locks held for the lock manager (sessions come and go).
+    held: Arc<LockRecord>,
     root_vino: vinodeno_t,
     /// `Attr::fsid` of live objects (snapshots get another).
     fsid: u64,
@@ -242,6 +249,94 @@ impl Session {
         let stx = root.getattr(&root_perms).map_err(|e| SessionError::Root("stat of the root", e))?;
         let files = FileCache::new(OPEN_FILES_MAX);
         Ok((Session { mount, root, root_perms, files, lock_files: Mutex::new(HashMap::new()) }, stx))
+    }
+
+    /// The file that holds the lock manager's locks on `v`, opened if need be.
+    fn lock_file(
+        &self,
+        v: Vino,
+        sync_on_close: bool,
+        verifier: &Arc<WriteVerifier>,
+    ) -> Result<Arc<OpenFile>, Errno> {
+        if let Some(f) = self.lock_files.lock().get(&v) {
+            return Ok(f.clone());
+        }
+        let inode = self.mount.inode(vinodeno_t { ino: v.0, snapid: v.1 })?;
+        let f = Arc::new(open_as_server(&self.root_perms, inode, sync_on_close, verifier)?);
+        Ok(self.lock_files.lock().entry(v).or_insert(f).clone())
+    }
+}
+
+/// Open a regular file as the server, read-write if possible.
+fn open_as_server(
+    perms: &mount::Perms,
+    inode: InodeRef,
+    sync_on_close: bool,
+    verifier: &Arc<WriteVerifier>,
+) -> Result<OpenFile, Errno> {
+    let (file, write_errno) = match inode.open(libc::O_RDWR, perms) {
+        Ok(f) => (f, None),
+        Err(e) if matches!(e.0, libc::EROFS | libc::EACCES | libc::EPERM) => {
+            (inode.open(libc::O_RDONLY, perms)?, Some(e.0))
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(OpenFile::new(inode, file, write_errno, sync_on_close, verifier.clone()))
+}
+
+/// Take the locks of `record` again in the session `slot` holds (see
+/// [`held`]); what another client took meanwhile is lost, and logged.
+fn retake_locks(
+    slot: &RwLock<Arc<Session>>,
+    record: &LockRecord,
+    sync_on_close: bool,
+    verifier: &Arc<WriteVerifier>,
+    what: &str,
+) {
+    let (mut taken, mut lost) = (0usize, 0usize);
+    for (v, rec) in record.files() {
+        let held = rec.lock();
+        if held.is_empty() {
+            continue;
+        }
+        // The session current now, under the file's mutex, as lock calls do.
+        let s = slot.read().clone();
+        let f = match s.lock_file(v, sync_on_close, verifier) {
+            Ok(f) => f,
+            Err(e) => {
+                lost += held.locks().len();
+                tracing::error!(
+                    "{what}: inode {:#x}: the {} lock(s) held on it could not be taken again ({e}): the NFS clients holding them are no longer protected from other CephFS clients",
+                    v.0,
+                    held.locks().len()
+                );
+                continue;
+            }
+        };
+        for &(owner, exclusive, range) in held.locks() {
+            let kind = if exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as libc::c_short;
+            match f.file().setlk(&mut flock(kind, range), ceph_owner(owner), false) {
+                Ok(()) => taken += 1,
+                Err(e) => {
+                    lost += 1;
+                    let why = if matches!(e.0, libc::EAGAIN | libc::EACCES) {
+                        "another CephFS client took a conflicting lock while this server was cut off"
+                            .to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    tracing::error!(
+                        "{what}: inode {:#x}: a lock of NFS owner {owner:#018x} on bytes {}..{} is lost: {why}",
+                        v.0,
+                        range.start,
+                        range.end
+                    );
+                }
+            }
+        }
+    }
+    if taken + lost > 0 {
+        tracing::info!("{what}: {taken} lock(s) taken again in the new session, {lost} lost");
     }
 }
 
@@ -514,6 +609,7 @@ impl CephBackend {
             lib,
             spec,
             reconnecting: Arc::default(),
+            held: Arc::default(),
             root_vino,
             fsid: 0xCE9F_0000_0000_0000 ^ fs_cid as u64,
             codec,
@@ -555,6 +651,7 @@ impl CephBackend {
         );
         let (lib, spec, what, root_vino) = (self.lib, self.spec.clone(), self.what.clone(), self.root_vino);
         let reconnecting = self.reconnecting.clone();
+        let (held, verifier, sync_on_close) = (self.held.clone(), self.verifier.clone(), !self.unsafe_async);
         // The thread keeps the backend's session slot through a weak
         // reference: a backend dropped meanwhile ends the attempts.
         let slot = Arc::downgrade(&self.session);
@@ -566,6 +663,8 @@ impl CephBackend {
                     Ok((session, stx)) if vino_of(&stx) == root_vino => {
                         tracing::info!("{what}: connected again as client.{}", session.mount.instance_id());
                         let old = std::mem::replace(&mut *slot.write(), Arc::new(session));
+                        // The locks went with the old session.
+                        retake_locks(&slot, &held, sync_on_close, &verifier, &what);
                         // The old session's files are closed and its mount
                         // released away from any call (an evicted client's
                         // unmount may wait).
@@ -673,7 +772,16 @@ impl FileLocks for CephBackend {
         exclusive: bool,
         range: LockRange,
     ) -> FsResult<Option<LockConflict>> {
-        self.call(|cx| cx.fl_try_lock(fh, owner, exclusive, range))
+        // The record and CephFS change together, under the file's mutex,
+        // with the session current then (see `held`).
+        let v = key(self.codec.decode(fh)?);
+        let rec = self.held.file(v);
+        let mut held = rec.lock();
+        let r = self.call(|cx| cx.fl_try_lock(fh, owner, exclusive, range));
+        if let Ok(None) = r {
+            held.lock(owner, exclusive, range);
+        }
+        r
     }
 
     fn test_lock(
@@ -687,10 +795,22 @@ impl FileLocks for CephBackend {
     }
 
     fn unlock(&self, fh: &FileHandle, owner: u64, range: LockRange) -> FsResult<()> {
+        let v = key(self.codec.decode(fh)?);
+        let Some(rec) = self.held.get(v) else { return Ok(()) };
+        let mut held = rec.lock();
+        // Recorded first: if the session is ending, the new one does not take it.
+        held.unlock(owner, range);
         self.call(|cx| cx.fl_unlock(fh, owner, range))
     }
 
     fn forget_file(&self, fh: &FileHandle) {
+        let Ok(v) = self.codec.decode(fh) else { return };
+        let rec = self.held.forget(key(v));
+        let _held = rec.as_ref().map(|r| {
+            let mut h = r.lock();
+            h.clear();
+            h
+        });
         self.call(|cx| cx.fl_forget_file(fh))
     }
 }
@@ -758,15 +878,9 @@ impl Cx<'_> {
 
     /// Open a regular file as the server, read-write if possible.
     fn open_file(&self, inode: InodeRef) -> FsResult<Arc<OpenFile>> {
-        let perms = self.root_perms();
-        let (file, write_errno) = match inode.open(libc::O_RDWR, perms) {
-            Ok(f) => (f, None),
-            Err(e) if matches!(e.0, libc::EROFS | libc::EACCES | libc::EPERM) => {
-                (inode.open(libc::O_RDONLY, perms).map_err(handle_err)?, Some(e.0))
-            }
-            Err(e) => return Err(handle_err(e)),
-        };
-        Ok(Arc::new(OpenFile::new(inode, file, write_errno, !self.unsafe_async, self.verifier.clone())))
+        open_as_server(self.root_perms(), inode, !self.unsafe_async, &self.verifier)
+            .map(Arc::new)
+            .map_err(handle_err)
     }
 
     /// Attributes through an open file; a removed file leaves the cache.
