@@ -8,6 +8,9 @@
 //! - `dispatch`: one RPC record in, one reply record out: RPC-level checks
 //!   (version, program, procedure, authentication), then the program's
 //!   procedure table.
+//! - `call`: what every program handler is given (`Call`: the connection,
+//!   the caller, the exports; `resolve` of a file handle) and answers
+//!   (`Outcome`); `reply`: the reply record (`Reply`, its `Piece`s).
 //! - `nfs3`: one small handler per NFSv3 procedure, calling the export's
 //!   [`Backend`]; `convert` maps backend values to wire types.
 //! - `mount`, `portmap`: the MOUNT (v1, v3) and portmap (v2) programs,
@@ -24,6 +27,7 @@
 
 pub mod exports;
 
+mod call;
 mod convert;
 mod dispatch;
 mod drc;
@@ -32,6 +36,7 @@ mod mount;
 mod nfs3;
 mod nlm;
 mod portmap;
+mod reply;
 pub mod rpcbind;
 #[doc(hidden)]
 pub mod sim;

@@ -7,9 +7,10 @@
 //! type. Failures still carry the attributes RFC 1813 asks for, fetched
 //! after the fact when the backend's error did not include them.
 
+use crate::call::{Call, Outcome, Resolved, Transport};
 use crate::convert::{self, createhow, fattr, post_op, sattr, stable, stable_wire, status, timestamp, wcc};
-use crate::dispatch::{Call, Outcome, Piece, Resolved, Transport};
 use crate::handle;
+use crate::reply::Piece;
 use crate::trace::{IoEvent, IoKind};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::*;

@@ -20,7 +20,7 @@
 mod callback;
 mod locks;
 
-use crate::dispatch::{Call, Outcome};
+use crate::call::{Call, Outcome};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::NfsFh3;
 use eagernfs_proto::nlm::*;

@@ -50,7 +50,9 @@ mod slow;
 
 pub(crate) use order::{IoOrder, Ticket, Turn};
 
-use crate::dispatch::{self, Peer, Transport};
+use crate::call::{self, Peer, Transport};
+use crate::dispatch;
+use crate::reply::Reply;
 use crate::ServerState;
 use conn::{Conn, OutState, RecvEnd};
 use epoll::{Epoll, Flag, Interest};
@@ -127,14 +129,14 @@ impl Default for SvcConfig {
 /// Replies of a run of quick calls, not sent yet.
 #[derive(Default)]
 struct Replies {
-    list: Vec<dispatch::Reply>,
+    list: Vec<Reply>,
     bytes: usize,
     /// Calls that needed no reply (still to be counted as answered).
     none: usize,
 }
 
 impl Replies {
-    fn add(&mut self, reply: Option<dispatch::Reply>) {
+    fn add(&mut self, reply: Option<Reply>) {
         match reply {
             Some(r) => {
                 self.bytes += r.head.len() + r.tail.as_ref().map_or(0, |t| t.len());
@@ -375,8 +377,7 @@ impl Svc {
                 self.after_output(&conn, &mut out, released, blocked);
             }
             SlowJob::Udp { socket, src, local_port, record } => {
-                let conn =
-                    dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+                let conn = call::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
                 if let Some(reply) = self.run_call(&conn, record, None) {
                     self.send_udp_reply(socket, src, reply);
                 }
@@ -531,17 +532,17 @@ impl Svc {
             Ok(a) => a.port(),
             Err(_) => return,
         };
-        let info = dispatch::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
+        let info = call::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
         self.add_connection(stream, info);
     }
 
     /// Serve a connection relayed from TLS (`stream` is the service end of its socket pair).
     pub(crate) fn adopt(&self, stream: TcpStream, peer: Peer, tls: crate::tls::TlsPeer) {
-        let info = dispatch::Connection::with_tls(peer, tls);
+        let info = call::Connection::with_tls(peer, tls);
         self.add_connection(stream, info);
     }
 
-    fn add_connection(&self, stream: TcpStream, info: dispatch::Connection) {
+    fn add_connection(&self, stream: TcpStream, info: call::Connection) {
         let peer = info.peer.addr;
         let limit = self.state.config.max_connections_per_host;
         {
@@ -709,10 +710,10 @@ impl Svc {
     /// Run one call; its reply (record-marked), if it has one.
     fn run_call(
         &self,
-        conn: &dispatch::Connection,
+        conn: &call::Connection,
         record: bytes::Bytes,
         ticket: Option<Ticket>,
-    ) -> Option<dispatch::Reply> {
+    ) -> Option<Reply> {
         let state = &self.state;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             dispatch::handle_record(state, conn, record, ticket.as_ref())
@@ -766,8 +767,7 @@ impl Svc {
             if may_block {
                 self.submit_slow(SlowJob::Udp { socket: i, src, local_port, record });
             } else {
-                let conn =
-                    dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+                let conn = call::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
                 if let Some(reply) = self.run_call(&conn, record, None) {
                     self.send_udp_reply(i, src, reply);
                 }
@@ -781,7 +781,7 @@ impl Svc {
 
     /// Answer a UDP call: one datagram, the message without TCP's record
     /// mark.
-    fn send_udp_reply(&self, socket: usize, src: SocketAddr, mut reply: dispatch::Reply) {
+    fn send_udp_reply(&self, socket: usize, src: SocketAddr, mut reply: Reply) {
         let reply = reply.take_bytes();
         if let Err(e) = self.udp[socket].send_to(&reply[4..], src) {
             tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
