@@ -49,16 +49,20 @@ pub(crate) struct Connection {
     pub(crate) order: std::sync::Arc<IoOrder>,
     /// What TLS proved (TLS connections only).
     pub(crate) tls: Option<crate::tls::TlsPeer>,
+    /// The service's id for a TCP connection (0: a datagram, or not served
+    /// by the service threads): NFSv4.1 sessions bind connections by it and
+    /// send callbacks on it.
+    pub(crate) id: u64,
 }
 
 impl Connection {
     pub(crate) fn new(peer: Peer) -> Self {
-        Connection { peer, order: Default::default(), tls: None }
+        Connection { peer, order: Default::default(), tls: None, id: 0 }
     }
 
     /// A connection relayed from TLS.
     pub(crate) fn with_tls(peer: Peer, tls: crate::tls::TlsPeer) -> Self {
-        Connection { peer, order: Default::default(), tls: Some(tls) }
+        Connection { peer, order: Default::default(), tls: Some(tls), id: 0 }
     }
 
     /// How the connection is secured, for `xprtsec=`.
@@ -94,6 +98,17 @@ pub(crate) struct Call<'a> {
     pub(crate) ticket: Option<&'a Ticket>,
 }
 
+/// Why a caller may not use an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The export's client list does not name the caller.
+    NotListed,
+    /// The export needs TLS (or mutual TLS) and the connection has less.
+    Transport,
+    /// The export is `secure` and the caller's port is not privileged.
+    Port,
+}
+
 /// An object named by a file handle, with the caller's rights on its export.
 pub(crate) struct Resolved<'a> {
     pub(crate) export: &'a ExportSpec,
@@ -105,6 +120,15 @@ pub(crate) struct Resolved<'a> {
 impl<'a> Call<'a> {
     /// The export's options for this caller's address and port, if it may use the export at all.
     pub(crate) fn export_options(&self, export: &'a ExportSpec) -> Result<&'a ExportOptions, Nfsstat3> {
+        self.export_access(export).map_err(|r| match r {
+            Refusal::NotListed | Refusal::Transport => Nfsstat3::Acces,
+            Refusal::Port => Nfsstat3::Perm,
+        })
+    }
+
+    /// As [`Call::export_options`], saying why a caller is refused (NFSv4
+    /// answers a transport that is not secure enough with NFS4ERR_WRONGSEC).
+    pub(crate) fn export_access(&self, export: &'a ExportSpec) -> Result<&'a ExportOptions, Refusal> {
         let addr = self.conn.peer.addr;
         let options = match &self.conn.tls {
             // Mutual TLS: a rule naming a host covers a client whose certificate is for it.
@@ -113,15 +137,15 @@ impl<'a> Call<'a> {
             }
             _ => export.access.options_for(addr.ip()),
         };
-        let options = options.ok_or(Nfsstat3::Acces)?;
+        let options = options.ok_or(Refusal::NotListed)?;
         let security = self.conn.security();
         if !options.xprtsec.allows(security) {
             tracing::info!(peer = %addr, ?security, xprtsec = %options.xprtsec, "refused: the export needs another transport security");
-            return Err(Nfsstat3::Acces);
+            return Err(Refusal::Transport);
         }
         if !options.port_allowed(addr.port()) {
             tracing::warn!(peer = %addr, "request from a non-privileged port refused (export is `secure`)");
-            return Err(Nfsstat3::Perm);
+            return Err(Refusal::Port);
         }
         Ok(options)
     }

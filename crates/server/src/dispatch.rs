@@ -13,7 +13,7 @@ use crate::stats::Program;
 use crate::svc::Ticket;
 use crate::{drc, ServerState};
 use bytes::{Bytes, BytesMut};
-use eagernfs_proto::{mount, nfs3, nlm, portmap};
+use eagernfs_proto::{mount, nfs3, nfs4, nlm, portmap};
 use eagernfs_rpc::message::{peek_xid, CredError};
 use eagernfs_rpc::record::begin_record;
 use eagernfs_rpc::{AcceptStat, AuthFlavor, AuthStat, Message, RejectedReply, ReplyHeader};
@@ -30,8 +30,14 @@ pub(crate) fn handle_record(
     let mut body = record.clone();
     let header = match Message::decode(&mut body) {
         Ok(Message::Call(c)) => c,
-        // A reply sent to a server has no one to go to.
-        Ok(Message::Reply(_)) => return None,
+        // A reply to one of our NFSv4.1 callbacks (the back channel shares the
+        // connection); any other reply sent to a server has no one to go to.
+        Ok(Message::Reply(r)) => {
+            if let Some(v4) = &state.nfs4 {
+                v4.back.reply_arrived(r, body);
+            }
+            return None;
+        }
         Err(e) => {
             // The header itself is malformed (usually a credential that
             // overruns the record). Answer if we can name the call.
@@ -53,10 +59,16 @@ pub(crate) fn handle_record(
         return reject(ReplyHeader::denied(xid, RejectedReply::RpcMismatch { low: 2, high: 2 }));
     }
     // Program and version, then procedure (from the program's table).
+    let v4 = state.nfs4.is_some() && conn.peer.transport == Transport::Tcp;
     let (program, info) = match header.prog {
         nfs3::NFS_PROGRAM if header.vers == nfs3::NFS_V3 => (Program::Nfs3, nfs3::procedure(header.proc_)),
+        // NFSv4 is not served over UDP (RFC 8881 §2.9.1).
+        nfs3::NFS_PROGRAM if header.vers == nfs4::NFS_V4 && v4 => {
+            (Program::Nfs4, nfs4::procedure(header.proc_))
+        }
         nfs3::NFS_PROGRAM => {
-            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 3, high: 3 }))
+            let high = if v4 { 4 } else { 3 };
+            return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProgMismatch { low: 3, high }));
         }
         mount::MOUNT_PROGRAM if (1..=3).contains(&header.vers) => {
             (Program::Mount, mount::procedure(header.proc_))
@@ -132,6 +144,7 @@ pub(crate) fn handle_record(
     ReplyHeader::success(xid).encode(&mut out);
     let outcome = match program {
         Program::Nfs3 => crate::nfs3::dispatch(&call, body, &mut out),
+        Program::Nfs4 => crate::nfs4::dispatch(&call, body, &mut out),
         Program::Mount => crate::mount::dispatch(&call, body, &mut out),
         Program::Portmap => crate::portmap::dispatch(&call, body, &mut out),
         Program::Nlm => crate::nlm::dispatch(&call, body, &mut out),

@@ -34,6 +34,7 @@ mod drc;
 mod handle;
 mod mount;
 mod nfs3;
+mod nfs4;
 mod nlm;
 mod portmap;
 mod reply;
@@ -56,6 +57,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use drc::drc_entries_for_memory;
+pub use nfs4::{ClientsChanged, Nfs4Config};
 pub use nlm::{HostsChanged, LockConfig, LockHost};
 pub use stats::{DrcCounts, Stats, StatsSnapshot};
 
@@ -114,6 +116,8 @@ pub struct ServerConfig {
     pub udp: bool,
     /// Byte-range locks (NLM v4 and NSM on the same port).
     pub locks: nlm::LockConfig,
+    /// NFSv4.1 and NFSv4.2 (version 4 of the NFS program, same port).
+    pub nfs4: nfs4::Nfs4Config,
     /// RPC-with-TLS (RFC 9289): clients that ask get TLS 1.3 with this
     /// configuration ([`tls::server_config`]). `None`: probes are answered
     /// without STARTTLS, and exports that need TLS are unreachable.
@@ -141,6 +145,7 @@ impl Default for ServerConfig {
             svc: SvcConfig::default(),
             udp: false,
             locks: nlm::LockConfig::default(),
+            nfs4: nfs4::Nfs4Config::default(),
             tls: None,
             splice_reads: true,
         }
@@ -192,15 +197,26 @@ pub(crate) struct ServerState {
     pub(crate) mounts: parking_lot::Mutex<std::collections::BTreeSet<(bytes::Bytes, bytes::Bytes)>>,
     /// The lock manager, unless locks are off.
     pub(crate) locks: Option<nlm::LockManager>,
+    /// The NFSv4.1/4.2 service, unless it is off.
+    pub(crate) nfs4: Option<nfs4::Nfs4>,
 }
 
 impl ServerState {
     fn new(config: ServerConfig, exports: Vec<ExportSpec>) -> ServerState {
         let stats = Arc::new(Stats::default());
+        // One lock table for NLM and NFSv4, so their clients exclude each other.
+        let lock_table = Arc::new(nlm::locks::LockTable::new(config.locks.max_locks, Some(stats.clone())));
         ServerState {
             drc: drc::Drc::new(config.drc_entries, stats.clone()),
             io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
-            locks: config.locks.enabled.then(|| nlm::LockManager::new(&config.locks, stats.clone())),
+            locks: config
+                .locks
+                .enabled
+                .then(|| nlm::LockManager::new(&config.locks, lock_table.clone(), stats.clone())),
+            nfs4: config
+                .nfs4
+                .enabled
+                .then(|| nfs4::Nfs4::new(config.nfs4.clone(), lock_table, stats.clone())),
             config,
             exports: parking_lot::RwLock::new(Arc::new(exports)),
             stats,
@@ -376,6 +392,15 @@ impl ServerHandle {
     /// The exports in use.
     pub fn exports(&self) -> Arc<Vec<ExportSpec>> {
         self.0.exports()
+    }
+
+    /// Move the NFSv4 service's clock on (leases, grace periods and recall
+    /// deadlines), so tests need not wait them out.
+    #[doc(hidden)]
+    pub fn advance_nfs4_clock(&self, by: std::time::Duration) {
+        if let Some(v4) = &self.0.nfs4 {
+            v4.clock.advance(by);
+        }
     }
 
     /// Serve `exports` from the next call on (calls already running finish

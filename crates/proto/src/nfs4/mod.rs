@@ -43,6 +43,20 @@ pub const NFSPROC4_COMPOUND: u32 = 1;
 /// The highest minor version this crate models.
 pub const NFS4_MINOR_VERSION_MAX: u32 = 2;
 
+/// The two procedures of NFSv4, indexed by number. COMPOUND is marked
+/// idempotent: an NFSv4.1 session's slots are its reply cache, so the
+/// NFSv3 duplicate reply cache must stay out of its way; whether it
+/// changes anything is each operation's business ([`OpInfo::mutates`]).
+pub const NFS4_PROCEDURES: [crate::ProcInfo; 2] = [
+    crate::ProcInfo::new(NFSPROC4_NULL, "NULL", false, true),
+    crate::ProcInfo::new(NFSPROC4_COMPOUND, "COMPOUND", false, true),
+];
+
+/// The table row of procedure `procedure`, or `None` (PROC_UNAVAIL).
+pub fn procedure(procedure: u32) -> Option<&'static crate::ProcInfo> {
+    NFS4_PROCEDURES.get(procedure as usize)
+}
+
 macro_rules! opnums {
     ($( $num:literal $konst:ident $name:literal; )*) => {
         $(

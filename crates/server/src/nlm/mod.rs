@@ -18,7 +18,7 @@
 //! taken from.
 
 mod callback;
-mod locks;
+pub(crate) mod locks;
 
 use crate::call::{Call, Outcome};
 use bytes::{Bytes, BytesMut};
@@ -30,7 +30,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use callback::notify_restart;
+pub(crate) use callback::{hostname, notify_restart};
 
 /// A host that holds (or held, before a restart) locks here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,9 +99,18 @@ pub(crate) struct Grant {
     args: Nlm4TestArgs,
 }
 
+impl Grant {
+    /// The notice of an NFSv4 request, which never waits in the queue
+    /// (NFSv4 clients poll a lock they wait for), so nothing announces it.
+    pub(crate) fn never_queued(addr: IpAddr) -> Grant {
+        Grant { addr, args: Nlm4TestArgs::default() }
+    }
+}
+
 /// The running lock manager.
 pub(crate) struct LockManager {
-    table: LockTable<Grant>,
+    /// The lock table, shared with NFSv4 (its LOCK takes the same locks).
+    table: Arc<LockTable<Grant>>,
     grace_until: Option<Instant>,
     nsm_state: i32,
     hosts: parking_lot::Mutex<Vec<(Bytes, IpAddr)>>,
@@ -131,7 +140,7 @@ fn start_persister(
 }
 
 impl LockManager {
-    pub(crate) fn new(config: &LockConfig, stats: Arc<crate::Stats>) -> Self {
+    pub(crate) fn new(config: &LockConfig, table: Arc<LockTable<Grant>>, stats: Arc<crate::Stats>) -> Self {
         let grace_until = (!config.previous_hosts.is_empty()).then(|| Instant::now() + config.grace_period);
         if let Some(until) = grace_until {
             tracing::info!(
@@ -141,7 +150,7 @@ impl LockManager {
             );
         }
         LockManager {
-            table: LockTable::new(config.max_locks, Some(stats.clone())),
+            table,
             grace_until,
             nsm_state: config.nsm_state,
             hosts: Default::default(),
@@ -150,12 +159,12 @@ impl LockManager {
         }
     }
 
-    fn in_grace(&self) -> bool {
+    pub(crate) fn in_grace(&self) -> bool {
         self.grace_until.is_some_and(|t| Instant::now() < t)
     }
 
     /// Announce grants (GRANTED callbacks), best effort.
-    fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
+    pub(crate) fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
         if let Some(tx) = &self.callbacks {
             for w in granted {
                 tx.granted(w.notice.addr, w.notice.args);
@@ -199,7 +208,13 @@ impl LockManager {
 }
 
 fn owner(l: &Nlm4Lock) -> Owner {
-    Owner { host: l.caller_name.0.clone(), oh: l.oh.0.clone(), svid: l.svid }
+    let mut host = l.caller_name.0.clone();
+    if host.first() == Some(&0) {
+        // NFSv4 lock owners' host names start with a NUL byte (see
+        // `nfs4::state`): an NLM caller cannot name one and free its locks.
+        host = [b"nlm:".as_slice(), &host].concat().into();
+    }
+    Owner { host, oh: l.oh.0.clone(), svid: l.svid }
 }
 
 /// Check the lock's file handle names a file this caller may use.

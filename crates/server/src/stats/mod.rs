@@ -59,6 +59,11 @@ pub struct StatsSnapshot {
     pub nlm: Vec<(String, u64)>,
     #[serde(default)]
     pub nsm: Vec<(String, u64)>,
+    /// NFSv4 COMPOUND calls, and operations by name.
+    #[serde(default)]
+    pub nfs4_compounds: u64,
+    #[serde(default)]
+    pub nfs4_ops: Vec<(String, u64)>,
     /// Byte-range locks held now, and lock requests waiting (blocked) now.
     #[serde(default)]
     pub locks_held: u64,
@@ -131,6 +136,10 @@ pub struct Stats {
     portmap: [AtomicU64; 6],
     nlm: [AtomicU64; 24],
     nsm: [AtomicU64; 7],
+    /// NFSv4 procedures (NULL, COMPOUND) and operations by number (the
+    /// last slot counts undefined operation numbers).
+    nfs4: [AtomicU64; 2],
+    nfs4_ops: [AtomicU64; 77],
     /// Locks held and requests waiting (gauges the lock manager keeps).
     pub(crate) locks_held: AtomicU64,
     pub(crate) locks_waiting: AtomicU64,
@@ -175,6 +184,8 @@ impl Default for Stats {
             portmap: Default::default(),
             nlm: Default::default(),
             nsm: Default::default(),
+            nfs4: Default::default(),
+            nfs4_ops: [const { AtomicU64::new(0) }; 77],
             locks_held: AtomicU64::new(0),
             locks_waiting: AtomicU64::new(0),
             lock_callbacks_delivered: AtomicU64::new(0),
@@ -233,6 +244,7 @@ pub enum Program {
     Portmap,
     Nlm,
     Nsm,
+    Nfs4,
 }
 
 impl Stats {
@@ -243,10 +255,17 @@ impl Stats {
             Program::Portmap => &self.portmap,
             Program::Nlm => &self.nlm,
             Program::Nsm => &self.nsm,
+            Program::Nfs4 => &self.nfs4,
         };
         if let Some(c) = table.get(proc_ as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// One NFSv4 operation ran (or was answered: illegal, misplaced).
+    pub(crate) fn count_nfs4_op(&self, opnum: u32) {
+        let i = (opnum as usize).min(self.nfs4_ops.len() - 1);
+        self.nfs4_ops[i].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_rejected(&self) {
@@ -361,6 +380,14 @@ impl Stats {
             portmap: named(&self.portmap, &eagernfs_proto::portmap::PORTMAP_PROCEDURES),
             nlm: named(&self.nlm, &eagernfs_proto::nlm::NLM4_PROCEDURES),
             nsm: named(&self.nsm, &eagernfs_proto::nlm::NSM_PROCEDURES),
+            nfs4_compounds: n(&self.nfs4[1]),
+            nfs4_ops: self
+                .nfs4_ops
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| n(c) > 0)
+                .map(|(i, c)| (eagernfs_proto::nfs4::op_name(i as u32).to_string(), n(c)))
+                .collect(),
             locks_held: n(&self.locks_held),
             locks_waiting: n(&self.locks_waiting),
             lock_callbacks_delivered: n(&self.lock_callbacks_delivered),

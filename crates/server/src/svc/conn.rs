@@ -368,6 +368,13 @@ impl Conn {
         Written { replies_done: done, blocked: false }
     }
 
+    /// Queue a call the server makes (an NFSv4.1 callback) behind the
+    /// replies already queued; it is not a reply, so it releases no call.
+    /// Write it with [`Conn::write_locked`].
+    pub(crate) fn queue_call(&self, out: &mut OutState, record: Bytes) {
+        out.queue.push_back((Piece::Bytes(record), false));
+    }
+
     /// Nothing left to write.
     pub(crate) fn out_idle(out: &OutState) -> bool {
         out.queue.is_empty()

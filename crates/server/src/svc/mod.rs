@@ -317,6 +317,11 @@ impl Svc {
             svc.shutdown();
             return Err(e);
         }
+        if let Some(v4) = &svc.state.nfs4 {
+            // NFSv4.1 callbacks go out on clients' connections.
+            let svc_dyn: Arc<dyn crate::nfs4::BackChannel> = svc.clone();
+            v4.back.attach(Arc::downgrade(&svc_dyn));
+        }
         Ok(svc)
     }
 
@@ -480,6 +485,20 @@ impl Svc {
         self.conns.read().get(&id).cloned()
     }
 
+    /// Write a call we make (an NFSv4.1 callback) on connection `id`, like
+    /// a reply but not counted as one. False if the connection is gone.
+    fn send_call(&self, id: u64, record: bytes::Bytes) -> bool {
+        let Some(c) = self.conn(id) else { return false };
+        let mut out = c.out.lock();
+        if out.gone || out.broken {
+            return false;
+        }
+        c.queue_call(&mut out, record);
+        let w = c.write_locked(&mut out, None);
+        self.after_output(&c, &mut out, w.replies_done, w.blocked);
+        true
+    }
+
     // ----- connections ------------------------------------------------
 
     fn accept(self: &Arc<Self>, i: usize) {
@@ -542,7 +561,7 @@ impl Svc {
         self.add_connection(stream, info);
     }
 
-    fn add_connection(&self, stream: TcpStream, info: call::Connection) {
+    fn add_connection(&self, stream: TcpStream, mut info: call::Connection) {
         let peer = info.peer.addr;
         let limit = self.state.config.max_connections_per_host;
         {
@@ -562,6 +581,7 @@ impl Svc {
             *n += 1;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        info.id = id;
         let pool = self.next_pool.fetch_add(1, Ordering::Relaxed) % self.pools.len();
         let conn = match Conn::new(id, pool, stream, info, self.now_ns()) {
             Ok(c) => Arc::new(c),
@@ -1040,5 +1060,18 @@ impl Svc {
         }
         drop(alive);
         self.conns.write().clear();
+    }
+}
+
+impl crate::nfs4::BackChannel for Svc {
+    fn send(&self, conn: u64, record: bytes::Bytes) -> bool {
+        self.send_call(conn, record)
+    }
+
+    fn alive(&self, conn: u64) -> bool {
+        self.conn(conn).is_some_and(|c| {
+            let out = c.out.lock();
+            !out.gone && !out.broken && !out.read_closed
+        })
     }
 }
