@@ -138,12 +138,9 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
         }
         ctx.last_op = i + 1 == head.count;
         if let Some(s) = &ctx.session {
-            let used = out.len() - start;
-            let mut room = (s.fore.ca_maxresponsesize as usize).saturating_sub(used);
-            if ctx.cachethis {
-                room = room.min((s.fore.ca_maxresponsesize_cached as usize).saturating_sub(used));
-            }
-            ctx.reply_room = room;
+            // READ and READDIR shorten their results to fit the reply; one the
+            // client asked to keep that will not fit the cache is refused after.
+            ctx.reply_room = (s.fore.ca_maxresponsesize as usize).saturating_sub(out.len() - start);
         }
         let s = match op {
             ArgOp::Sequence(a) => {
@@ -269,11 +266,11 @@ fn admissible(ctx: &Ctx, op: &ArgOp, i: u32, count: u32) -> Result<(), (u32, Nfs
         Position::InSession if i == 0 => return Err((opnum, Nfsstat4::OpNotInSession)),
         Position::InSession => {}
     }
-    if info.needs_fh && ctx.cur.is_none() {
-        return Err((opnum, Nfsstat4::Nofilehandle));
-    }
     if matches!(op, ArgOp::NotDecoded(_)) {
         return Err((opnum, Nfsstat4::Notsupp));
+    }
+    if info.needs_fh && ctx.cur.is_none() {
+        return Err((opnum, Nfsstat4::Nofilehandle));
     }
     Ok(())
 }

@@ -182,8 +182,8 @@ impl Nfs4 {
             eagernfs_vfs::Timestamp { secs: d.as_secs() as i64, nsecs: d.subsec_nanos() }
         };
         Nfs4 {
-            sessions: session::Sessions::new(&config, now),
-            state: state::StateTable::new(locks, config.max_stateids),
+            sessions: session::Sessions::new(&config, now, stats.clone()),
+            state: state::StateTable::new(locks, config.max_stateids, stats.clone()),
             pseudo: Default::default(),
             back: callback::Callbacks::new(stats),
             server_name: Bytes::from(crate::nlm::hostname().into_bytes()),

@@ -172,6 +172,8 @@ pub(crate) struct Sessions {
     slots_total: AtomicUsize,
     /// When the last sweep of lapsed records ran.
     swept_ns: AtomicU64,
+    /// Where the client and session gauges go.
+    stats: Arc<crate::Stats>,
 }
 
 #[derive(Default)]
@@ -193,7 +195,7 @@ const BACK_MIN_RESPONSE_BYTES: u32 = 128;
 const COURTESY_MAX_NS: u64 = 24 * 3600 * 1_000_000_000;
 
 impl Sessions {
-    pub(crate) fn new(config: &super::Nfs4Config, now_ns: u64) -> Sessions {
+    pub(crate) fn new(config: &super::Nfs4Config, now_ns: u64, stats: Arc<crate::Stats>) -> Sessions {
         let pending: std::collections::HashSet<Bytes> = config.previous_clients.iter().cloned().collect();
         let until = (!pending.is_empty()).then(|| now_ns + config.grace_period.as_nanos() as u64);
         if until.is_some() {
@@ -213,7 +215,16 @@ impl Sessions {
             grace: Mutex::new(Grace { until, pending }),
             slots_total: AtomicUsize::new(0),
             swept_ns: AtomicU64::new(now_ns),
+            stats,
         }
+    }
+
+    fn gauge_clients(&self, t: &Table) {
+        self.stats.nfs4_clients.store(t.clients.len() as u64, Ordering::Relaxed);
+    }
+
+    fn gauge_sessions(&self, n: usize) {
+        self.stats.nfs4_sessions.store(n as u64, Ordering::Relaxed);
     }
 
     /// The session named `id`, if it exists.
@@ -357,6 +368,7 @@ impl Nfs4 {
         for c in &records {
             if !c.m.lock().confirmed {
                 t.clients.remove(&c.id);
+                c.m.lock().destroyed = true;
             }
         }
         if t.clients.len() >= self.config.max_clients {
@@ -386,6 +398,7 @@ impl Nfs4 {
         let list = t.by_owner.entry(owner).or_default();
         list.retain(|i| records.iter().any(|c| c.id == *i && c.m.lock().confirmed));
         list.push(id);
+        self.sessions.gauge_clients(&t);
         reply(&client, false)
     }
 
@@ -536,7 +549,11 @@ impl Nfs4 {
             minor,
             destroyed: AtomicBool::new(false),
         });
-        self.sessions.sessions.write().insert(id, session);
+        {
+            let mut all = self.sessions.sessions.write();
+            all.insert(id, session);
+            self.sessions.gauge_sessions(all.len());
+        }
         m.sessions.push(id);
         let mut flags = 0;
         if back_chan {
@@ -579,7 +596,6 @@ impl Nfs4 {
         request: u64,
     ) -> Result<(SeqOutcome, Sequence4ResOk), Nfsstat4> {
         let now = self.clock.now_ns();
-        self.sweep(call, now);
         let session = self.sessions.session(&a.sessionid).ok_or(Nfsstat4::Badsession)?;
         if session.destroyed.load(Ordering::Acquire) || session.client.m.lock().destroyed {
             return Err(Nfsstat4::Badsession);
@@ -628,6 +644,8 @@ impl Nfs4 {
             }
         }
         session.client.renew(now);
+        // Lapsed records go now and then (after this client's own renewal).
+        self.sweep(call, now);
         let mut flags = session.client.status_flags.load(Ordering::Relaxed);
         if !self.back.path_up(&session) {
             flags |= SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION;
@@ -699,9 +717,12 @@ impl Nfs4 {
 
     fn drop_session(&self, session: &Session) {
         session.destroyed.store(true, Ordering::Release);
-        if self.sessions.sessions.write().remove(&session.id).is_some() {
+        let mut all = self.sessions.sessions.write();
+        if all.remove(&session.id).is_some() {
             self.sessions.slots_total.fetch_sub(session.fore.ca_maxrequests as usize, Ordering::AcqRel);
         }
+        self.sessions.gauge_sessions(all.len());
+        drop(all);
         session.client.m.lock().sessions.retain(|s| *s != session.id);
     }
 
@@ -774,6 +795,7 @@ impl Nfs4 {
                     t.by_owner.remove(&c.owner);
                 }
             }
+            self.sessions.gauge_clients(&t);
             c
         };
         let sessions = {
@@ -796,17 +818,22 @@ impl Nfs4 {
         }
     }
 
-    /// Purge one client whose lease ran out (to make room). Whether one went.
+    /// Make room for one client record: the oldest unconfirmed record goes
+    /// first (its client only has to ask again), then the longest-lapsed
+    /// client without state, then the longest-lapsed with state. Whether one went.
     fn purge_one_lapsed(&self, now: u64) -> bool {
-        let victim = self
-            .sessions
-            .clients()
-            .into_iter()
-            .filter(|c| !c.lease_valid(self, now))
-            .min_by_key(|c| c.renewed_ns.load(Ordering::Relaxed));
+        let clients = self.sessions.clients();
+        let oldest = |it: &mut dyn Iterator<Item = &Arc<Client>>| -> Option<Clientid4> {
+            it.min_by_key(|c| c.renewed_ns.load(Ordering::Relaxed)).map(|c| c.id)
+        };
+        let unconfirmed = oldest(&mut clients.iter().filter(|c| !c.m.lock().confirmed));
+        let lapsed = || clients.iter().filter(|c| !c.lease_valid(self, now));
+        let victim = unconfirmed
+            .or_else(|| oldest(&mut lapsed().filter(|c| !self.client_has_state(c))))
+            .or_else(|| oldest(&mut lapsed()));
         match victim {
-            Some(c) => {
-                self.expire_client(c.id, "lease expired; room was needed");
+            Some(id) => {
+                self.expire_client(id, "room was needed for a new client");
                 true
             }
             None => false,

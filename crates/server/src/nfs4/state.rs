@@ -101,6 +101,8 @@ pub(crate) struct StateTable {
     next: AtomicU32,
     /// Delegations granted and not returned (so NFSv3 calls skip the lookup when there are none).
     delegations: AtomicUsize,
+    /// Where the stateid gauge goes.
+    stats: Arc<crate::Stats>,
 }
 
 /// A delegation is not granted on a file for this long after one was recalled from it.
@@ -131,14 +133,19 @@ fn range(offset: u64, length: u64) -> Result<Range, Nfsstat4> {
 }
 
 impl StateTable {
-    pub(crate) fn new(locks: Arc<LockTable<Grant>>, max: usize) -> StateTable {
+    pub(crate) fn new(locks: Arc<LockTable<Grant>>, max: usize, stats: Arc<crate::Stats>) -> StateTable {
         StateTable {
             inner: Default::default(),
             locks,
             max,
             next: AtomicU32::new(1),
             delegations: AtomicUsize::new(0),
+            stats,
         }
+    }
+
+    fn gauge(&self, inner: &Inner) {
+        self.stats.nfs4_stateids.store(inner.ids.len() as u64, Ordering::Relaxed);
     }
 
     fn per_client_max(&self) -> usize {
@@ -164,7 +171,7 @@ impl StateTable {
         let mine: Vec<Other> =
             inner.ids.iter().filter(|(_, e)| e.client == client).map(|(k, _)| *k).collect();
         for o in &mine {
-            remove(&mut inner, o, &self.delegations);
+            remove(self, &mut inner, o);
         }
         inner.per_client.remove(&client);
         drop(inner);
@@ -187,7 +194,7 @@ impl StateTable {
             })
             .collect();
         for (o, client) in overdue {
-            revoke(&mut inner, &o, &self.delegations);
+            revoke(self, &mut inner, &o);
             if let Some(c) = v4.sessions.client(client) {
                 c.status_flags.fetch_or(SEQ4_STATUS_RECALLABLE_STATE_REVOKED, Ordering::Relaxed);
             }
@@ -197,8 +204,10 @@ impl StateTable {
 }
 
 /// Remove stateid `o` everywhere.
-fn remove(inner: &mut Inner, o: &Other, delegations: &AtomicUsize) -> Option<Entry> {
+fn remove(t: &StateTable, inner: &mut Inner, o: &Other) -> Option<Entry> {
+    let delegations = &t.delegations;
     let e = inner.ids.remove(o)?;
+    t.gauge(inner);
     if let Some(f) = inner.files.get_mut(&e.file) {
         f.opens.retain(|x| x != o);
         f.locks.retain(|x| x != o);
@@ -221,7 +230,8 @@ fn remove(inner: &mut Inner, o: &Other, delegations: &AtomicUsize) -> Option<Ent
 }
 
 /// Revoke delegation `o`: it leaves its file but its stateid stays (DELEG_REVOKED until freed).
-fn revoke(inner: &mut Inner, o: &Other, delegations: &AtomicUsize) {
+fn revoke(t: &StateTable, inner: &mut Inner, o: &Other) {
+    let delegations = &t.delegations;
     let Some(e) = inner.ids.get_mut(o) else { return };
     if let Kind::Deleg { revoked, .. } = &mut e.kind {
         *revoked = true;
@@ -236,7 +246,7 @@ fn revoke(inner: &mut Inner, o: &Other, delegations: &AtomicUsize) {
     }
 }
 
-fn insert(inner: &mut Inner, o: Other, e: Entry) {
+fn insert(t: &StateTable, inner: &mut Inner, o: Other, e: Entry) {
     let file = inner.files.entry(e.file.clone()).or_default();
     match e.kind {
         Kind::Open { .. } => file.opens.push(o),
@@ -245,6 +255,7 @@ fn insert(inner: &mut Inner, o: Other, e: Entry) {
     }
     *inner.per_client.entry(e.client).or_default() += 1;
     inner.ids.insert(o, e);
+    t.gauge(inner);
 }
 
 /// Find a stateid of `client` and check its sequence number (0: any).
@@ -434,7 +445,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
             if let Kind::Deleg { recalled_ns, .. } = &mut e.kind {
                 match recalled_ns {
                     Some(t) if now.saturating_sub(*t) > lease => {
-                        revoke(&mut inner, &o, &v4.state.delegations);
+                        revoke(&v4.state, &mut inner, &o);
                         if let Some(c) = v4.sessions.client(client) {
                             c.status_flags.fetch_or(SEQ4_STATUS_RECALLABLE_STATE_REVOKED, Ordering::Relaxed);
                         }
@@ -642,7 +653,12 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
                 room(v4, &mut inner, client.id)?;
                 let o = v4.state.new_other(epoch(ctx));
                 let kind = Kind::Open { owner, access, deny, access_used: 1 << access, deny_used: 1 << deny };
-                insert(&mut inner, o, Entry { seqid: 1, client: client.id, file: file.wire.clone(), kind });
+                insert(
+                    &v4.state,
+                    &mut inner,
+                    o,
+                    Entry { seqid: 1, client: client.id, file: file.wire.clone(), kind },
+                );
                 Stateid4 { seqid: 1, other: o }
             }
         }
@@ -832,6 +848,7 @@ fn delegate(
     }
     let o = v4.state.new_other(epoch(ctx));
     insert(
+        &v4.state,
         &mut inner,
         o,
         Entry {
@@ -893,9 +910,9 @@ pub(crate) fn close(ctx: &mut Ctx, a: &Close4Args) -> Result<Stateid4, Nfsstat4>
         return Err(Nfsstat4::LocksHeld);
     }
     for (l, _) in locks {
-        remove(&mut inner, &l, &v4.state.delegations);
+        remove(&v4.state, &mut inner, &l);
     }
-    remove(&mut inner, &s.other, &v4.state.delegations).ok_or(Nfsstat4::BadStateid)?;
+    remove(&v4.state, &mut inner, &s.other).ok_or(Nfsstat4::BadStateid)?;
     ctx.cur_stateid = None;
     // The closed stateid is gone: RFC 8881 §18.2.4 has the server answer the invalid special stateid.
     Ok(Stateid4::INVALID)
@@ -1007,6 +1024,7 @@ fn lock_inner(ctx: &mut Ctx, a: &Lock4Args) -> Result<Stateid4, Result<Lock4Deni
                         let l = v4.state.new_other(epoch(ctx));
                         // Seqid 0 until the first lock is granted (it becomes 1 then).
                         insert(
+                            &v4.state,
                             &mut inner,
                             l,
                             Entry {
@@ -1167,7 +1185,7 @@ pub(crate) fn free_stateid(ctx: &mut Ctx, s: &Stateid4) -> Result<(), Nfsstat4> 
         Kind::Deleg { revoked: false, .. } => return Err(Nfsstat4::LocksHeld),
         Kind::Deleg { revoked: true, .. } => {}
     }
-    remove(&mut inner, &s.other, &v4.state.delegations);
+    remove(&v4.state, &mut inner, &s.other);
     let revoked_left = inner
         .ids
         .values()
@@ -1206,7 +1224,7 @@ pub(crate) fn delegreturn(ctx: &mut Ctx, s: &Stateid4) -> Result<(), Nfsstat4> {
     if !matches!(e.kind, Kind::Deleg { .. }) || e.file != o.wire {
         return Err(Nfsstat4::BadStateid);
     }
-    remove(&mut inner, &s.other, &v4.state.delegations);
+    remove(&v4.state, &mut inner, &s.other);
     Ok(())
 }
 

@@ -64,6 +64,13 @@ pub struct StatsSnapshot {
     pub nfs4_compounds: u64,
     #[serde(default)]
     pub nfs4_ops: Vec<(String, u64)>,
+    /// NFSv4 client records, sessions and stateids (opens, locks, delegations) held now.
+    #[serde(default)]
+    pub nfs4_clients: u64,
+    #[serde(default)]
+    pub nfs4_sessions: u64,
+    #[serde(default)]
+    pub nfs4_stateids: u64,
     /// Byte-range locks held now, and lock requests waiting (blocked) now.
     #[serde(default)]
     pub locks_held: u64,
@@ -140,6 +147,10 @@ pub struct Stats {
     /// last slot counts undefined operation numbers).
     nfs4: [AtomicU64; 2],
     nfs4_ops: [AtomicU64; 77],
+    /// NFSv4 client records, sessions and stateids now (gauges the NFSv4 service keeps).
+    pub(crate) nfs4_clients: AtomicU64,
+    pub(crate) nfs4_sessions: AtomicU64,
+    pub(crate) nfs4_stateids: AtomicU64,
     /// Locks held and requests waiting (gauges the lock manager keeps).
     pub(crate) locks_held: AtomicU64,
     pub(crate) locks_waiting: AtomicU64,
@@ -186,6 +197,9 @@ impl Default for Stats {
             nsm: Default::default(),
             nfs4: Default::default(),
             nfs4_ops: [const { AtomicU64::new(0) }; 77],
+            nfs4_clients: AtomicU64::new(0),
+            nfs4_sessions: AtomicU64::new(0),
+            nfs4_stateids: AtomicU64::new(0),
             locks_held: AtomicU64::new(0),
             locks_waiting: AtomicU64::new(0),
             lock_callbacks_delivered: AtomicU64::new(0),
@@ -388,6 +402,9 @@ impl Stats {
                 .filter(|(_, c)| n(c) > 0)
                 .map(|(i, c)| (eagernfs_proto::nfs4::op_name(i as u32).to_string(), n(c)))
                 .collect(),
+            nfs4_clients: n(&self.nfs4_clients),
+            nfs4_sessions: n(&self.nfs4_sessions),
+            nfs4_stateids: n(&self.nfs4_stateids),
             locks_held: n(&self.locks_held),
             locks_waiting: n(&self.locks_waiting),
             lock_callbacks_delivered: n(&self.lock_callbacks_delivered),
