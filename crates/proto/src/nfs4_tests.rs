@@ -488,6 +488,11 @@ fn res_op() -> impl Strategy<Value = ResOp> {
         ),
         (any::<bool>(), any::<u64>())
             .prop_map(|(eof, offset)| ResOp::Seek(Res4::Ok(Seek4ResOk { eof, offset }))),
+        vec(any::<u8>(), 0..64).prop_map(|v| ResOp::Getxattr(Res4::Ok(Opaque(Bytes::from(v))))),
+        (any::<u64>(), vec(name(), 0..4), any::<bool>()).prop_map(|(cookie, n, eof)| ResOp::Listxattrs(
+            Res4::Ok(Listxattrs4ResOk { cookie, names: XattrNames(n), eof })
+        )),
+        cinfo().prop_map(|c| ResOp::Removexattr(Res4::Ok(c))),
         fail().prop_map(|s| ResOp::NotDecoded(OP_LAYOUTGET, s)),
         Just(ResOp::Illegal(Nfsstat4::OpIllegal)),
     ]

@@ -220,6 +220,10 @@ nfs4_ops! {
     62 Deallocate(Allocate4Args, StatusRes);
     69 Seek(Seek4Args, Res4<Seek4ResOk>);
     71 Clone(Clone4Args, StatusRes);
+    72 Getxattr(Getxattr4Args, Res4<Xattrvalue4>);
+    73 Setxattr(Setxattr4Args, Res4<ChangeInfo4>);
+    74 Listxattrs(Listxattrs4Args, Res4<Listxattrs4ResOk>);
+    75 Removexattr(Removexattr4Args, Res4<ChangeInfo4>);
 }
 
 impl Res4<()> {

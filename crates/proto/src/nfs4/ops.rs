@@ -1574,3 +1574,81 @@ xdr_struct! {
     #[derive(Debug, Clone, PartialEq, Eq, Default)]
     pub struct Seek4ResOk { pub eof: bool, pub offset: u64 }
 }
+
+// ------------------------------------------------------------ extended attributes (RFC 8276)
+
+/// Longest extended attribute value decoded (Linux's `XATTR_SIZE_MAX`).
+pub const XATTR_VALUE_MAX: usize = 64 * 1024;
+/// Most names in one LISTXATTRS reply decoded.
+pub const XATTR_NAMES_MAX: usize = 4096;
+/// ACCESS: read extended attributes (RFC 8276 §8.4.1).
+pub const ACCESS4_XAREAD: u32 = 0x40;
+/// ACCESS: write extended attributes.
+pub const ACCESS4_XAWRITE: u32 = 0x80;
+/// ACCESS: list extended attributes.
+pub const ACCESS4_XALIST: u32 = 0x100;
+
+/// An extended attribute's value (`xattrvalue4`).
+#[doc(alias = "xattrvalue4")]
+pub type Xattrvalue4 = Opaque<XATTR_VALUE_MAX>;
+
+xdr_struct! {
+    /// GETXATTR arguments (RFC 8276 §8.4.2).
+    #[doc(alias = "GETXATTR4args")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct Getxattr4Args { pub name: Component4 }
+}
+
+xdr_enum! {
+    /// Whether SETXATTR creates, replaces or either (`setxattr_option4`).
+    #[doc(alias = "setxattr_option4")]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum SetxattrOption4 {
+        Either = 0,
+        Create = 1,
+        Replace = 2,
+    }
+}
+
+xdr_struct! {
+    /// SETXATTR arguments (RFC 8276 §8.4.3).
+    #[doc(alias = "SETXATTR4args")]
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Setxattr4Args { pub option: SetxattrOption4, pub key: Component4, pub value: Xattrvalue4 }
+}
+
+xdr_struct! {
+    /// LISTXATTRS arguments (RFC 8276 §8.4.4).
+    #[doc(alias = "LISTXATTRS4args")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct Listxattrs4Args { pub cookie: u64, pub maxcount: u32 }
+}
+
+/// Attribute names (`xattrkey4 x<>`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct XattrNames(pub Vec<Component4>);
+
+impl Encode for XattrNames {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        encode_array(buf, &self.0)
+    }
+}
+impl Decode for XattrNames {
+    fn decode(buf: &mut Bytes) -> Result<Self> {
+        decode_array(buf, XATTR_NAMES_MAX).map(XattrNames)
+    }
+}
+
+xdr_struct! {
+    /// LISTXATTRS result (RFC 8276 §8.4.4).
+    #[doc(alias = "LISTXATTRS4resok")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct Listxattrs4ResOk { pub cookie: u64, pub names: XattrNames, pub eof: bool }
+}
+
+xdr_struct! {
+    /// REMOVEXATTR arguments (RFC 8276 §8.4.5).
+    #[doc(alias = "REMOVEXATTR4args")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct Removexattr4Args { pub name: Component4 }
+}

@@ -68,6 +68,7 @@ pub(crate) const SUPPORTED: &[u32] = &[
     FATTR4_TIME_MODIFY_SET,
     FATTR4_MOUNTED_ON_FILEID,
     FATTR4_SUPPATTR_EXCLCREAT,
+    FATTR4_XATTR_SUPPORT,
 ];
 
 /// What an EXCLUSIVE4_1 create may set besides its verifier (the times
@@ -281,6 +282,10 @@ pub(crate) fn encode(v4: &Nfs4, call: &Call, src: &Source, want: &Bitmap4) -> Fa
     }
     if has(FATTR4_MOUNTED_ON_FILEID) {
         f.mounted_on_fileid = Some(src.mounted_on.unwrap_or(a.fileid));
+    }
+    if has(FATTR4_XATTR_SUPPORT) {
+        // Whether the backend keeps extended attributes for this object.
+        f.xattr_support = Some(obj.is_some_and(|o| o.backend().listxattr(&o.cred, &o.fh).is_ok()));
     }
     if has(FATTR4_SUPPATTR_EXCLCREAT) {
         f.suppattr_exclcreat = Some(Bitmap4::from_bits(EXCLCREAT));

@@ -328,6 +328,10 @@ fn execute(ctx: &mut Ctx, op: ArgOp) -> ResOp {
             Err(s) => Copy4Res::Err(s),
         }),
         ArgOp::Clone(a) => ResOp::Clone(io::clone(ctx, &a).into()),
+        ArgOp::Getxattr(a) => ResOp::Getxattr(io::getxattr(ctx, &a).into()),
+        ArgOp::Setxattr(a) => ResOp::Setxattr(io::setxattr(ctx, &a).into()),
+        ArgOp::Listxattrs(a) => ResOp::Listxattrs(io::listxattrs(ctx, &a).into()),
+        ArgOp::Removexattr(a) => ResOp::Removexattr(io::removexattr(ctx, &a).into()),
         // ---- state
         ArgOp::Open(a) => ResOp::Open(state::open(ctx, &a).into()),
         ArgOp::Close(a) => ResOp::Close(state::close(ctx, &a).into()),

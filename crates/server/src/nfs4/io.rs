@@ -9,7 +9,7 @@ use super::fsops::status;
 use crate::call::Transport;
 use crate::reply::Piece;
 use eagernfs_proto::nfs4::*;
-use eagernfs_vfs::{FileType, FsError, ReadData, StableHow};
+use eagernfs_vfs::{FileType, FsError, ReadData, SeekWhat, StableHow, XattrSet};
 
 /// READs asking this much or more are spliced when they end the COMPOUND.
 const SPLICE_MIN_BYTES: u32 = 32 * 1024;
@@ -144,21 +144,194 @@ pub(crate) fn commit(ctx: &mut Ctx, a: &Commit4Args) -> Result<Verifier4, Nfssta
 }
 
 pub(crate) fn allocate(ctx: &mut Ctx, a: &Allocate4Args, deallocate: bool) -> Result<(), Nfsstat4> {
-    let _ = (ctx, a, deallocate);
-    Err(Nfsstat4::Notsupp)
+    let o = ctx.writable()?.clone();
+    let stateid = ctx.stateid(&a.stateid)?;
+    super::state::check_io(ctx, &o, &stateid, true)?;
+    super::state::break_delegations(ctx, &o, true)?;
+    if a.offset.checked_add(a.length).is_none() {
+        return Err(Nfsstat4::Inval);
+    }
+    let r = if deallocate {
+        o.backend().deallocate(&o.cred, &o.fh, a.offset, a.length)
+    } else {
+        o.backend().allocate(&o.cred, &o.fh, a.offset, a.length)
+    };
+    match r {
+        Ok(()) => Ok(()),
+        Err(FsError::IsDir) => Err(Nfsstat4::Isdir),
+        Err(FsError::Inval) | Err(FsError::BadType) => Err(not_regular(&o)),
+        Err(e) => Err(status(e)),
+    }
 }
 
 pub(crate) fn seek(ctx: &mut Ctx, a: &Seek4Args) -> Result<Seek4ResOk, Nfsstat4> {
-    let _ = (ctx, a);
-    Err(Nfsstat4::Notsupp)
+    let o = file(ctx)?;
+    let stateid = ctx.stateid(&a.stateid)?;
+    super::state::check_io(ctx, &o, &stateid, false)?;
+    let what = match a.what {
+        DataContent4::Data => SeekWhat::Data,
+        DataContent4::Hole => SeekWhat::Hole,
+    };
+    match o.backend().seek(&o.cred, &o.fh, a.offset, what) {
+        Ok((eof, offset)) => Ok(Seek4ResOk { eof, offset }),
+        Err(FsError::IsDir) => Err(Nfsstat4::Isdir),
+        Err(FsError::Inval) | Err(FsError::BadType) => Err(not_regular(&o)),
+        Err(e) => Err(status(e)),
+    }
+}
+
+/// Most bytes one COPY moves (the client asks again for the rest): a
+/// service thread is not held for a whole file.
+const COPY_MAX_BYTES: u64 = 256 << 20;
+
+/// The saved file (the source of COPY and CLONE) and the current one (the destination).
+fn source_and_destination<'a>(ctx: &Ctx<'a, '_>) -> Result<(Obj<'a>, Obj<'a>), Nfsstat4> {
+    let dst = ctx.writable()?.clone();
+    let src = match ctx.saved()? {
+        Cur::Obj(o) => o.clone(),
+        Cur::Pseudo(_) => return Err(Nfsstat4::Isdir),
+    };
+    if src.export.id != dst.export.id {
+        return Err(Nfsstat4::Xdev);
+    }
+    Ok((src, dst))
 }
 
 pub(crate) fn copy(ctx: &mut Ctx, a: &Copy4Args) -> Result<Copy4ResOk, Nfsstat4> {
-    let _ = (ctx, a);
-    Err(Nfsstat4::Notsupp)
+    if !a.source_server.0.is_empty() {
+        // Copies between servers are not offered.
+        return Err(Nfsstat4::Notsupp);
+    }
+    let (src, dst) = source_and_destination(ctx)?;
+    let src_state = ctx.stateid(&a.src_stateid)?;
+    let dst_state = ctx.stateid(&a.dst_stateid)?;
+    super::state::check_io(ctx, &src, &src_state, false)?;
+    super::state::check_io(ctx, &dst, &dst_state, true)?;
+    super::state::break_delegations(ctx, &dst, true)?;
+    let len = if a.count == 0 { COPY_MAX_BYTES } else { a.count.min(COPY_MAX_BYTES) };
+    let to_end = a.count == 0;
+    let n = match dst.backend().copy_range(
+        &dst.cred,
+        &src.fh,
+        a.src_offset,
+        &dst.fh,
+        a.dst_offset,
+        if to_end { 0 } else { len },
+    ) {
+        Ok(n) => n,
+        Err(FsError::IsDir) => return Err(Nfsstat4::Isdir),
+        Err(FsError::Inval) | Err(FsError::BadType) => return Err(not_regular(&dst)),
+        Err(e) => return Err(status(e)),
+    };
+    Ok(Copy4ResOk {
+        response: WriteResponse4 {
+            callback_id: CallbackId(None),
+            count: n,
+            committed: StableHow4::Unstable4,
+            writeverf: dst.backend().write_verifier(),
+        },
+        requirements: CopyRequirements4 { consecutive: true, synchronous: true },
+    })
 }
 
 pub(crate) fn clone(ctx: &mut Ctx, a: &Clone4Args) -> Result<(), Nfsstat4> {
-    let _ = (ctx, a);
-    Err(Nfsstat4::Notsupp)
+    let (src, dst) = source_and_destination(ctx)?;
+    let src_state = ctx.stateid(&a.src_stateid)?;
+    let dst_state = ctx.stateid(&a.dst_stateid)?;
+    super::state::check_io(ctx, &src, &src_state, false)?;
+    super::state::check_io(ctx, &dst, &dst_state, true)?;
+    super::state::break_delegations(ctx, &dst, true)?;
+    match dst.backend().clone_range(&dst.cred, &src.fh, a.src_offset, &dst.fh, a.dst_offset, a.count) {
+        Ok(()) => Ok(()),
+        Err(FsError::IsDir) => Err(Nfsstat4::Isdir),
+        Err(e) => Err(status(e)),
+    }
+}
+
+// ------------------------------------------------------------ extended attributes (RFC 8276)
+
+/// An xattr name: non-empty UTF-8 of at most NAME_MAX bytes.
+fn xattr_name(n: &[u8]) -> Result<&[u8], Nfsstat4> {
+    if n.is_empty() || std::str::from_utf8(n).is_err() {
+        return Err(Nfsstat4::Inval);
+    }
+    if n.len() > eagernfs_vfs::NAME_MAX {
+        return Err(Nfsstat4::Nametoolong);
+    }
+    Ok(n)
+}
+
+fn xattr_status(e: FsError) -> Nfsstat4 {
+    match e {
+        FsError::NoEnt => Nfsstat4::Noxattr,
+        FsError::FBig => Nfsstat4::Xattr2big,
+        e => status(e),
+    }
+}
+
+fn xattr_obj<'a>(ctx: &Ctx<'a, '_>, write: bool) -> Result<Obj<'a>, Nfsstat4> {
+    if write {
+        ctx.writable().cloned()
+    } else {
+        ctx.obj(Nfsstat4::Notsupp).cloned()
+    }
+}
+
+pub(crate) fn getxattr(ctx: &mut Ctx, a: &Getxattr4Args) -> Result<Xattrvalue4, Nfsstat4> {
+    let o = xattr_obj(ctx, false)?;
+    let v = o.backend().getxattr(&o.cred, &o.fh, xattr_name(&a.name)?).map_err(xattr_status)?;
+    eagernfs_xdr::Opaque::new(v).map_err(|_| Nfsstat4::Xattr2big)
+}
+
+pub(crate) fn setxattr(ctx: &mut Ctx, a: &Setxattr4Args) -> Result<ChangeInfo4, Nfsstat4> {
+    let o = xattr_obj(ctx, true)?;
+    let how = match a.option {
+        SetxattrOption4::Either => XattrSet::Either,
+        SetxattrOption4::Create => XattrSet::Create,
+        SetxattrOption4::Replace => XattrSet::Replace,
+    };
+    let before = o.backend().getattr(&o.fh).map_err(status)?;
+    o.backend().setxattr(&o.cred, &o.fh, xattr_name(&a.key)?, &a.value, how).map_err(xattr_status)?;
+    Ok(change_around(&o, &before))
+}
+
+pub(crate) fn removexattr(ctx: &mut Ctx, a: &Removexattr4Args) -> Result<ChangeInfo4, Nfsstat4> {
+    let o = xattr_obj(ctx, true)?;
+    let before = o.backend().getattr(&o.fh).map_err(status)?;
+    o.backend().removexattr(&o.cred, &o.fh, xattr_name(&a.name)?).map_err(xattr_status)?;
+    Ok(change_around(&o, &before))
+}
+
+fn change_around(o: &Obj, before: &eagernfs_vfs::Attr) -> ChangeInfo4 {
+    let b = super::attrs::change_of(before.ctime);
+    let a = o.backend().getattr(&o.fh).map(|a| super::attrs::change_of(a.ctime)).unwrap_or(b);
+    ChangeInfo4 { atomic: false, before: b, after: a }
+}
+
+/// LISTXATTRS: names from `cookie` (an index) on, as many as fit `maxcount`.
+pub(crate) fn listxattrs(ctx: &mut Ctx, a: &Listxattrs4Args) -> Result<Listxattrs4ResOk, Nfsstat4> {
+    let o = xattr_obj(ctx, false)?;
+    let mut names = o.backend().listxattr(&o.cred, &o.fh).map_err(xattr_status)?;
+    names.sort();
+    let start = usize::try_from(a.cookie).map_err(|_| Nfsstat4::BadCookie)?;
+    if start > names.len() {
+        return Err(Nfsstat4::BadCookie);
+    }
+    // The reply's fixed part: cookie, array length, eof.
+    let mut used = 16usize;
+    let max = (a.maxcount as usize).min(ctx.reply_room);
+    let mut out = Vec::new();
+    for n in &names[start..] {
+        let len = eagernfs_proto::opaque_len(n.len());
+        if used + len > max {
+            break;
+        }
+        used += len;
+        out.push(eagernfs_xdr::Opaque(n.clone()));
+    }
+    if out.is_empty() && start < names.len() {
+        return Err(Nfsstat4::Toosmall);
+    }
+    let next = start + out.len();
+    Ok(Listxattrs4ResOk { cookie: next as u64, names: XattrNames(out), eof: next == names.len() })
 }

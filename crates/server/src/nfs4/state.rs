@@ -346,9 +346,11 @@ pub(crate) fn check_io(ctx: &Ctx, o: &Obj, stateid: &Stateid4, write: bool) -> R
     let v4 = ctx.v4;
     let want = if write { OPEN4_SHARE_ACCESS_WRITE } else { OPEN4_SHARE_ACCESS_READ };
     if special(stateid) {
-        // The anonymous stateid (and READ bypass): allowed unless another open denies this access.
-        if *stateid == Stateid4::BYPASS && write {
-            return Err(Nfsstat4::BadStateid);
+        // The anonymous stateid: allowed unless another open denies this
+        // access. The READ bypass stateid skips that for reads (RFC 8881
+        // §8.2.3) and is the anonymous one for anything else.
+        if *stateid == Stateid4::BYPASS && !write {
+            return Ok(());
         }
         loop {
             let inner = v4.state.inner.lock();
