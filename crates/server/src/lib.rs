@@ -1,4 +1,4 @@
-//! The eagernfs NFSv3 server: transports, dispatch, exports and access control.
+//! The eagernfs NFSv3 and NFSv4.1/4.2 server: transports, dispatch, exports and access control.
 //!
 //! # Layout
 //! - [`svc`](crate::svc): the service threads (knfsd's model): a thread
@@ -13,6 +13,9 @@
 //!   (`Outcome`); `reply`: the reply record (`Reply`, its `Piece`s).
 //! - `nfs3`: one small handler per NFSv3 procedure, calling the export's
 //!   [`Backend`]; `convert` maps backend values to wire types.
+//! - `nfs4`: NFSv4.1 and 4.2 (COMPOUND, sessions and their reply caches,
+//!   the pseudo-root, opens, locks in NLM's table, read delegations and the
+//!   back channel), on the same port and exports.
 //! - `mount`, `portmap`: the MOUNT (v1, v3) and portmap (v2) programs,
 //!   served on the same port as NFS so clients need no rpcbind.
 //! - `nlm`: byte-range locks (NLM v4) and the status monitor (NSM v1), on

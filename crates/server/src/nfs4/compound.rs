@@ -47,6 +47,9 @@ pub(crate) struct Ctx<'a, 'c> {
     pub(crate) last_op: bool,
     /// Room left in the reply (under a session), for READ and READDIR to fit.
     pub(crate) reply_room: usize,
+    /// The first READ or WRITE took the call's place in its connection's
+    /// I/O order (the service threads gave the COMPOUND one, see `svc::peek`).
+    pub(crate) io_turn_taken: bool,
 }
 
 impl<'a> Ctx<'a, '_> {
@@ -111,6 +114,7 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
         cachethis: false,
         last_op: false,
         reply_room: usize::MAX,
+        io_turn_taken: false,
     };
     let mut guard: Option<SlotGuard> = None;
     let mut tail: Option<Piece> = None;

@@ -48,6 +48,7 @@ pub(crate) fn read(ctx: &mut Ctx, a: &Read4Args) -> Result<(bool, Piece), Nfssta
         && !ctx.cachethis
         && count >= SPLICE_MIN_BYTES
         && ctx.call.conn.peer.transport == Transport::Tcp;
+    let turn = if std::mem::replace(&mut ctx.io_turn_taken, true) { None } else { ctx.call.io_turn() };
     let result = if splice {
         o.backend().read_spliced(&o.cred, &o.fh, a.offset, count).map(|s| {
             let data = match s.data {
@@ -59,6 +60,7 @@ pub(crate) fn read(ctx: &mut Ctx, a: &Read4Args) -> Result<(bool, Piece), Nfssta
     } else {
         o.backend().read(&o.cred, &o.fh, a.offset, count).map(|r| (r.eof, Piece::Bytes(r.data)))
     };
+    drop(turn);
     match result {
         Ok((eof, data)) => {
             let stats = &ctx.call.state.stats;
@@ -114,7 +116,13 @@ pub(crate) fn write(ctx: &mut Ctx, a: &Write4Args) -> Result<Write4ResOk, Nfssta
         StableHow4::DataSync4 => eagernfs_proto::nfs3::StableHow::DataSync,
         StableHow4::FileSync4 => eagernfs_proto::nfs3::StableHow::FileSync,
     });
-    match o.backend().write(&o.cred, &o.fh, a.offset, data, stable(a.stable)) {
+    // The file's next WRITE from this connection may enter once this one's
+    // data is placed, before it is durable (their syncs can then be shared).
+    let mut turn = if std::mem::replace(&mut ctx.io_turn_taken, true) { None } else { ctx.call.io_turn() };
+    let r =
+        o.backend().write_then(&o.cred, &o.fh, a.offset, data, stable(a.stable), &mut || drop(turn.take()));
+    drop(turn);
+    match r {
         Ok(w) => {
             stats.count_written_bytes(ctx.call.conn.peer.addr.ip(), w.count as u64);
             Ok(Write4ResOk { count: w.count, committed: stable4(w.committed), writeverf: w.verifier })

@@ -6,6 +6,9 @@
 //! decoder reports the error later.
 
 use eagernfs_proto::nfs3::{NFS3_FHSIZE, NFS_PROGRAM, NFS_V3};
+use eagernfs_proto::nfs4::{
+    NFS4_FHSIZE, NFS_V4, OP_COMMIT, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE, UTF8STR_MAX,
+};
 
 /// NFSv3 procedure numbers this looks at (RFC 1813).
 const READ: u32 = 6;
@@ -73,12 +76,15 @@ fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
     }
     let _rpcvers = c.u32()?;
     let (prog, vers, proc_) = (c.u32()?, c.u32()?, c.u32()?);
-    if prog != NFS_PROGRAM || vers != NFS_V3 {
+    if prog != NFS_PROGRAM || (vers != NFS_V3 && vers != NFS_V4) {
         return None;
     }
     for _ in 0..2 {
         let _flavor = c.u32()?;
         c.opaque(AUTH_BODY_MAX)?;
+    }
+    if vers == NFS_V4 {
+        return inspect_compound(&mut c, proc_, writes_block);
     }
     match proc_ {
         COMMIT => Some(Peeked { may_block: true, io_file: None }),
@@ -88,6 +94,39 @@ fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
             let count = c.u32()?;
             let stable_write = proc_ == WRITE && (c.u32()? != 0 || writes_block);
             Some(Peeked { may_block: stable_write || count > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)) })
+        }
+        _ => None,
+    }
+}
+
+/// An NFSv4 COMPOUND shaped as a client sends I/O: SEQUENCE, PUTFH, then
+/// READ, WRITE or COMMIT (anything after them does not change the verdict).
+fn inspect_compound(c: &mut Cursor, proc_: u32, writes_block: bool) -> Option<Peeked> {
+    if proc_ != 1 {
+        return None;
+    }
+    c.opaque(UTF8STR_MAX)?; // tag
+    c.skip(8)?; // minor version, operation count
+    if c.u32()? != OP_SEQUENCE {
+        return None;
+    }
+    c.skip(16 + 4 * 4)?; // session id, sequence id, slot, highest slot, cachethis
+    if c.u32()? != OP_PUTFH {
+        return None;
+    }
+    let fh = c.opaque(NFS4_FHSIZE)?;
+    match c.u32()? {
+        OP_COMMIT => Some(Peeked { may_block: true, io_file: None }),
+        OP_READ => {
+            c.skip(16 + 8)?; // stateid, offset
+            let count = c.u32()?;
+            Some(Peeked { may_block: count > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)) })
+        }
+        OP_WRITE => {
+            c.skip(16 + 8)?; // stateid, offset
+            let stable = c.u32()? != 0 || writes_block;
+            let len = c.u32()?;
+            Some(Peeked { may_block: stable || len > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)) })
         }
         _ => None,
     }
@@ -137,6 +176,43 @@ mod tests {
         let unstable = call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(0)));
         assert!(peek(&unstable, true).may_block);
         assert!(!peek(&call(NFS_PROGRAM, READ, &io_args(1, 8192, None)), true).may_block);
+    }
+
+    /// NFSv4: SEQUENCE, PUTFH, then the I/O operation.
+    fn compound(op: u32, args: &[u32]) -> Vec<u8> {
+        let mut v: Vec<u32> = vec![9, 0, 2, NFS_PROGRAM, NFS_V4, 1];
+        v.extend([1, 4, 0xdead, 0, 0]);
+        v.extend([0, 1, 3]); // empty tag, minor version 1, three operations
+        v.extend([OP_SEQUENCE, 1, 2, 3, 4, 5, 0, 0, 0]);
+        v.extend([OP_PUTFH, 8, 7, 7]);
+        v.push(op);
+        v.extend_from_slice(args);
+        v.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn classifies_nfsv4_compounds() {
+        let stateid = [0u32; 4];
+        let io = |count: u32, stable: Option<u32>| {
+            let mut a = stateid.to_vec();
+            a.extend([0, 0]);
+            match stable {
+                Some(s) => a.extend([s, count]),
+                None => a.push(count),
+            }
+            a
+        };
+        let r = peek(&compound(OP_READ, &io(8192, None)), false);
+        assert!(!r.may_block && r.io_file.is_some());
+        assert!(peek(&compound(OP_READ, &io(1 << 20, None)), false).may_block);
+        assert!(!peek(&compound(OP_WRITE, &io(8192, Some(0))), false).may_block, "small UNSTABLE");
+        assert!(peek(&compound(OP_WRITE, &io(8192, Some(2))), false).may_block, "FILE_SYNC");
+        assert!(peek(&compound(OP_WRITE, &io(8192, Some(0))), true).may_block, "behind a journal");
+        assert!(peek(&compound(OP_COMMIT, &[0, 0, 0]), false).may_block);
+        assert_eq!(peek(&compound(9, &[1, 2]), false), Peeked::default(), "GETATTR");
+        // The handle's bytes name the file, as for NFSv3.
+        let fh = [0, 0, 0, 7, 0, 0, 0, 7];
+        assert_eq!(peek(&compound(OP_READ, &io(8192, None)), false).io_file, Some(fnv1a(&fh)));
     }
 
     #[test]
