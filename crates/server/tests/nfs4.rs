@@ -1037,3 +1037,208 @@ fn client_ids_of_another_start_are_stale() {
     let r = call(&mut c, &compound(1, vec![cs]), &mut cbs);
     assert_eq!(r.status, Nfsstat4::StaleClientid);
 }
+
+#[test]
+fn mangled_compounds_are_answered_and_nothing_breaks() {
+    use rand::{Rng, SeedableRng};
+    let s = server();
+    let mut v = V4::connect(s.addr, "mangler");
+    let root = v.fh("/mem");
+    let (fh, st, _) = v.open_ok(&root, "target", OPEN4_SHARE_ACCESS_BOTH);
+    // Valid COMPOUNDs of many operations, each then damaged at random (bytes flipped, cut
+    // short, lengths inflated): every one must get an RPC reply, and the server must go on.
+    let templates: Vec<Vec<u8>> = vec![
+        eagernfs_xdr::to_vec(&compound(
+            1,
+            vec![
+                v.sequence(5, true),
+                ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+                ArgOp::Write(Write4Args {
+                    stateid: st,
+                    offset: 3,
+                    stable: StableHow4::FileSync4,
+                    data: Bytes::from_static(b"abc"),
+                }),
+                ArgOp::Getattr(Getattr4Args {
+                    attr_request: Bitmap4::from_bits(&[FATTR4_SIZE, FATTR4_CHANGE]),
+                }),
+            ],
+        )),
+        eagernfs_xdr::to_vec(&compound(
+            2,
+            vec![
+                v.sequence(6, false),
+                ArgOp::Putfh(Putfh4Args { object: root.clone() }),
+                ArgOp::Open(Open4Args {
+                    seqid: 0,
+                    share_access: OPEN4_SHARE_ACCESS_READ,
+                    share_deny: 0,
+                    owner: StateOwner4 { clientid: v.clientid, owner: Opaque::from_static(b"m") },
+                    openhow: Openflag4::Create(Createhow4::Exclusive41 {
+                        verf: [1; 8],
+                        attrs: FileAttrs { mode: Some(0o600), ..Default::default() }.to_fattr(),
+                    }),
+                    claim: OpenClaim4::Null(name("mangled")),
+                }),
+                ArgOp::Lock(Lock4Args {
+                    locktype: NfsLockType4::ReadLt,
+                    reclaim: false,
+                    offset: 0,
+                    length: 10,
+                    locker: Locker4::NewOwner(OpenToLockOwner4 {
+                        open_seqid: 0,
+                        open_stateid: Stateid4::CURRENT,
+                        lock_seqid: 0,
+                        lock_owner: StateOwner4 { clientid: v.clientid, owner: Opaque::from_static(b"l") },
+                    }),
+                }),
+                ArgOp::Readdir(Readdir4Args {
+                    cookie: 0,
+                    cookieverf: [0; 8],
+                    dircount: 100,
+                    maxcount: 1000,
+                    attr_request: Bitmap4::from_bits(&[FATTR4_TYPE]),
+                }),
+                ArgOp::Setxattr(Setxattr4Args {
+                    option: SetxattrOption4::Either,
+                    key: name("k"),
+                    value: Opaque::from_static(b"v"),
+                }),
+            ],
+        )),
+    ];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x4e46_5334);
+    let mut c = s.client();
+    for i in 0..3000 {
+        let mut b = templates[i % templates.len()].clone();
+        match rng.gen_range(0..3) {
+            0 => {
+                for _ in 0..rng.gen_range(1..6) {
+                    let at = rng.gen_range(0..b.len());
+                    b[at] = rng.gen();
+                }
+            }
+            1 => b.truncate(rng.gen_range(0..b.len())),
+            _ => {
+                let at = rng.gen_range(0..b.len() / 4) * 4;
+                b[at..at + 4].copy_from_slice(&rng.gen_range(0x7fff_0000u32..=u32::MAX).to_be_bytes());
+            }
+        }
+        let r = c.call_raw(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &b);
+        assert!(
+            matches!(
+                r.accept_stat(),
+                eagernfs_rpc::AcceptStat::Success | eagernfs_rpc::AcceptStat::GarbageArgs
+            ),
+            "mangled COMPOUND {i}: {:?}",
+            r.accept_stat()
+        );
+    }
+    // Everyone carries on: this session, a new client, NFSv3.
+    let r = v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_SIZE]) }),
+    ]);
+    assert_eq!(r.status, Nfsstat4::Ok);
+    V4::connect(s.addr, "after-the-storm").ok(vec![ArgOp::Putrootfh(())]);
+    let mut c3 = s.client();
+    let r3 = c3.root("/mem");
+    assert_eq!(c3.getattr(&r3).status(), nfs3::Nfsstat3::Ok);
+}
+
+/// Clients opening, locking, taking delegations and writing the same files at once, while
+/// new client ids arrive and the clock runs past leases as the traffic goes on (so sweeps,
+/// recalls, revocations and expiries all happen under it): every thread finishes, with no
+/// lock-order hang, and a client whose state expired starts over.
+#[test]
+fn concurrent_state_traffic_with_leases_running_out_finishes() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let s = std::sync::Arc::new(server_with(Nfs4Config { max_clients: 64, ..Nfs4Config::default() }));
+    let addr = s.addr;
+    let handle = s.handle();
+    let progress = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::new();
+    for t in 0..4usize {
+        let progress = progress.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut v = V4::connect(addr, &format!("busy-{t}"));
+            let mut root = v.fh("/mem");
+            for i in 0..150usize {
+                progress.fetch_add(1, Ordering::Relaxed);
+                let file = format!("shared-{}", i % 5);
+                let access = if (i + t) % 3 == 0 { OPEN4_SHARE_ACCESS_BOTH } else { OPEN4_SHARE_ACCESS_READ };
+                let r = v.open(&root, &file, access, true);
+                if r.status == Nfsstat4::Badsession {
+                    // Its lease ran out and someone needed its state: start over.
+                    v = V4::connect(addr, &format!("busy-{t}-{i}"));
+                    root = v.fh("/mem");
+                    continue;
+                }
+                let (Some(ResOp::Open(Res4::Ok(o))), Some(ResOp::Getfh(Res4::Ok(fh)))) =
+                    (r.resarray.get(2), r.resarray.get(3))
+                else {
+                    // DELAY while a delegation is recalled, SHARE_DENIED: legitimate here.
+                    continue;
+                };
+                let (fh, st) = (fh.clone(), o.stateid);
+                if access == OPEN4_SHARE_ACCESS_BOTH {
+                    v.compound(vec![
+                        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+                        ArgOp::Write(Write4Args {
+                            stateid: st,
+                            offset: i as u64,
+                            stable: StableHow4::Unstable4,
+                            data: Bytes::from_static(b"x"),
+                        }),
+                        ArgOp::Lock(Lock4Args {
+                            locktype: NfsLockType4::WriteLt,
+                            reclaim: false,
+                            offset: t as u64 * 100,
+                            length: 10,
+                            locker: Locker4::NewOwner(OpenToLockOwner4 {
+                                open_seqid: 0,
+                                open_stateid: st,
+                                lock_seqid: 0,
+                                lock_owner: StateOwner4 {
+                                    clientid: v.clientid,
+                                    owner: Opaque::from_static(b"lk"),
+                                },
+                            }),
+                        }),
+                    ]);
+                }
+                if let OpenDelegation4::Read(d) = &o.delegation {
+                    if i % 2 == 0 {
+                        v.compound(vec![
+                            ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+                            ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: d.stateid }),
+                        ]);
+                    }
+                }
+            }
+        }));
+    }
+    let passer = std::thread::spawn(move || {
+        let mut c = Client::connect(addr);
+        for i in 0..300 {
+            let _ = exchange_id(&mut c, &format!("passer-by-{i}"));
+        }
+    });
+    // Time moves on with the traffic: a lease's worth every 60 operations.
+    let mut next = 60;
+    while threads.iter().any(|t| !t.is_finished()) {
+        if progress.load(Ordering::Relaxed) >= next {
+            handle.advance_nfs4_clock(Duration::from_secs(45));
+            next += 60;
+        }
+        std::thread::yield_now();
+    }
+    for t in threads {
+        t.join().expect("a client thread panicked");
+    }
+    passer.join().expect("EXCHANGE_ID thread panicked");
+    assert!(next > 60 * 5, "the clock moved on several times under traffic");
+    // The server still answers everyone.
+    V4::connect(s.addr, "afterwards").ok(vec![ArgOp::Putrootfh(())]);
+    assert!(s.stats.snapshot().nfs4_clients <= 64);
+}

@@ -182,24 +182,35 @@ impl StateTable {
     /// Revoke delegations whose recall went unanswered for a lease.
     pub(crate) fn revoke_overdue_recalls(&self, v4: &Nfs4, now: u64) {
         let lease = v4.config.lease.as_nanos() as u64;
-        let mut inner = self.inner.lock();
-        let overdue: Vec<(Other, Clientid4)> = inner
-            .ids
-            .iter()
-            .filter_map(|(k, e)| match e.kind {
-                Kind::Deleg { recalled_ns: Some(t), revoked: false } if now.saturating_sub(t) > lease => {
-                    Some((*k, e.client))
-                }
-                _ => None,
-            })
-            .collect();
-        for (o, client) in overdue {
-            revoke(self, &mut inner, &o);
-            if let Some(c) = v4.sessions.client(client) {
-                c.status_flags.fetch_or(SEQ4_STATUS_RECALLABLE_STATE_REVOKED, Ordering::Relaxed);
+        let revoked: Vec<Clientid4> = {
+            let mut inner = self.inner.lock();
+            let overdue: Vec<(Other, Clientid4)> = inner
+                .ids
+                .iter()
+                .filter_map(|(k, e)| match e.kind {
+                    Kind::Deleg { recalled_ns: Some(t), revoked: false } if now.saturating_sub(t) > lease => {
+                        Some((*k, e.client))
+                    }
+                    _ => None,
+                })
+                .collect();
+            for (o, _) in &overdue {
+                revoke(self, &mut inner, o);
             }
-            tracing::info!(client, "delegation revoked: not returned within a lease of its recall");
+            overdue.into_iter().map(|(_, c)| c).collect()
+        };
+        // Client records are looked up without the state lock held (lock order: clients, then state).
+        flag_revoked(v4, &revoked);
+    }
+}
+
+/// Tell each client in `clients` (in SEQUENCE) that a delegation of theirs was revoked.
+fn flag_revoked(v4: &Nfs4, clients: &[Clientid4]) {
+    for client in clients {
+        if let Some(c) = v4.sessions.client(*client) {
+            c.status_flags.fetch_or(SEQ4_STATUS_RECALLABLE_STATE_REVOKED, Ordering::Relaxed);
         }
+        tracing::info!(client, "delegation revoked: not returned within a lease of its recall");
     }
 }
 
@@ -432,6 +443,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
     let lease = v4.config.lease.as_nanos() as u64;
     let mut send = Vec::new();
     let mut lapsed = Vec::new();
+    let mut revoked = Vec::new();
     let mut outstanding = false;
     {
         let mut inner = v4.state.inner.lock();
@@ -448,13 +460,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
                 match recalled_ns {
                     Some(t) if now.saturating_sub(*t) > lease => {
                         revoke(&v4.state, &mut inner, &o);
-                        if let Some(c) = v4.sessions.client(client) {
-                            c.status_flags.fetch_or(SEQ4_STATUS_RECALLABLE_STATE_REVOKED, Ordering::Relaxed);
-                        }
-                        tracing::info!(
-                            client,
-                            "delegation revoked: not returned within a lease of its recall"
-                        );
+                        revoked.push(client);
                         continue;
                     }
                     Some(_) => outstanding = true,
@@ -474,6 +480,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
             }
         }
     }
+    flag_revoked(v4, &revoked);
     // A lapsed client's delegation is not worth waiting for.
     lapsed.sort();
     lapsed.dedup();
@@ -684,16 +691,14 @@ fn room(v4: &Nfs4, inner: &mut parking_lot::MutexGuard<Inner>, client: Clientid4
         return Err(Nfsstat4::Delay);
     }
     if inner.ids.len() >= v4.state.max {
-        let now = v4.clock.now_ns();
-        let lapsed: Vec<Clientid4> = inner
-            .per_client
-            .keys()
-            .copied()
-            .filter(|c| *c != client && v4.sessions.client(*c).is_none_or(|c| !c.lease_valid(v4, now)))
-            .collect();
+        let holders: Vec<Clientid4> = inner.per_client.keys().copied().filter(|c| *c != client).collect();
+        // Client records are looked at without the state lock (lock order: clients, then state).
         parking_lot::MutexGuard::unlocked(inner, || {
-            for c in lapsed {
-                v4.expire_client(c, "lease expired; room was needed for state");
+            let now = v4.clock.now_ns();
+            for c in holders {
+                if v4.sessions.client(c).is_none_or(|c| !c.lease_valid(v4, now)) {
+                    v4.expire_client(c, "lease expired; room was needed for state");
+                }
             }
         });
         if inner.ids.len() >= v4.state.max {
