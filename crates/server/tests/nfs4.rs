@@ -1153,7 +1153,7 @@ fn mangled_compounds_are_answered_and_nothing_breaks() {
 #[test]
 fn concurrent_state_traffic_with_leases_running_out_finishes() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let s = std::sync::Arc::new(server_with(Nfs4Config { max_clients: 64, ..Nfs4Config::default() }));
+    let s = server_with(Nfs4Config { max_clients: 64, ..Nfs4Config::default() });
     let addr = s.addr;
     let handle = s.handle();
     let progress = std::sync::Arc::new(AtomicUsize::new(0));
