@@ -974,6 +974,9 @@ fn after_a_restart_only_previous_clients_reclaim_until_they_are_done() {
     assert_eq!(new.open(&root, "held", OPEN4_SHARE_ACCESS_READ, false).status, Nfsstat4::Grace);
     assert_eq!(reclaim(&mut new).status, Nfsstat4::ReclaimBad);
     assert_eq!(reclaim(&mut old).status, Nfsstat4::Ok);
+    // NLM shares the lock table, so it grants no new lock while NFSv4 clients reclaim.
+    let mut v3 = s.client();
+    assert_eq!(nlm_lock(&mut v3, &v3fh, 0, 10, false), Nlm4Stats::DeniedGracePeriod);
     // Until the previous client says it is done, non-reclaim opens wait; then they go ahead.
     assert_eq!(old.open(&root, "held", OPEN4_SHARE_ACCESS_READ, false).status, Nfsstat4::Grace);
     old.ok(vec![ArgOp::ReclaimComplete(ReclaimComplete4Args { one_fs: false })]);
@@ -981,6 +984,7 @@ fn after_a_restart_only_previous_clients_reclaim_until_they_are_done() {
     assert_eq!(r.status, Nfsstat4::CompleteAlready);
     assert_eq!(reclaim(&mut old).status, Nfsstat4::NoGrace, "the grace period ended with the last reclaimer");
     assert_eq!(new.open(&root, "held", OPEN4_SHARE_ACCESS_READ, false).status, Nfsstat4::Ok);
+    assert_eq!(nlm_lock(&mut v3, &v3fh, 0, 10, false), Nlm4Stats::Granted);
     // Both are now recorded as clients that may reclaim after the next restart.
     let mut owners = recorded.lock().unwrap().clone();
     owners.sort();

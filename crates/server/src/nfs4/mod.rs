@@ -193,6 +193,13 @@ impl Nfs4 {
         }
     }
 
+    /// Whether NFSv4 clients may still reclaim state from before a restart:
+    /// NLM grants no new locks then either, so a lock an NFSv4 client held
+    /// cannot go to an NFSv3 client while the first is reclaiming it.
+    pub(crate) fn in_grace(&self) -> bool {
+        self.sessions.in_grace(self.clock.now_ns())
+    }
+
     /// Lease time in seconds, as `lease_time` reports it.
     pub(crate) fn lease_secs(&self) -> u32 {
         self.config.lease.as_secs().clamp(1, u32::MAX as u64) as u32

@@ -248,7 +248,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     match args {
         NlmArgs::Null => {}
         NlmArgs::Test(a) => {
-            let stat = if lm.in_grace() {
+            let stat = if in_grace(call, lm) {
                 Nlm4TestReply::Other(Nlm4Stats::DeniedGracePeriod)
             } else if let Err(s) = check_file(call, &a.alock.fh) {
                 Nlm4TestReply::Other(s)
@@ -316,8 +316,14 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     Outcome::Replied
 }
 
+/// NLM's grace period or NFSv4's: the lock table is one, so while either
+/// protocol's clients reclaim, neither grants new locks.
+fn in_grace(call: &Call, lm: &LockManager) -> bool {
+    lm.in_grace() || call.state.nfs4.as_ref().is_some_and(|v4| v4.in_grace())
+}
+
 fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
-    if lm.in_grace() && !a.reclaim {
+    if in_grace(call, lm) && !a.reclaim {
         return Nlm4Stats::DeniedGracePeriod;
     }
     if let Err(s) = check_file(call, &a.alock.fh) {
