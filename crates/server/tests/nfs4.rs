@@ -2,7 +2,8 @@
 //! attributes, exactly-once replies from the session's slots (also over a
 //! new connection), opens and share reservations, locks shared with NLM,
 //! delegations recalled by an NFSv3 writer, leases and the courteous
-//! server, and bad input (forged stateids, floods of clients and opens).
+//! server, RPC-with-TLS and `xprtsec=`, and bad input (forged stateids, floods of
+//! clients and opens).
 
 mod common;
 
@@ -1245,4 +1246,112 @@ fn concurrent_state_traffic_with_leases_running_out_finishes() {
     // The server still answers everyone.
     V4::connect(s.addr, "afterwards").ok(vec![ArgOp::Putrootfh(())]);
     assert!(s.stats.snapshot().nfs4_clients <= 64);
+}
+
+/// A plaintext door to `server` through RPC-with-TLS: a local listener whose one connection is
+/// carried over TLS to `server` (the AUTH_TLS probe, the handshake, then a relay), as a
+/// TLS-capable client's transport would carry it.
+fn tls_door(server: std::net::SocketAddr, ca_pem: &str) -> std::net::SocketAddr {
+    use eagernfs_rpc::{AcceptStat, CallHeader, Message, OpaqueAuth, ReplyBody, STARTTLS};
+    use eagernfs_xdr::Encode;
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let door = listener.local_addr().unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls_config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls_config.alpn_protocols = vec![b"sunrpc".to_vec()];
+    std::thread::spawn(move || {
+        let (plain, _) = listener.accept().unwrap();
+        let mut tcp = std::net::TcpStream::connect(server).unwrap();
+        // The probe: NULL with AUTH_TLS; the answer's verifier is STARTTLS.
+        let mut call = Vec::new();
+        CallHeader {
+            xid: 1,
+            rpcvers: 2,
+            prog: NFS_PROGRAM,
+            vers: NFS_V4,
+            proc_: 0,
+            cred: OpaqueAuth::tls(),
+            verf: OpaqueAuth::none(),
+        }
+        .encode(&mut call);
+        let mut record = (0x8000_0000u32 | call.len() as u32).to_be_bytes().to_vec();
+        record.extend_from_slice(&call);
+        tcp.write_all(&record).unwrap();
+        let mut mark = [0u8; 4];
+        tcp.read_exact(&mut mark).unwrap();
+        let mut reply = vec![0u8; (u32::from_be_bytes(mark) & 0x7fff_ffff) as usize];
+        tcp.read_exact(&mut reply).unwrap();
+        let Ok(Message::Reply(r)) = Message::decode(&mut Bytes::from(reply)) else { panic!("probe reply") };
+        let ReplyBody::Accepted { verf, stat: AcceptStat::Success } = r.body else { panic!("probe refused") };
+        assert_eq!(verf.body.as_bytes(), STARTTLS);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            tcp.set_nonblocking(true).unwrap();
+            plain.set_nonblocking(true).unwrap();
+            let tcp = tokio::net::TcpStream::from_std(tcp).unwrap();
+            let mut plain = tokio::net::TcpStream::from_std(plain).unwrap();
+            let name = rustls::pki_types::ServerName::IpAddress(server.ip().into());
+            let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls_config));
+            let mut tls = connector.connect(name, tcp).await.expect("TLS handshake");
+            let _ = tokio::io::copy_bidirectional(&mut plain, &mut tls).await;
+        });
+    });
+    door
+}
+
+#[test]
+fn an_export_that_requires_tls_is_served_over_rpc_with_tls_and_wrongsec_without() {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, "test CA");
+    let ca = p.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    p.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+    let cert = p.signed_by(&key, &ca, &ca_key).unwrap();
+    let tls =
+        eagernfs_server::tls::server_config(cert.pem().as_bytes(), key.serialize_pem().as_bytes(), None)
+            .unwrap();
+    let s = TestServer::start_with(
+        ServerConfig { tls: Some(tls), ..ServerConfig::default() },
+        vec![
+            spec(1, &["/mem"], "/mem 127.0.0.0/8(rw,insecure,no_root_squash,xprtsec=tls)", memory()),
+            spec(2, &["/open"], "/open 127.0.0.0/8(rw,insecure,no_root_squash)", memory()),
+        ],
+    );
+    // Without TLS: the pseudo-root and the plain export serve; the TLS export is WRONGSEC.
+    let mut plain = V4::connect(s.addr, "plain");
+    plain.fh("/open");
+    let r = plain.compound(V4::walk("/mem"));
+    assert_eq!(r.status, Nfsstat4::Wrongsec, "{r:?}");
+    // Over RPC-with-TLS the session, a file's create, write and read all work.
+    let mut v = V4::connect(tls_door(s.addr, &ca.pem()), "over-tls");
+    let root = v.fh("/mem");
+    let (fh, st, _) = v.open_ok(&root, "secret", OPEN4_SHARE_ACCESS_BOTH);
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Write(Write4Args {
+            stateid: st,
+            offset: 0,
+            stable: StableHow4::FileSync4,
+            data: Bytes::from_static(b"through TLS"),
+        }),
+    ]);
+    let r = v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh }),
+        ArgOp::Read(Read4Args { stateid: st, offset: 0, count: 100 }),
+    ]);
+    let ResOp::Read(Res4::Ok(rd)) = last(&r) else { panic!() };
+    assert_eq!(&rd.data[..], b"through TLS");
 }
