@@ -806,6 +806,37 @@ fn a_read_delegation_is_recalled_when_an_nfsv3_client_writes_the_file() {
 }
 
 #[test]
+fn a_recall_that_found_no_back_channel_is_sent_again_over_a_newly_bound_connection() {
+    let s = server();
+    let v3fh = v3_file(&s, "roaming");
+    let mut v = V4::connect(s.addr, "roamer");
+    assert!(v.wait_callback(|c| matches!(c, Callback::Null)), "CB_NULL probe");
+    let root = v.fh("/mem");
+    let (fh, _, open) =
+        v.open_ok(&root, "roaming", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG);
+    let OpenDelegation4::Read(deleg) = open.delegation else { panic!("no delegation") };
+    // The client's connection (its back channel) goes away; then an NFSv3 writer needs the file.
+    v.c = s.client();
+    let mut c3 = s.client();
+    assert_eq!(c3.write(&v3fh, 0, b"x", StableHow::FileSync).status(), nfs3::Nfsstat3::Jukebox);
+    // The client binds its new connection to the session's back channel: the recall comes.
+    v.callbacks.clear();
+    let r = v.raw(vec![ArgOp::BindConnToSession(BindConnToSession4Args {
+        sessid: v.sessionid,
+        dir: ChannelDirFromClient4::BackOrBoth,
+        use_conn_in_rdma_mode: false,
+    })]);
+    assert_eq!(r.status, Nfsstat4::Ok, "{r:?}");
+    let is_recall = |c: &Callback| matches!(c, Callback::Compound(a) if a.argarray.iter().any(|op| matches!(op, CbArgOp::Recall(r) if r.stateid == deleg.stateid)));
+    assert!(v.wait_callback(is_recall), "CB_RECALL over the new connection");
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh }),
+        ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: deleg.stateid }),
+    ]);
+    assert_eq!(c3.write(&v3fh, 0, b"x", StableHow::FileSync).status(), nfs3::Nfsstat3::Ok);
+}
+
+#[test]
 fn a_delegation_not_returned_within_a_lease_is_revoked() {
     let s = server();
     let handle = s.handle();

@@ -104,6 +104,11 @@ impl BackState {
         self.path.store(PATH_UNKNOWN, Ordering::Relaxed);
     }
 
+    /// Whether any connection was bound to it.
+    pub(crate) fn has_connection(&self) -> bool {
+        !self.inner.lock().conns.is_empty()
+    }
+
     /// BACKCHANNEL_CTL: a new program and security.
     pub(crate) fn control(&self, program: u32, sec: CbSec) {
         let mut b = self.inner.lock();
@@ -298,7 +303,7 @@ impl Worker {
                 self.stats.lock_callbacks_failed.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(
                     ?other,
-                    "CB_RECALL not accepted; the delegation is revoked if not returned in time"
+                    "CB_RECALL not accepted; sent again if the client binds a new back channel, revoked if not returned within a lease"
                 );
                 if other.is_none() {
                     p.session.back.path.store(PATH_DOWN, Ordering::Relaxed);

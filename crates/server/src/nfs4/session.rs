@@ -451,7 +451,7 @@ impl Nfs4 {
                 self.replace_older_records(&client);
             }
             if let Some(s) = self.sessions.session(&ok.sessionid) {
-                self.back.probe(self, &s);
+                self.back_channel_new(&s);
             }
         }
         result
@@ -663,6 +663,16 @@ impl Nfs4 {
 
     // ------------------------------------------------------------ BIND_CONN_TO_SESSION
 
+    /// A connection was bound to `session`'s back channel: check it, and send the client's
+    /// outstanding recalls over it.
+    fn back_channel_new(&self, session: &Arc<Session>) {
+        if !session.back.has_connection() {
+            return;
+        }
+        self.back.probe(self, session);
+        super::state::resend_recalls(self, session);
+    }
+
     pub(crate) fn bind_conn(&self, call: &Call, a: &BindConnToSession4Args) -> Res4<BindConnToSession4ResOk> {
         let Some(session) = self.sessions.session(&a.sessid) else { return Res4::Err(Nfsstat4::Badsession) };
         if session.destroyed.load(Ordering::Acquire) {
@@ -690,7 +700,7 @@ impl Nfs4 {
         }
         if matches!(dir, ChannelDirFromServer4::Back | ChannelDirFromServer4::Both) {
             session.back.bind(id);
-            self.back.probe(self, &session);
+            self.back_channel_new(&session);
         }
         session.client.renew(self.clock.now_ns());
         Res4::Ok(BindConnToSession4ResOk { sessid: a.sessid, dir, use_conn_in_rdma_mode: false })

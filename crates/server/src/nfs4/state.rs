@@ -37,7 +37,7 @@ use bytes::Bytes;
 use eagernfs_proto::nfs4::*;
 use eagernfs_vfs::{access as acc, CreateMode, FileType, FsError};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -91,6 +91,8 @@ struct Inner {
     ids: HashMap<Other, Entry>,
     files: HashMap<Bytes, FileState>,
     per_client: HashMap<Clientid4, usize>,
+    /// Delegations recalled and neither returned nor revoked yet.
+    recalling: HashSet<Other>,
 }
 
 /// Every client's opens, locks and delegations.
@@ -185,13 +187,18 @@ impl StateTable {
         let revoked: Vec<Clientid4> = {
             let mut inner = self.inner.lock();
             let overdue: Vec<(Other, Clientid4)> = inner
-                .ids
+                .recalling
                 .iter()
-                .filter_map(|(k, e)| match e.kind {
-                    Kind::Deleg { recalled_ns: Some(t), revoked: false } if now.saturating_sub(t) > lease => {
-                        Some((*k, e.client))
+                .filter_map(|k| {
+                    let e = inner.ids.get(k)?;
+                    match e.kind {
+                        Kind::Deleg { recalled_ns: Some(t), revoked: false }
+                            if now.saturating_sub(t) > lease =>
+                        {
+                            Some((*k, e.client))
+                        }
+                        _ => None,
                     }
-                    _ => None,
                 })
                 .collect();
             for (o, _) in &overdue {
@@ -218,6 +225,7 @@ fn flag_revoked(v4: &Nfs4, clients: &[Clientid4]) {
 fn remove(t: &StateTable, inner: &mut Inner, o: &Other) -> Option<Entry> {
     let delegations = &t.delegations;
     let e = inner.ids.remove(o)?;
+    inner.recalling.remove(o);
     t.gauge(inner);
     if let Some(f) = inner.files.get_mut(&e.file) {
         f.opens.retain(|x| x != o);
@@ -243,6 +251,7 @@ fn remove(t: &StateTable, inner: &mut Inner, o: &Other) -> Option<Entry> {
 /// Revoke delegation `o`: it leaves its file but its stateid stays (DELEG_REVOKED until freed).
 fn revoke(t: &StateTable, inner: &mut Inner, o: &Other) {
     let delegations = &t.delegations;
+    inner.recalling.remove(o);
     let Some(e) = inner.ids.get_mut(o) else { return };
     if let Kind::Deleg { revoked, .. } = &mut e.kind {
         *revoked = true;
@@ -468,6 +477,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
                         *recalled_ns = Some(now);
                         outstanding = true;
                         send.push((o, e.seqid, client));
+                        inner.recalling.insert(o);
                     }
                 }
             }
@@ -506,11 +516,36 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
             }
             None => tracing::info!(
                 client,
-                "a delegation to recall, but the client has no back channel: it will be revoked"
+                "a delegation to recall, but the client has no back channel: sent when it binds one, revoked if not returned within a lease"
             ),
         }
     }
     outstanding && !cleared
+}
+
+/// Send `client`'s outstanding recalls again over `session`, whose back channel is new: a
+/// recall that found no back channel, or whose connection went away unanswered, reaches the
+/// client now instead of ending in revocation (a recall that did arrive is harmless twice).
+/// The revocation deadline stays that of the first recall.
+pub(crate) fn resend_recalls(v4: &Nfs4, session: &Arc<super::session::Session>) {
+    if !v4.has_delegations() {
+        return;
+    }
+    let client = session.client.id;
+    let again: Vec<(Stateid4, Bytes)> = {
+        let inner = v4.state.inner.lock();
+        inner
+            .recalling
+            .iter()
+            .filter_map(|o| inner.ids.get(o).map(|e| (o, e)))
+            .filter(|(_, e)| e.client == client)
+            .map(|(o, e)| (Stateid4 { seqid: e.seqid, other: *o }, e.file.clone()))
+            .collect()
+    };
+    for (stateid, file) in again {
+        tracing::debug!(client, "recalling a delegation again over a new back channel");
+        v4.back.recall(session.clone(), stateid, NfsFh4 { data: eagernfs_xdr::Opaque(file) });
+    }
 }
 
 impl Nfs4 {
