@@ -281,12 +281,34 @@ fn files_are_created_written_read_listed_renamed_and_removed_with_their_attribut
         assert!(c > last_change, "write {i}");
         last_change = c;
     }
+    // A GETATTR in the WRITE's own COMPOUND (as Linux sends it) sees the write too.
+    let r = v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Write(Write4Args {
+            stateid: st,
+            offset: 11,
+            stable: StableHow4::Unstable4,
+            data: Bytes::from_static(b"!"),
+        }),
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_CHANGE, FATTR4_SIZE]) }),
+    ]);
+    let ResOp::Getattr(Res4::Ok(f)) = last(&r) else { panic!() };
+    let a = FileAttrs::from_fattr(f).unwrap();
+    assert_eq!(a.size, Some(12));
+    assert!(a.change.unwrap() > last_change, "the change attribute in the WRITE's COMPOUND");
+    assert_eq!(getattr(&mut v, &fh, &[FATTR4_CHANGE]).change, a.change);
+    // LOOKUP below a file: NOTDIR, whether or not the name is good.
+    for name in ["x", ""] {
+        let mut ops = vec![ArgOp::Putfh(Putfh4Args { object: fh.clone() })];
+        ops.push(ArgOp::Lookup(Lookup4Args { objname: Opaque(Bytes::copy_from_slice(name.as_bytes())) }));
+        assert_eq!(v.compound(ops).status, Nfsstat4::Notdir, "LOOKUP {name:?} in a file");
+    }
     let r = v.ok(vec![
         ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
         ArgOp::Read(Read4Args { stateid: st, offset: 6, count: 100 }),
     ]);
     let ResOp::Read(Res4::Ok(rd)) = last(&r) else { panic!() };
-    assert_eq!((&rd.data[..], rd.eof), (&b"world"[..], true));
+    assert_eq!((&rd.data[..], rd.eof), (&b"world!"[..], true));
     // SETATTR: a mode, an owner by name in the id domain; a read-only attribute is INVAL.
     let set = FileAttrs {
         mode: Some(0o640),
@@ -296,9 +318,12 @@ fn files_are_created_written_read_listed_renamed_and_removed_with_their_attribut
     let r = v.ok(vec![
         ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
         ArgOp::Setattr(Setattr4Args { stateid: Stateid4::ANONYMOUS, obj_attributes: set.to_fattr() }),
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_MODE]) }),
     ]);
-    let ResOp::Setattr(sr) = last(&r) else { panic!() };
+    let ResOp::Setattr(sr) = &r.resarray[2] else { panic!() };
     assert_eq!(sr.attrsset, Bitmap4::from_bits(&[FATTR4_MODE, FATTR4_OWNER_GROUP]));
+    let ResOp::Getattr(Res4::Ok(f)) = last(&r) else { panic!() };
+    assert_eq!(FileAttrs::from_fattr(f).unwrap().mode, Some(0o640), "GETATTR in the SETATTR's COMPOUND");
     assert_eq!(getattr(&mut v, &fh, &[FATTR4_MODE]).mode, Some(0o640));
     let bad = FileAttrs { fileid: Some(5), ..Default::default() };
     let r = v.compound(vec![

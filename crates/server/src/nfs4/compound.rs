@@ -50,6 +50,12 @@ pub(crate) struct Ctx<'a, 'c> {
     /// The first READ or WRITE took the call's place in its connection's
     /// I/O order (the service threads gave the COMPOUND one, see `svc::peek`).
     pub(crate) io_turn_taken: bool,
+    /// The current file handle's attributes as the operation just run left
+    /// them (LOOKUP, ACCESS, SETATTR, WRITE get them anyway), so that the
+    /// GETATTR clients send after it need not ask the backend again, just as
+    /// NFSv3 returns post-operation attributes. Dropped before every other
+    /// operation but GETFH.
+    pub(crate) fresh: Option<eagernfs_vfs::Attr>,
 }
 
 impl<'a> Ctx<'a, '_> {
@@ -115,6 +121,7 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
         last_op: false,
         reply_room: usize::MAX,
         io_turn_taken: false,
+        fresh: None,
     };
     let mut guard: Option<SlotGuard> = None;
     let mut tail: Option<Piece> = None;
@@ -141,6 +148,9 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
             break;
         }
         ctx.last_op = i + 1 == head.count;
+        if !matches!(op, ArgOp::Getattr(_) | ArgOp::Getfh(())) {
+            ctx.fresh = None;
+        }
         if let Some(s) = &ctx.session {
             // READ and READDIR shorten their results to fit the reply; one the
             // client asked to keep that will not fit the cache is refused after.

@@ -117,6 +117,15 @@ pub(crate) fn putrootfh(ctx: &mut Ctx) -> Result<(), Nfsstat4> {
 
 /// The object `name` in directory `dir` (a pseudo directory or an exported one).
 fn child<'a>(ctx: &Ctx<'a, '_>, dir: &Cur<'a>, name: &[u8]) -> Result<Cur<'a>, Nfsstat4> {
+    child_with_attr(ctx, dir, name).map(|(c, _)| c)
+}
+
+/// As [`child`], with the child's attributes when the backend gave them.
+fn child_with_attr<'a>(
+    ctx: &Ctx<'a, '_>,
+    dir: &Cur<'a>,
+    name: &[u8],
+) -> Result<(Cur<'a>, Option<eagernfs_vfs::Attr>), Nfsstat4> {
     match dir {
         Cur::Pseudo(id) => {
             let node = ctx.tree.nodes.get(id).ok_or(Nfsstat4::Stale)?;
@@ -125,12 +134,12 @@ fn child<'a>(ctx: &Ctx<'a, '_>, dir: &Cur<'a>, name: &[u8]) -> Result<Cur<'a>, N
                 return Err(Nfsstat4::Noent);
             }
             match c {
-                Child::Dir(d) => Ok(Cur::Pseudo(d)),
-                Child::Export(e) => fh::export_root(ctx.call, e).map(Cur::Obj),
+                Child::Dir(d) => Ok((Cur::Pseudo(d), None)),
+                Child::Export(e) => fh::export_root(ctx.call, e).map(|o| (Cur::Obj(o), None)),
             }
         }
         Cur::Obj(o) => match o.backend().lookup(&o.cred, &o.fh, name) {
-            Ok(l) => Ok(Cur::Obj(o.sibling(l.handle))),
+            Ok(l) => Ok((Cur::Obj(o.sibling(l.handle)), Some(l.attr))),
             Err(FsError::NotDir) => Err(not_a_directory(o)),
             Err(e) => Err(status(e)),
         },
@@ -147,17 +156,25 @@ fn not_a_directory(o: &Obj) -> Nfsstat4 {
 
 pub(crate) fn lookup(ctx: &mut Ctx, name: &Component4) -> Result<(), Nfsstat4> {
     let dir = ctx.cur()?.clone();
-    if let Cur::Obj(o) = &dir {
-        let a = o.backend().getattr(&o.fh).map_err(status)?;
-        match a.ftype {
-            FileType::Directory => {}
-            FileType::Symlink => return Err(Nfsstat4::Symlink),
-            _ => return Err(Nfsstat4::Notdir),
+    let name = match check_name(name) {
+        Ok(n) => n,
+        Err(e) => {
+            // Not a directory comes first (RFC 8881 §18.13.4); backends say so
+            // themselves when the name is good (NotDir), sparing a GETATTR.
+            if let Cur::Obj(o) = &dir {
+                let a = o.backend().getattr(&o.fh).map_err(status)?;
+                match a.ftype {
+                    FileType::Directory => {}
+                    FileType::Symlink => return Err(Nfsstat4::Symlink),
+                    _ => return Err(Nfsstat4::Notdir),
+                }
+            }
+            return Err(e);
         }
-    }
-    let name = check_name(name)?;
-    let c = child(ctx, &dir, name)?;
+    };
+    let (c, attr) = child_with_attr(ctx, &dir, name)?;
     ctx.set_cur(c);
+    ctx.fresh = attr;
     Ok(())
 }
 
@@ -240,7 +257,10 @@ pub(crate) fn secinfo_no_name(ctx: &mut Ctx, style: SecinfoStyle4) -> Result<Sec
 pub(crate) fn getattr(ctx: &mut Ctx, want: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
     attrs::check_readable(want)?;
     let c = ctx.cur()?;
-    let a = attr_of(ctx, c)?;
+    let a = match (&ctx.fresh, c) {
+        (Some(a), Cur::Obj(_)) => a.clone(),
+        _ => attr_of(ctx, c)?,
+    };
     let mounted_on = match c {
         Cur::Obj(o) => mounted_on(ctx, o),
         Cur::Pseudo(_) => None,
@@ -285,7 +305,10 @@ pub(crate) fn setattr(ctx: &mut Ctx, a: &Setattr4Args) -> Setattr4Res {
         return Setattr4Res { status: Nfsstat4::Ok, attrsset: to.mask };
     }
     match o.backend().setattr(&o.cred, &o.fh, &to.set, None) {
-        Ok(_) => Setattr4Res { status: Nfsstat4::Ok, attrsset: to.mask },
+        Ok(wcc) => {
+            ctx.fresh = wcc.after;
+            Setattr4Res { status: Nfsstat4::Ok, attrsset: to.mask }
+        }
         Err(e) => fail(status(e)),
     }
 }
@@ -317,10 +340,11 @@ pub(crate) fn access(ctx: &mut Ctx, want: u32) -> Result<Access4ResOk, Nfsstat4>
             Ok(Access4ResOk { supported: want, access: want & (acc::READ | acc::LOOKUP | acc::EXECUTE) })
         }
         Cur::Obj(o) => {
-            let (mut granted, _) = o.backend().access(&o.cred, &o.fh, want).map_err(status)?;
+            let (mut granted, attr) = o.backend().access(&o.cred, &o.fh, want).map_err(status)?;
             if o.options.read_only {
                 granted &= !(acc::MODIFY | acc::EXTEND | acc::DELETE);
             }
+            ctx.fresh = Some(attr);
             Ok(Access4ResOk { supported: want, access: granted })
         }
     }

@@ -125,6 +125,7 @@ pub(crate) fn write(ctx: &mut Ctx, a: &Write4Args) -> Result<Write4ResOk, Nfssta
     match r {
         Ok(w) => {
             stats.count_written_bytes(ctx.call.conn.peer.addr.ip(), w.count as u64);
+            ctx.fresh = w.wcc.after;
             Ok(Write4ResOk { count: w.count, committed: stable4(w.committed), writeverf: w.verifier })
         }
         Err(FsError::IsDir) => Err(Nfsstat4::Isdir),
