@@ -3,7 +3,8 @@
 # tools and library (our reference client), nfs-ganesha (our reference server), rpcbind (which
 # ganesha registers with), rpc.statd (nfs-common: ganesha's lock manager needs it), fuse3, a C
 # toolchain for tests/clients/*.c, and chromium (the status page is tested in a real headless
-# browser).
+# browser). Then PyPI's nfs-rs (an independent NFSv4.1 client) into a virtual environment,
+# ~/.cache/eagernfs/nfs-rs (crates/cli/tests/e2e_nfs4.rs runs it).
 #
 # Idempotent and cheap when warm: `dpkg -s` decides first, and `apt-get update` only runs when
 # something is actually missing, so a machine that already has everything pays ~0 s.
@@ -14,7 +15,21 @@ packages=(
     nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
     rpcbind nfs-common fuse3 pkg-config build-essential
     chromium
+    python3-venv
 )
+
+# nfs-rs, pinned: the NFSv4.1 client the end-to-end test drives.
+nfsrs_version=0.8.7
+nfsrs_venv=${EAGERNFS_NFSRS_VENV:-$HOME/.cache/eagernfs/nfs-rs}
+install_nfsrs() {
+    if "$nfsrs_venv/bin/python" -c "import nfs_rs, sys; sys.exit(nfs_rs.__version__ != '$nfsrs_version')" 2>/dev/null; then
+        echo "install-deps: nfs-rs $nfsrs_version present"
+        return 0
+    fi
+    echo "install-deps: installing nfs-rs $nfsrs_version into $nfsrs_venv"
+    python3 -m venv "$nfsrs_venv"
+    "$nfsrs_venv/bin/python" -m pip install -q "nfs-rs==$nfsrs_version"
+}
 
 missing=()
 for pkg in "${packages[@]}"; do
@@ -27,6 +42,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all ${#packages[@]} packages present"
+    install_nfsrs
     exit 0
 fi
 
@@ -43,3 +59,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -q
 "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 echo "install-deps: installed: ${missing[*]}"
+install_nfsrs

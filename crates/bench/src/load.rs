@@ -39,6 +39,7 @@ pub mod fileset;
 mod meter;
 pub mod mix;
 mod pacer;
+mod v4;
 
 pub(crate) use meter::Meter;
 
@@ -356,6 +357,8 @@ struct VirtualClient {
     nfs: NfsClient,
     /// Its private directory for CREATE/REMOVE.
     scratch: NfsFh3,
+    /// With `vers=4.1`: its NFSv4.1 session and its directory's NFSv4 handle.
+    v4: Option<(v4::V4Client, eagernfs_proto::nfs4::NfsFh4)>,
     /// Names it created and has not removed yet, oldest first.
     created: Mutex<VecDeque<String>>,
     next_name: AtomicU64,
@@ -364,6 +367,8 @@ struct VirtualClient {
 /// What every call of a step shares.
 struct Shared {
     set: FileSet,
+    /// The file set by NFSv4 handle (with `vers=4.1`).
+    set4: Option<v4::V4Set>,
     mix: OpMix,
     cred: Cred,
     io_size: u32,
@@ -375,10 +380,33 @@ struct Shared {
 /// Runs `bench load`.
 pub fn run_load(config: &LoadConfig) -> Result<LoadReport, BenchError> {
     config.validate()?;
-    let url: NfsUrl = config.url.parse().map_err(|e| BenchError::Config(format!("{}: {e}", config.url)))?;
+    let (raw, v41) = split_version(&config.url)?;
+    let url: NfsUrl = raw.parse().map_err(|e| BenchError::Config(format!("{}: {e}", config.url)))?;
     let nofile = raise_nofile_limit();
     let rt = runtime()?;
-    rt.block_on(run_async(config, url, nofile))
+    rt.block_on(run_async(config, url, nofile, v41))
+}
+
+/// The URL without a `vers=4.1` (or `version=`, `nfsvers=`) option, and whether it had one:
+/// the load is then called over NFSv4.1 ([`v4`]); the file set is still prepared over NFSv3.
+fn split_version(raw: &str) -> Result<(String, bool), BenchError> {
+    let Some((base, query)) = raw.split_once('?') else { return Ok((raw.to_string(), false)) };
+    let mut v41 = false;
+    let mut kept = Vec::new();
+    for o in query.split('&').filter(|o| !o.is_empty()) {
+        match o.split_once('=') {
+            Some(("vers" | "version" | "nfsvers", "4.1")) => v41 = true,
+            Some(("vers" | "version" | "nfsvers", "3")) => {}
+            Some(("vers" | "version" | "nfsvers", v)) => {
+                return Err(BenchError::Config(format!(
+                    "{raw}: version {v}: bench load speaks vers=3 or vers=4.1"
+                )))
+            }
+            _ => kept.push(o),
+        }
+    }
+    let url = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((url, v41))
 }
 
 fn unix_now_s() -> u64 {
@@ -429,7 +457,12 @@ async fn connect_clients(
     Ok(clients.into_iter().flatten().collect())
 }
 
-async fn run_async(config: &LoadConfig, url: NfsUrl, nofile: NofileLimit) -> Result<LoadReport, BenchError> {
+async fn run_async(
+    config: &LoadConfig,
+    url: NfsUrl,
+    nofile: NofileLimit,
+    v41: bool,
+) -> Result<LoadReport, BenchError> {
     let started_unix_s = unix_now_s();
     let prepare_start = Instant::now();
     let server_ip = crate::load::clients_server_ip(&url).await?;
@@ -448,12 +481,51 @@ async fn run_async(config: &LoadConfig, url: NfsUrl, nofile: NofileLimit) -> Res
     meter.phase("preparing the file set", 1);
     let set = fileset::prepare(first, &cred, &base, &config.fileset).await.map_err(fail)?;
     let mut clients = Vec::with_capacity(nfs.len());
+    // NFSv4.1: a session per client, and the file set found again by NFSv4 handle.
+    let mut set4 = None;
+    let base4: Vec<String> = url
+        .path
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .chain([config.fileset.dir_name.clone()])
+        .collect();
     for (i, c) in nfs.into_iter().enumerate() {
         let scratch = ensure_dir(&c, &cred, &set.root, &format!("client-{i}")).await.map_err(fail)?;
+        let v4 = if v41 {
+            let source = if distinct { source_addr(0, 1, i as u32).map(std::net::IpAddr::V4) } else { None };
+            let addr = std::net::SocketAddr::new(server_ip, url.nfs_port().unwrap_or(NFS_PORT));
+            let owner = format!("eagernfs-bench-{:x}-{i}", rand::random::<u32>());
+            let slots = config.outstanding_max.min(128);
+            let v = v4::V4Client::connect(addr, source, &cred, owner, slots)
+                .await
+                .map_err(|e| fail(format!("NFSv4.1 session of client {i}: {}", error_kind(&e))))?;
+            let names: Vec<&str> = base4.iter().map(String::as_str).collect();
+            if set4.is_none() {
+                let found =
+                    v4::V4Set::find(&v, &names, set.dirs.len(), config.fileset.files_per_dir as usize)
+                        .await
+                        .map_err(|e| {
+                            fail(format!("finding the file set over NFSv4.1: {}", error_kind(&e)))
+                        })?;
+                set4 = Some(found);
+            }
+            let mut path = names.clone();
+            let dir = format!("client-{i}");
+            path.push(&dir);
+            let scratch4 = v
+                .walk(&path)
+                .await
+                .map_err(|e| fail(format!("client-{i} over NFSv4.1: {}", error_kind(&e))))?;
+            Some((v, scratch4))
+        } else {
+            None
+        };
         clients.push(Arc::new(VirtualClient {
             index: i as u32,
             nfs: c,
             scratch,
+            v4,
             created: Mutex::new(VecDeque::new()),
             next_name: AtomicU64::new(0),
         }));
@@ -461,6 +533,7 @@ async fn run_async(config: &LoadConfig, url: NfsUrl, nofile: NofileLimit) -> Res
     let files_written = set.files_written;
     let shared = Arc::new(Shared {
         set,
+        set4,
         mix: config.mix.clone(),
         cred,
         io_size: config.io_size_bytes,
@@ -901,6 +974,9 @@ async fn closed_loop(ctx: CallCtx, deadline: Instant, issued: Arc<AtomicU64>, ca
 /// Runs `op`; returns the operation that actually ran (a REMOVE with nothing to remove runs
 /// as a CREATE) and its outcome.
 async fn execute(c: &VirtualClient, s: &Shared, op: LoadOp, p: Pick) -> (LoadOp, Result<(), NfsError>) {
+    if let (Some((v, scratch)), Some(set4)) = (&c.v4, &s.set4) {
+        return execute_v4(c, v, scratch, set4, s, op, p).await;
+    }
     let nfs = &c.nfs;
     let cred = &s.cred;
     let dir = &s.set.dirs[p.dir];
@@ -939,6 +1015,169 @@ async fn execute(c: &VirtualClient, s: &Shared, op: LoadOp, p: Pick) -> (LoadOp,
         LoadOp::Create => create(c, s).await,
     };
     (op, result)
+}
+
+/// `op` over NFSv4.1, as the COMPOUND a Linux client sends for the same system call.
+async fn execute_v4(
+    c: &VirtualClient,
+    v: &v4::V4Client,
+    scratch: &eagernfs_proto::nfs4::NfsFh4,
+    set: &v4::V4Set,
+    s: &Shared,
+    op: LoadOp,
+    p: Pick,
+) -> (LoadOp, Result<(), NfsError>) {
+    use eagernfs_proto::nfs4::*;
+    use eagernfs_xdr::Opaque;
+    let dir = &set.dirs[p.dir];
+    let file = &dir.files[p.file];
+    let offset = p.block * u64::from(s.io_size);
+    let put = |fh: &NfsFh4| ArgOp::Putfh(Putfh4Args { object: fh.clone() });
+    let name = |n: &str| Opaque(Bytes::copy_from_slice(n.as_bytes()));
+    let getattr = || ArgOp::Getattr(Getattr4Args { attr_request: v4::basic_attrs() });
+    let (ops, cachethis, ran) = match op {
+        LoadOp::Lookup => (
+            vec![
+                put(&dir.fh),
+                ArgOp::Lookup(Lookup4Args { objname: name(&format!("f{}", p.file)) }),
+                ArgOp::Getfh(()),
+                getattr(),
+            ],
+            false,
+            op,
+        ),
+        LoadOp::Getattr => (vec![put(file), getattr()], false, op),
+        LoadOp::Read => (
+            vec![
+                put(file),
+                ArgOp::Read(Read4Args { stateid: Stateid4::ANONYMOUS, offset, count: s.io_size }),
+            ],
+            false,
+            op,
+        ),
+        LoadOp::Write => (
+            vec![
+                put(file),
+                ArgOp::Write(Write4Args {
+                    stateid: Stateid4::ANONYMOUS,
+                    offset,
+                    stable: StableHow4::Unstable4,
+                    data: s.payload.clone(),
+                }),
+                getattr(),
+            ],
+            false,
+            op,
+        ),
+        LoadOp::Commit => (vec![put(file), ArgOp::Commit(Commit4Args { offset: 0, count: 0 })], false, op),
+        LoadOp::Access => {
+            (vec![put(file), ArgOp::Access(Access4Args { access: 0x2f }), getattr()], false, op)
+        }
+        LoadOp::Readdirplus => (
+            vec![
+                put(&dir.fh),
+                ArgOp::Readdir(Readdir4Args {
+                    cookie: 0,
+                    cookieverf: [0; 8],
+                    dircount: 4096,
+                    maxcount: 32768,
+                    attr_request: v4::basic_attrs(),
+                }),
+            ],
+            false,
+            op,
+        ),
+        LoadOp::Readdir => (
+            vec![
+                put(&dir.fh),
+                ArgOp::Readdir(Readdir4Args {
+                    cookie: 0,
+                    cookieverf: [0; 8],
+                    dircount: 8192,
+                    maxcount: 8192,
+                    attr_request: Bitmap4::from_bits(&[FATTR4_FILEID]),
+                }),
+            ],
+            false,
+            op,
+        ),
+        LoadOp::Readlink => (vec![put(&dir.link), ArgOp::Readlink(())], false, op),
+        LoadOp::Setattr => {
+            let set = FileAttrs { mode: Some(0o644), ..Default::default() };
+            (
+                vec![
+                    put(file),
+                    ArgOp::Setattr(Setattr4Args {
+                        stateid: Stateid4::ANONYMOUS,
+                        obj_attributes: set.to_fattr(),
+                    }),
+                    getattr(),
+                ],
+                true,
+                op,
+            )
+        }
+        LoadOp::Fsstat => (
+            vec![
+                put(file),
+                ArgOp::Getattr(Getattr4Args {
+                    attr_request: Bitmap4::from_bits(&[
+                        FATTR4_FILES_AVAIL,
+                        FATTR4_FILES_FREE,
+                        FATTR4_FILES_TOTAL,
+                        FATTR4_SPACE_AVAIL,
+                        FATTR4_SPACE_FREE,
+                        FATTR4_SPACE_TOTAL,
+                    ]),
+                }),
+            ],
+            false,
+            op,
+        ),
+        LoadOp::Remove => match c.created.lock().ok().and_then(|mut q| q.pop_front()) {
+            Some(n) => {
+                (vec![put(scratch), ArgOp::Remove(Remove4Args { target: name(&n) }), getattr()], true, op)
+            }
+            None => return (LoadOp::Create, create_v4(c, v, scratch, s).await),
+        },
+        LoadOp::Create => return (op, create_v4(c, v, scratch, s).await),
+    };
+    (ran, v.ok(ops, cachethis).await.map(drop))
+}
+
+/// CREATE over NFSv4.1: OPEN(create) and CLOSE of the open it made, in one COMPOUND.
+async fn create_v4(
+    c: &VirtualClient,
+    v: &v4::V4Client,
+    scratch: &eagernfs_proto::nfs4::NfsFh4,
+    s: &Shared,
+) -> Result<(), NfsError> {
+    use eagernfs_proto::nfs4::*;
+    use eagernfs_xdr::Opaque;
+    let seq = c.next_name.fetch_add(1, Ordering::Relaxed);
+    let name = format!("n{:x}-{}-{seq}", s.run_tag, c.index);
+    let attrs = FileAttrs { mode: Some(0o644), ..Default::default() }.to_fattr();
+    v.ok(
+        vec![
+            ArgOp::Putfh(Putfh4Args { object: scratch.clone() }),
+            ArgOp::Open(Open4Args {
+                seqid: 0,
+                share_access: OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+                share_deny: OPEN4_SHARE_DENY_NONE,
+                owner: StateOwner4 { clientid: 0, owner: Opaque::from_static(b"load") },
+                openhow: Openflag4::Create(Createhow4::Unchecked(attrs)),
+                claim: OpenClaim4::Null(Opaque(Bytes::from(name.clone()))),
+            }),
+            ArgOp::Getfh(()),
+            ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }),
+        ],
+        true,
+    )
+    .await?;
+    if let Ok(mut q) = c.created.lock() {
+        q.push_back(name);
+    }
+    Ok(())
 }
 
 async fn create(c: &VirtualClient, s: &Shared) -> Result<(), NfsError> {

@@ -133,6 +133,21 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 90.0)]
     grace_period: f64,
 
+    /// Serve NFSv3 only: no NFSv4.1/4.2 (clients then mount with `vers=3`).
+    #[arg(long)]
+    no_nfs4: bool,
+
+    /// NFSv4 lease: seconds a client's opens, locks and delegations last
+    /// without a call from it (a lapsed client keeps them until someone else
+    /// needs them).
+    #[arg(long, value_name = "SECONDS", default_value_t = 90)]
+    lease_time: u32,
+
+    /// NFSv4 id domain: owners written `name@DOMAIN` are looked up in the
+    /// system's user and group databases (numeric owners always work).
+    #[arg(long, value_name = "DOMAIN", default_value = "localdomain")]
+    nfs4_domain: String,
+
     /// Serve Prometheus /metrics, the JSON /api/stats and a status page on this
     /// address (PORT alone means 127.0.0.1:PORT; nothing there changes the server).
     #[arg(long, value_name = "ADDR")]
@@ -299,6 +314,75 @@ fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Lo
         on_hosts_changed: Some(on_hosts_changed),
         ..LockConfig::default()
     })
+}
+
+/// The NFSv4 service's state across restarts (STATE_DIR/nfs4): a boot epoch
+/// that grows with every start (client ids, session ids and stateids carry
+/// it), and the owners of clients that may reclaim their state in the grace
+/// period after a restart.
+fn nfs4_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Nfs4Config> {
+    use eagernfs_server::Nfs4Config;
+    if !(1..=3600).contains(&args.lease_time) {
+        bail!("--lease-time {}: give seconds from 1 to 3600", args.lease_time);
+    }
+    let base = Nfs4Config {
+        enabled: !args.no_nfs4,
+        lease: std::time::Duration::from_secs(args.lease_time as u64),
+        grace_period: std::time::Duration::from_secs_f64(args.grace_period),
+        id_domain: args.nfs4_domain.clone(),
+        ..Nfs4Config::default()
+    };
+    if args.no_nfs4 {
+        return Ok(base);
+    }
+    if args.memory {
+        // Nothing survives a restart of the memory backend; ids still differ per start.
+        let secs =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_secs());
+        return Ok(Nfs4Config { boot_epoch: (secs as u32).max(1), ..base });
+    }
+    let dir = state_dir.join("nfs4");
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
+    let epoch_path = dir.join("epoch");
+    let last: u32 = match std::fs::read_to_string(&epoch_path) {
+        Ok(t) => t.trim().parse().with_context(|| {
+            format!("{} does not hold a number; remove it (clients then see a restart)", epoch_path.display())
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(e).with_context(|| format!("reading {}", epoch_path.display())),
+    };
+    let boot_epoch = last.checked_add(1).filter(|e| *e != 0).unwrap_or(1);
+    write_durably(&epoch_path, format!("{boot_epoch}\n").as_bytes(), 0o644)?;
+    let clients_path = dir.join("clients");
+    let previous_clients: Vec<bytes::Bytes> = std::fs::read_to_string(&clients_path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| hex_decode(l.trim()))
+        .map(bytes::Bytes::from)
+        .collect();
+    let on_clients_changed: eagernfs_server::ClientsChanged = Arc::new(move |owners: &[bytes::Bytes]| {
+        let text: String = owners.iter().map(|o| format!("{}\n", hex_encode(o))).collect();
+        if let Err(e) = write_durably(&clients_path, text.as_bytes(), 0o600) {
+            tracing::error!(
+                "cannot record the NFSv4 clients that may reclaim in {}: {e:#}",
+                clients_path.display()
+            );
+        }
+    });
+    Ok(Nfs4Config { boot_epoch, previous_clients, on_clients_changed: Some(on_clients_changed), ..base })
+}
+
+fn hex_encode(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    if s.is_empty() || !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
 }
 
 /// The TLS configuration from `--tls-cert`, `--tls-key`, `--tls-client-ca`.
@@ -710,6 +794,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         udp: args.udp,
         splice_reads: !args.no_splice,
         locks: lock_config(&args, &state_dir)?,
+        nfs4: nfs4_config(&args, &state_dir)?,
         tls: tls_config(&args)?,
         ..ServerConfig::default()
     };

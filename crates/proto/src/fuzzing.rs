@@ -98,3 +98,51 @@ pub fn decode_xdr_opaque(data: &[u8]) {
         assert_eq!(4 + items.len() * 8, data.len() - buf.len(), "array consumed wrong length");
     }
 }
+
+/// Decode `data` as an NFSv4 COMPOUND the way a server does: the head, then
+/// one operation at a time, each checked to round-trip, until the count is
+/// reached or an operation cannot be decoded (as a server stops there).
+pub fn decode_nfs4_compound(data: &[u8]) -> Result<(), Error> {
+    use crate::nfs4::{ArgOp, Compound4Head};
+    let mut buf = Bytes::copy_from_slice(data);
+    let head = Compound4Head::decode(&mut buf)?;
+    for _ in 0..head.count.min(crate::nfs4::COMPOUND_OPS_MAX as u32) {
+        let before = buf.clone();
+        let op = match ArgOp::decode(&mut buf) {
+            Ok(op) => op,
+            Err(e) => return Err(Error::Xdr(e.error)),
+        };
+        let consumed = &before[..before.len() - buf.len()];
+        check(consumed, |b| <ArgOp as Decode>::decode(b).map_err(Error::from))?;
+        if matches!(op, ArgOp::NotDecoded(_) | ArgOp::Illegal(_)) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Decode `data` as a whole NFSv4 COMPOUND reply (as a client does).
+pub fn decode_nfs4_res(data: &[u8]) -> Result<(), Error> {
+    check(data, |b| Ok(crate::nfs4::Compound4Res::decode(b)?))
+}
+
+/// Decode `data` as a CB_COMPOUND call and as its reply.
+pub fn decode_nfs4_callback(data: &[u8]) -> Result<(), Error> {
+    let a = check(data, |b| Ok(crate::nfs4::CbCompound4Args::decode(b)?));
+    let r = check(data, |b| Ok(crate::nfs4::CbCompound4Res::decode(b)?));
+    a.or(r)
+}
+
+/// Decode `data` as a `fattr4` and its values as typed attributes; those
+/// that decode must encode back to the same bytes.
+pub fn decode_nfs4_attrs(data: &[u8]) {
+    use crate::nfs4::{Fattr4, FileAttrs};
+    let mut buf = Bytes::copy_from_slice(data);
+    if let Ok(f) = Fattr4::decode(&mut buf) {
+        if let Ok(a) = FileAttrs::from_fattr(&f) {
+            let again = a.to_fattr();
+            assert_eq!(again.attr_vals.0, f.attr_vals.0, "attribute values changed across decode/encode");
+            assert_eq!(again.attrmask.iter().collect::<Vec<_>>(), f.attrmask.iter().collect::<Vec<_>>());
+        }
+    }
+}

@@ -1,4 +1,4 @@
-//! NFSv3 (RFC 1813), MOUNT v1/v3 (RFC 1813 appendix I), portmap v2
+//! NFSv3 (RFC 1813), NFSv4.1/4.2 (RFC 8881, RFC 7862), MOUNT v1/v3 (RFC 1813 appendix I), portmap v2
 //! (RFC 1833 §3), NLM v4 and NSM v1 (X/Open XNFS) message types and procedure tables, sans-IO.
 //!
 //! This crate only turns bytes into typed values and back, with the codec of
@@ -16,6 +16,9 @@
 //!   procedure by number) and [`nfs3::NFS3_PROCEDURES`].
 //! - [`mount`]: the MOUNT program (versions 1 and 3) and its table.
 //! - [`portmap`]: portmap v2 and its table.
+//! - [`nfs4`]: NFSv4.1 (RFC 8881) and the NFSv4.2 operations (RFC 7862):
+//!   types, COMPOUND decoded one operation at a time, the callback
+//!   program, typed attributes and the operation table ([`nfs4::OpInfo`]).
 //! - [`nlm`]: the lock manager (NLM v4) and status monitor (NSM v1), and their tables.
 //! - [`ProcInfo`]: one row of a procedure table; the server's dispatch,
 //!   duplicate reply cache, read-only check and statistics all read it.
@@ -48,11 +51,14 @@ macro_rules! linked_list {
 pub mod fuzzing;
 pub mod mount;
 pub mod nfs3;
+pub mod nfs4;
 pub mod nlm;
 pub mod portmap;
 
 #[cfg(test)]
 mod arbitrary;
+#[cfg(test)]
+mod nfs4_tests;
 #[cfg(test)]
 mod tests;
 

@@ -1,4 +1,4 @@
-//! The eagernfs NFSv3 server: transports, dispatch, exports and access control.
+//! The eagernfs NFSv3 and NFSv4.1/4.2 server: transports, dispatch, exports and access control.
 //!
 //! # Layout
 //! - [`svc`](crate::svc): the service threads (knfsd's model): a thread
@@ -8,8 +8,14 @@
 //! - `dispatch`: one RPC record in, one reply record out: RPC-level checks
 //!   (version, program, procedure, authentication), then the program's
 //!   procedure table.
+//! - `call`: what every program handler is given (`Call`: the connection,
+//!   the caller, the exports; `resolve` of a file handle) and answers
+//!   (`Outcome`); `reply`: the reply record (`Reply`, its `Piece`s).
 //! - `nfs3`: one small handler per NFSv3 procedure, calling the export's
 //!   [`Backend`]; `convert` maps backend values to wire types.
+//! - `nfs4`: NFSv4.1 and 4.2 (COMPOUND, sessions and their reply caches,
+//!   the pseudo-root, opens, locks in NLM's table, read delegations and the
+//!   back channel), on the same port and exports.
 //! - `mount`, `portmap`: the MOUNT (v1, v3) and portmap (v2) programs,
 //!   served on the same port as NFS so clients need no rpcbind.
 //! - `nlm`: byte-range locks (NLM v4) and the status monitor (NSM v1), on
@@ -24,14 +30,17 @@
 
 pub mod exports;
 
+mod call;
 mod convert;
 mod dispatch;
 mod drc;
 mod handle;
 mod mount;
 mod nfs3;
+mod nfs4;
 mod nlm;
 mod portmap;
+mod reply;
 pub mod rpcbind;
 #[doc(hidden)]
 pub mod sim;
@@ -51,6 +60,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use drc::drc_entries_for_memory;
+pub use nfs4::{ClientsChanged, Nfs4Config};
 pub use nlm::{HostsChanged, LockConfig, LockHost};
 pub use stats::{DrcCounts, Stats, StatsSnapshot};
 
@@ -109,6 +119,8 @@ pub struct ServerConfig {
     pub udp: bool,
     /// Byte-range locks (NLM v4 and NSM on the same port).
     pub locks: nlm::LockConfig,
+    /// NFSv4.1 and NFSv4.2 (version 4 of the NFS program, same port).
+    pub nfs4: nfs4::Nfs4Config,
     /// RPC-with-TLS (RFC 9289): clients that ask get TLS 1.3 with this
     /// configuration ([`tls::server_config`]). `None`: probes are answered
     /// without STARTTLS, and exports that need TLS are unreachable.
@@ -136,6 +148,7 @@ impl Default for ServerConfig {
             svc: SvcConfig::default(),
             udp: false,
             locks: nlm::LockConfig::default(),
+            nfs4: nfs4::Nfs4Config::default(),
             tls: None,
             splice_reads: true,
         }
@@ -172,12 +185,16 @@ pub fn export_id_for_path(path: &std::path::Path) -> u32 {
     h
 }
 
+/// The exports, replaced whole by [`ServerHandle::replace_exports`]; calls take
+/// the set of their start.
+pub(crate) type SharedExports = Arc<parking_lot::RwLock<Arc<Vec<ExportSpec>>>>;
+
 /// State shared by every connection.
 pub(crate) struct ServerState {
     pub(crate) config: ServerConfig,
     /// The exports now; replaced whole by a reload, so each call sees one
     /// consistent configuration (it takes the `Arc` once, at its start).
-    pub(crate) exports: parking_lot::RwLock<Arc<Vec<ExportSpec>>>,
+    pub(crate) exports: SharedExports,
     pub(crate) stats: Arc<Stats>,
     /// Replies of non-idempotent calls, for retransmissions.
     pub(crate) drc: drc::Drc,
@@ -190,18 +207,32 @@ pub(crate) struct ServerState {
     /// Some export's backend waits on other machines ([`Backend::remote`]):
     /// lets the hot path skip looking for them when none does.
     any_remote: std::sync::atomic::AtomicBool,
+    /// The NFSv4.1/4.2 service, unless it is off.
+    pub(crate) nfs4: Option<nfs4::Nfs4>,
 }
 
 impl ServerState {
     fn new(config: ServerConfig, exports: Vec<ExportSpec>) -> ServerState {
         let stats = Arc::new(Stats::default());
+        // One lock table for NLM and NFSv4, so their clients exclude each other.
+        let lock_table = Arc::new(nlm::locks::LockTable::new(config.locks.max_locks, Some(stats.clone())));
+        let any_remote = exports.iter().any(|e| e.backend.remote());
+        // Shared with NFSv4, which finds a file's lock mirror when a client's locks go.
+        let exports: SharedExports = Arc::new(parking_lot::RwLock::new(Arc::new(exports)));
         ServerState {
             drc: drc::Drc::new(config.drc_entries, stats.clone()),
             io_trace: config.io_trace_max_events.map(trace::IoTrace::new),
-            locks: config.locks.enabled.then(|| nlm::LockManager::new(&config.locks, stats.clone())),
+            locks: config
+                .locks
+                .enabled
+                .then(|| nlm::LockManager::new(&config.locks, lock_table.clone(), stats.clone())),
+            nfs4: config
+                .nfs4
+                .enabled
+                .then(|| nfs4::Nfs4::new(config.nfs4.clone(), lock_table, exports.clone(), stats.clone())),
             config,
-            any_remote: std::sync::atomic::AtomicBool::new(exports.iter().any(|e| e.backend.remote())),
-            exports: parking_lot::RwLock::new(Arc::new(exports)),
+            any_remote: std::sync::atomic::AtomicBool::new(any_remote),
+            exports,
             stats,
             mounts: Default::default(),
         }
@@ -385,6 +416,15 @@ impl ServerHandle {
     /// The exports in use.
     pub fn exports(&self) -> Arc<Vec<ExportSpec>> {
         self.0.exports()
+    }
+
+    /// Move the NFSv4 service's clock on (leases, grace periods and recall
+    /// deadlines), so tests need not wait them out.
+    #[doc(hidden)]
+    pub fn advance_nfs4_clock(&self, by: std::time::Duration) {
+        if let Some(v4) = &self.0.nfs4 {
+            v4.clock.advance(by);
+        }
     }
 
     /// Serve `exports` from the next call on (calls already running finish

@@ -6,7 +6,7 @@
 //! carries a 32-byte handle; NFSv2 is not served, so a v1 MNT gets an error
 //! while DUMP, UMNT, UMNTALL and EXPORT work for every version.
 
-use crate::dispatch::{Call, Outcome};
+use crate::call::{Call, Outcome};
 use crate::{handle, ExportSpec};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::mount::*;

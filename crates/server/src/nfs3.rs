@@ -7,9 +7,10 @@
 //! type. Failures still carry the attributes RFC 1813 asks for, fetched
 //! after the fact when the backend's error did not include them.
 
+use crate::call::{Call, Outcome, Resolved, Transport};
 use crate::convert::{self, createhow, fattr, post_op, sattr, stable, stable_wire, status, timestamp, wcc};
-use crate::dispatch::{Call, Outcome, Piece, Resolved, Transport};
 use crate::handle;
+use crate::reply::Piece;
 use crate::trace::{IoEvent, IoKind};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::*;
@@ -102,6 +103,18 @@ impl<'a> Call<'a> {
     }
 }
 
+/// An NFSv4 client holds a delegation of `fh` in `r`'s export: it is being
+/// recalled, and this change must wait (the client retries on JUKEBOX).
+fn delegated(call: &Call, r: &Resolved, fh: &eagernfs_vfs::FileHandle) -> bool {
+    call.state.nfs4.as_ref().is_some_and(|v4| v4.v3_change(&crate::nfs4::wire_of(r.export.id, fh)))
+}
+
+/// As [`delegated`], for the object `name` in directory `r` (REMOVE, RENAME).
+fn delegated_child(call: &Call, r: &Resolved, name: &[u8]) -> bool {
+    call.state.nfs4.as_ref().is_some_and(|v4| v4.has_delegations())
+        && r.export.backend.lookup(&r.cred, &r.fh, name).is_ok_and(|l| delegated(call, r, &l.handle))
+}
+
 impl Resolved<'_> {
     /// Attributes for a failure reply (best effort: none if the object is gone).
     fn attr(&self) -> PostOpAttr {
@@ -152,6 +165,9 @@ fn setattr(call: &Call, a: Setattr3Args) -> Setattr3Res {
         Ok(r) => r,
         Err(s) => return Setattr3Res::Fail(s, Default::default()),
     };
+    if delegated(call, &r, &r.fh) {
+        return Setattr3Res::Fail(Nfsstat3::Jukebox, Setattr3ResFail { obj_wcc: r.wcc_after() });
+    }
     let guard = a.guard.map(timestamp);
     match r.export.backend.setattr(&r.cred, &r.fh, &sattr(&a.new_attributes), guard) {
         Ok(w) => Setattr3Res::Ok(Setattr3ResOk { obj_wcc: wcc(&w) }),
@@ -269,6 +285,9 @@ fn write(call: &Call, a: Write3Args) -> Write3Res {
     if (a.data.len() as u64) < a.count as u64 || a.count > call.io_max(call.state.config.write_max_bytes) {
         return Write3Res::Fail(Nfsstat3::Inval, Write3ResFail { file_wcc: r.wcc_after() });
     }
+    if delegated(call, &r, &r.fh) {
+        return Write3Res::Fail(Nfsstat3::Jukebox, Write3ResFail { file_wcc: r.wcc_after() });
+    }
     let data = &a.data[..a.count as usize];
     call.state.stats.count_write(a.stable);
     let mut turn = call.io_turn();
@@ -380,6 +399,9 @@ fn remove(call: &Call, a: Remove3Args) -> Remove3Res {
         let s = if s == Nfsstat3::Exist { Nfsstat3::Inval } else { s };
         return Remove3Res::Fail(s, Remove3ResFail { dir_wcc: r.wcc_after() });
     }
+    if delegated_child(call, &r, &a.object.name) {
+        return Remove3Res::Fail(Nfsstat3::Jukebox, Remove3ResFail { dir_wcc: r.wcc_after() });
+    }
     match r.export.backend.remove(&r.cred, &r.fh, &a.object.name) {
         Ok(w) => Remove3Res::Ok(Remove3ResOk { dir_wcc: wcc(&w) }),
         Err(e) => Remove3Res::Fail(status(e), Remove3ResFail { dir_wcc: r.wcc_after() }),
@@ -425,6 +447,9 @@ fn rename(call: &Call, a: Rename3Args) -> Rename3Res {
     if let Err(s) = check_new_name(&a.from.name).and_then(|_| check_new_name(&a.to.name)) {
         let s = if s == Nfsstat3::Exist { Nfsstat3::Inval } else { s };
         return fail(s, Some(&from), Some(&to));
+    }
+    if delegated_child(call, &from, &a.from.name) || delegated_child(call, &to, &a.to.name) {
+        return fail(Nfsstat3::Jukebox, Some(&from), Some(&to));
     }
     match from.export.backend.rename(&from.cred, &from.fh, &a.from.name, &to.fh, &a.to.name) {
         Ok((f, t)) => Rename3Res::Ok(Rename3ResOk { fromdir_wcc: wcc(&f), todir_wcc: wcc(&t) }),

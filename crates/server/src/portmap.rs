@@ -5,7 +5,7 @@
 //! are not a general-purpose rpcbind) and CALLIT is not offered (it is an
 //! amplification vector and nothing NFSv3 needs).
 
-use crate::dispatch::{Call, Outcome};
+use crate::call::{Call, Outcome};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::portmap::*;
 use eagernfs_proto::{mount, nfs3};

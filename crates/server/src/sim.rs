@@ -5,7 +5,8 @@
 //! that keeps the exports' backends (the disk) and loses everything else (the duplicate reply
 //! cache, connections, locks).
 
-use crate::dispatch::{handle_record, Connection, Peer, Transport};
+use crate::call::{Connection, Peer, Transport};
+use crate::dispatch::handle_record;
 use crate::{ExportSpec, ServerConfig, ServerState};
 use bytes::Bytes;
 use std::net::SocketAddr;

@@ -101,7 +101,7 @@ pub fn server_config(
 /// A connection that asked for TLS, handed over by the service threads.
 pub(crate) struct Handover {
     pub(crate) stream: std::net::TcpStream,
-    pub(crate) peer: crate::dispatch::Peer,
+    pub(crate) peer: crate::call::Peer,
 }
 
 /// Handshake with `h`'s client, then relay its plaintext through a socket pair whose service
@@ -109,7 +109,7 @@ pub(crate) struct Handover {
 pub(crate) async fn serve(
     config: Arc<rustls::ServerConfig>,
     h: Handover,
-    adopt: impl FnOnce(std::net::TcpStream, crate::dispatch::Peer, TlsPeer),
+    adopt: impl FnOnce(std::net::TcpStream, crate::call::Peer, TlsPeer),
 ) {
     let peer = h.peer;
     let relay = async {

@@ -51,12 +51,15 @@ fn rpc_level_errors() {
     assert_eq!(r.accept_stat(), AcceptStat::ProgUnavail);
     assert_no_results(&r);
 
-    // NFS versions 2 and 4: PROG_MISMATCH 3..3.
-    for vers in [2, 4] {
+    // NFS versions 2 and 5: PROG_MISMATCH 3..4 (version 4 is NFSv4.1/4.2, served on TCP).
+    for vers in [2, 5] {
         let r = c.call(NFS_PROGRAM, vers, 0, &());
-        assert_eq!(r.accept_stat(), AcceptStat::ProgMismatch { low: 3, high: 3 }, "NFS v{vers}");
+        assert_eq!(r.accept_stat(), AcceptStat::ProgMismatch { low: 3, high: 4 }, "NFS v{vers}");
         assert_no_results(&r);
     }
+    let r = c.call(NFS_PROGRAM, 4, 0, &());
+    assert_eq!(r.accept_stat(), AcceptStat::Success, "NFSv4 NULL");
+    assert_no_results(&r);
     // MOUNT version 4: PROG_MISMATCH 1..3.
     let r = c.call(MOUNT_PROGRAM, 4, 0, &());
     assert_eq!(r.accept_stat(), AcceptStat::ProgMismatch { low: 1, high: 3 });

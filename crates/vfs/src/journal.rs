@@ -735,4 +735,30 @@ impl Backend for Journaled {
     fn journal_stats(&self) -> Option<JournalStats> {
         Some(self.stats())
     }
+
+    // Extended attributes are metadata the journal does not hold: straight
+    // to the backend. The NFSv4.2 data operations (ALLOCATE, COPY, …) are
+    // not offered: they would pass data the journal has not applied yet.
+    fn getxattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<Bytes> {
+        self.inner().getxattr(cred, fh, name)
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: crate::XattrSet,
+    ) -> FsResult<()> {
+        self.inner().setxattr(cred, fh, name, value, how)
+    }
+
+    fn listxattr(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<Vec<Bytes>> {
+        self.inner().listxattr(cred, fh)
+    }
+
+    fn removexattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<()> {
+        self.inner().removexattr(cred, fh, name)
+    }
 }

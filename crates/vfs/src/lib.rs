@@ -302,6 +302,29 @@ pub struct FsProperties {
     pub holes_reported: bool,
 }
 
+/// What [`Backend::seek`] looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekWhat {
+    /// The next byte of data at or after the offset.
+    Data,
+    /// The next hole at or after the offset (the end of the file is one).
+    Hole,
+}
+
+/// How [`Backend::setxattr`] treats an attribute that exists (or not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Create or replace.
+    Either,
+    /// Fail with [`FsError::Exist`] if it exists.
+    Create,
+    /// Fail with [`FsError::NoEnt`] if it does not.
+    Replace,
+}
+
+/// The longest extended attribute value a backend stores (Linux's `XATTR_SIZE_MAX`).
+pub const XATTR_VALUE_MAX: usize = 64 * 1024;
+
 /// An error from a backend. Each maps to one `nfsstat3` (same names as RFC 1813 §2.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FsError {
@@ -668,5 +691,101 @@ pub trait Backend: Send + Sync + 'static {
     /// threads for blocking calls.
     fn remote(&self) -> bool {
         false
+    }
+
+    // ---- NFSv4.2 operations. Each defaults to `NotSupp`: a backend offers
+    // what its storage can do (the server then answers NFS4ERR_NOTSUPP).
+
+    /// Make sure `len` bytes at `offset` of regular file `fh` are allocated,
+    /// growing the file if they reach past its end (ALLOCATE).
+    fn allocate(&self, cred: &Credentials, fh: &FileHandle, offset: u64, len: u64) -> FsResult<()> {
+        let _ = (cred, fh, offset, len);
+        Err(FsError::NotSupp)
+    }
+
+    /// Make `len` bytes at `offset` a hole (reading as zeros, using no
+    /// space), keeping the file's size (DEALLOCATE).
+    fn deallocate(&self, cred: &Credentials, fh: &FileHandle, offset: u64, len: u64) -> FsResult<()> {
+        let _ = (cred, fh, offset, len);
+        Err(FsError::NotSupp)
+    }
+
+    /// Where the next data (or hole) at or after `offset` starts, and
+    /// whether that is the end of the file (SEEK). `offset` at or past the
+    /// end is [`FsError::Nxio`].
+    fn seek(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> FsResult<(bool, u64)> {
+        let _ = (cred, fh, offset, what);
+        Err(FsError::NotSupp)
+    }
+
+    /// Copy `len` bytes (0: to the end of the source) from `src` at
+    /// `src_offset` to `dst` at `dst_offset` inside the backend (COPY);
+    /// returns how many were copied. Unstable, like an UNSTABLE WRITE: COMMIT
+    /// makes them durable.
+    fn copy_range(
+        &self,
+        cred: &Credentials,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> FsResult<u64> {
+        let _ = (cred, src, src_offset, dst, dst_offset, len);
+        Err(FsError::NotSupp)
+    }
+
+    /// Share `len` bytes (0: to the end of the source) of `src` with `dst`,
+    /// copy-on-write, where the file system can (CLONE).
+    fn clone_range(
+        &self,
+        cred: &Credentials,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> FsResult<()> {
+        let _ = (cred, src, src_offset, dst, dst_offset, len);
+        Err(FsError::NotSupp)
+    }
+
+    /// The user extended attribute `name` (without a namespace prefix;
+    /// missing is [`FsError::NoEnt`]). RFC 8276 GETXATTR.
+    fn getxattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<Bytes> {
+        let _ = (cred, fh, name);
+        Err(FsError::NotSupp)
+    }
+
+    /// Set user extended attribute `name` (a value over
+    /// [`XATTR_VALUE_MAX`] is [`FsError::FBig`]).
+    fn setxattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> FsResult<()> {
+        let _ = (cred, fh, name, value, how);
+        Err(FsError::NotSupp)
+    }
+
+    /// The names of the user extended attributes of `fh`.
+    fn listxattr(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<Vec<Bytes>> {
+        let _ = (cred, fh);
+        Err(FsError::NotSupp)
+    }
+
+    /// Remove user extended attribute `name` (missing is [`FsError::NoEnt`]).
+    fn removexattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<()> {
+        let _ = (cred, fh, name);
+        Err(FsError::NotSupp)
     }
 }

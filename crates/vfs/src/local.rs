@@ -85,9 +85,9 @@ use self::sys::{attr_from_stat, EMPTY};
 use crate::spliced::PipePool;
 use crate::{
     access, perm, Attr, Backend, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FileType,
-    FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadData, ReadResult, SetAttr, SetTime,
-    SplicedRead, StableHow, Timestamp, Verifier, Wcc, WccAttr, WriteResult, NAME_MAX,
-    SYMLINK_TARGET_BYTES_MAX,
+    FsError, FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadData, ReadResult, SeekWhat, SetAttr,
+    SetTime, SplicedRead, StableHow, Timestamp, Verifier, Wcc, WccAttr, WriteResult, XattrSet, NAME_MAX,
+    SYMLINK_TARGET_BYTES_MAX, XATTR_VALUE_MAX,
 };
 
 /// The largest READ or WRITE done in one call; a larger request is
@@ -176,6 +176,17 @@ impl Obj {
 struct Child {
     obj: Obj,
     handle: FileHandle,
+}
+
+/// An extended attribute call's error: a missing attribute is `NoEnt`, one
+/// too large `FBig`, a file system without them `NotSupp`.
+fn xattr_err(e: io::Error) -> FsError {
+    match e.raw_os_error() {
+        Some(libc::ENODATA) => FsError::NoEnt,
+        Some(libc::E2BIG | libc::ERANGE) => FsError::FBig,
+        Some(libc::EOPNOTSUPP) => FsError::NotSupp,
+        _ => e.into(),
+    }
 }
 
 fn io_err(kind: io::ErrorKind, msg: String) -> io::Error {
@@ -453,6 +464,19 @@ impl LocalBackend {
         };
         let file = Arc::new(IoFile::new(fd, write_errno, !self.unsafe_async, self.verifier.clone()));
         Ok(self.files.insert(&fh.0, file))
+    }
+
+    /// The open file `fh` for a change by `cred` (write permission checked).
+    fn writable_file(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<Arc<IoFile>> {
+        let f = self.io_file(fh)?;
+        let attr = self.io_attr(fh, &f)?;
+        if !perm::allowed_io(cred, &attr, perm::W) {
+            return Err(FsError::Access);
+        }
+        if let Some(e) = f.write_errno {
+            return Err(FsError::from_errno(e));
+        }
+        Ok(f)
     }
 
     /// What READ checks before reading: the open file, its attributes, and
@@ -1135,6 +1159,131 @@ impl Backend for LocalBackend {
 
     fn write_verifier(&self) -> Verifier {
         self.verifier.get()
+    }
+
+    fn allocate(&self, cred: &Credentials, fh: &FileHandle, offset: u64, len: u64) -> FsResult<()> {
+        let f = self.writable_file(cred, fh)?;
+        creds::become_caller(cred)?;
+        sys::fallocate(f.fd.as_fd(), 0, offset, len)?;
+        f.mark_dirty();
+        Ok(())
+    }
+
+    fn deallocate(&self, cred: &Credentials, fh: &FileHandle, offset: u64, len: u64) -> FsResult<()> {
+        let f = self.writable_file(cred, fh)?;
+        creds::become_caller(cred)?;
+        sys::fallocate(f.fd.as_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len)?;
+        f.mark_dirty();
+        Ok(())
+    }
+
+    fn seek(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> FsResult<(bool, u64)> {
+        let (f, attr, _) = self.read_start(cred, fh, offset, 0)?;
+        if offset >= attr.size {
+            return Err(FsError::Nxio);
+        }
+        let whence = match what {
+            SeekWhat::Data => libc::SEEK_DATA,
+            SeekWhat::Hole => libc::SEEK_HOLE,
+        };
+        match sys::lseek(f.fd.as_fd(), offset, whence) {
+            Ok(at) => Ok((at >= attr.size, at)),
+            // No data after the offset: the end of the file is all there is.
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok((true, attr.size)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn copy_range(
+        &self,
+        cred: &Credentials,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> FsResult<u64> {
+        let (s, sattr, _) = self.read_start(cred, src, src_offset, 0)?;
+        let d = self.writable_file(cred, dst)?;
+        let want = if len == 0 { sattr.size.saturating_sub(src_offset) } else { len };
+        creds::become_caller(cred)?;
+        let (mut so, mut doff, mut done) = (src_offset, dst_offset, 0u64);
+        while done < want {
+            let chunk = (want - done).min(1 << 30) as usize;
+            let n = sys::copy_file_range(s.fd.as_fd(), &mut so, d.fd.as_fd(), &mut doff, chunk)?;
+            if n == 0 {
+                break;
+            }
+            done += n as u64;
+        }
+        d.mark_dirty();
+        Ok(done)
+    }
+
+    fn clone_range(
+        &self,
+        cred: &Credentials,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> FsResult<()> {
+        let (s, _, _) = self.read_start(cred, src, src_offset, 0)?;
+        let d = self.writable_file(cred, dst)?;
+        creds::become_caller(cred)?;
+        match sys::clone_range(s.fd.as_fd(), src_offset, d.fd.as_fd(), dst_offset, len) {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOTTY | libc::EXDEV)) => {
+                Err(FsError::NotSupp)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn getxattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<Bytes> {
+        let obj = self.object(fh)?;
+        creds::become_caller(cred)?;
+        sys::get_xattr(obj.fd.as_fd(), name, XATTR_VALUE_MAX).map(Bytes::from).map_err(xattr_err)
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> FsResult<()> {
+        if value.len() > XATTR_VALUE_MAX {
+            return Err(FsError::FBig);
+        }
+        let obj = self.object(fh)?;
+        let flags = match how {
+            XattrSet::Either => 0,
+            XattrSet::Create => libc::XATTR_CREATE,
+            XattrSet::Replace => libc::XATTR_REPLACE,
+        };
+        creds::become_caller(cred)?;
+        sys::set_xattr(obj.fd.as_fd(), name, value, flags).map_err(xattr_err)
+    }
+
+    fn listxattr(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<Vec<Bytes>> {
+        let obj = self.object(fh)?;
+        creds::become_caller(cred)?;
+        Ok(sys::list_xattr(obj.fd.as_fd()).map_err(xattr_err)?.into_iter().map(Bytes::from).collect())
+    }
+
+    fn removexattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<()> {
+        let obj = self.object(fh)?;
+        creds::become_caller(cred)?;
+        sys::remove_xattr(obj.fd.as_fd(), name).map_err(xattr_err)
     }
 
     fn sync_all(&self) -> FsResult<()> {

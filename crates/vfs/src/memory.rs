@@ -57,8 +57,9 @@ use parking_lot::{Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 use crate::perm::{self, R, W, X};
 use crate::{
     Attr, Backend, CreateMode, Created, Credentials, DirEntry, DirInfo, FileHandle, FileType, FsError,
-    FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, SetTime, StableHow, Timestamp,
-    Verifier, Wcc, WccAttr, WriteResult, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
+    FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SeekWhat, SetAttr, SetTime, StableHow,
+    Timestamp, Verifier, Wcc, WccAttr, WriteResult, XattrSet, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
+    XATTR_VALUE_MAX,
 };
 use data::SparseData;
 
@@ -165,7 +166,12 @@ struct State {
     /// Set when the last name went away: every later use of the handle is `Stale`.
     removed: bool,
     body: Body,
+    /// User extended attributes (at most [`XATTRS_BYTES_MAX`] of names and values).
+    xattrs: BTreeMap<Bytes, Bytes>,
 }
+
+/// Most bytes of extended attribute names and values one object holds.
+const XATTRS_BYTES_MAX: usize = 256 * 1024;
 
 #[derive(Debug)]
 struct Inode {
@@ -386,6 +392,7 @@ impl MemoryBackend {
                 attr: Attr { nlink: 2, ..root_attr },
                 removed: false,
                 body: Body::Directory(Dir::new()),
+                xattrs: BTreeMap::new(),
             }),
         };
         backend.shard(ROOT_INO).write().insert(ROOT_INO, Arc::new(root));
@@ -553,7 +560,7 @@ impl MemoryBackend {
         let rest = SetAttr { mode: None, ..set.clone() };
         authorize_setattr(cred, &attr, &rest)?;
         self.reserve_file()?;
-        let mut st = State { attr, removed: false, body };
+        let mut st = State { attr, removed: false, body, xattrs: BTreeMap::new() };
         apply_setattr(cred, &mut st, &rest, t, &mut 0);
 
         let node = Arc::new(Inode {
@@ -1351,6 +1358,175 @@ impl Backend for MemoryBackend {
 
     fn write_verifier(&self) -> Verifier {
         self.write_verf
+    }
+
+    fn allocate(&self, cred: &Credentials, fh: &FileHandle, offset: u64, len: u64) -> FsResult<()> {
+        let node = self.inode(fh)?;
+        let mut st = node.state.write();
+        live(&st)?;
+        if node.ftype != FileType::Regular {
+            return Err(not_regular(node.ftype));
+        }
+        if !perm::allowed_io(cred, &st.attr, W) {
+            return Err(FsError::Access);
+        }
+        let end = offset.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::FBig)?;
+        // Holes cost nothing here, so allocating only grows the file.
+        if end > st.attr.size {
+            st.attr.size = end;
+            let t = now();
+            st.attr.mtime = t;
+            st.attr.ctime = t;
+        }
+        Ok(())
+    }
+
+    fn deallocate(&self, cred: &Credentials, fh: &FileHandle, offset: u64, len: u64) -> FsResult<()> {
+        let node = self.inode(fh)?;
+        let mut st = node.state.write();
+        live(&st)?;
+        if node.ftype != FileType::Regular {
+            return Err(not_regular(node.ftype));
+        }
+        if !perm::allowed_io(cred, &st.attr, W) {
+            return Err(FsError::Access);
+        }
+        let size = st.attr.size;
+        let st = &mut *st;
+        let Body::Regular { data, .. } = &mut st.body else { return Err(FsError::ServerFault) };
+        let end = offset.saturating_add(len).min(size);
+        if offset < end {
+            let released = data.punch(offset, end - offset);
+            self.used_bytes.fetch_sub(released, Ordering::Relaxed);
+            st.attr.used = data.stored_bytes();
+            let t = now();
+            st.attr.mtime = t;
+            st.attr.ctime = t;
+        }
+        Ok(())
+    }
+
+    fn seek(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        offset: u64,
+        what: SeekWhat,
+    ) -> FsResult<(bool, u64)> {
+        let node = self.inode(fh)?;
+        let st = node.state.read();
+        live(&st)?;
+        let Body::Regular { data, .. } = &st.body else { return Err(not_regular(node.ftype)) };
+        if !perm::allowed_io(cred, &st.attr, R) && !perm::allowed(cred, &st.attr, X) {
+            return Err(FsError::Access);
+        }
+        let size = st.attr.size;
+        if offset >= size {
+            return Err(FsError::Nxio);
+        }
+        Ok(match what {
+            // Data starts in the next stored chunk (holes are never stored).
+            SeekWhat::Data => match data.next_stored(offset) {
+                Some(at) if at < size => (false, at),
+                _ => (true, size),
+            },
+            // Only the end of the file is a hole this backend reports.
+            SeekWhat::Hole => (true, size),
+        })
+    }
+
+    fn copy_range(
+        &self,
+        cred: &Credentials,
+        src: &FileHandle,
+        src_offset: u64,
+        dst: &FileHandle,
+        dst_offset: u64,
+        len: u64,
+    ) -> FsResult<u64> {
+        let mut done = 0u64;
+        let want = if len == 0 { u64::MAX } else { len };
+        while done < want {
+            let chunk = (want - done).min(READ_MAX_BYTES as u64) as u32;
+            let r = self.read(cred, src, src_offset + done, chunk)?;
+            if r.data.is_empty() {
+                break;
+            }
+            let w = self.write(cred, dst, dst_offset + done, &r.data, StableHow::Unstable)?;
+            done += w.count as u64;
+            if r.eof {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    fn getxattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<Bytes> {
+        let node = self.inode(fh)?;
+        let st = node.state.read();
+        live(&st)?;
+        if !perm::allowed(cred, &st.attr, R) {
+            return Err(FsError::Access);
+        }
+        st.xattrs.get(name).cloned().ok_or(FsError::NoEnt)
+    }
+
+    fn setxattr(
+        &self,
+        cred: &Credentials,
+        fh: &FileHandle,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+    ) -> FsResult<()> {
+        if value.len() > XATTR_VALUE_MAX {
+            return Err(FsError::FBig);
+        }
+        if name.is_empty() || name.len() > NAME_MAX {
+            return Err(FsError::Inval);
+        }
+        let node = self.inode(fh)?;
+        let mut st = node.state.write();
+        live(&st)?;
+        if !perm::allowed(cred, &st.attr, W) {
+            return Err(FsError::Access);
+        }
+        let exists = st.xattrs.contains_key(name);
+        match how {
+            XattrSet::Create if exists => return Err(FsError::Exist),
+            XattrSet::Replace if !exists => return Err(FsError::NoEnt),
+            _ => {}
+        }
+        let others: usize =
+            st.xattrs.iter().filter(|(k, _)| k.as_ref() != name).map(|(k, v)| k.len() + v.len()).sum();
+        if others + name.len() + value.len() > XATTRS_BYTES_MAX {
+            return Err(FsError::NoSpc);
+        }
+        st.xattrs.insert(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+        st.attr.ctime = now();
+        Ok(())
+    }
+
+    fn listxattr(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<Vec<Bytes>> {
+        let node = self.inode(fh)?;
+        let st = node.state.read();
+        live(&st)?;
+        if !perm::allowed(cred, &st.attr, R) {
+            return Err(FsError::Access);
+        }
+        Ok(st.xattrs.keys().cloned().collect())
+    }
+
+    fn removexattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<()> {
+        let node = self.inode(fh)?;
+        let mut st = node.state.write();
+        live(&st)?;
+        if !perm::allowed(cred, &st.attr, W) {
+            return Err(FsError::Access);
+        }
+        st.xattrs.remove(name).ok_or(FsError::NoEnt)?;
+        st.attr.ctime = now();
+        Ok(())
     }
 
     fn sync_all(&self) -> FsResult<()> {

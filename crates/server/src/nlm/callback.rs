@@ -59,7 +59,7 @@ impl Sender {
 }
 
 /// Our host name, as the name we give in callbacks.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates or truncates.
     let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

@@ -440,6 +440,12 @@ impl<T: Clone> LockTable<T> {
         (released, granted)
     }
 
+    /// Whether `owner` holds any lock on `fh`.
+    pub(crate) fn owner_holds(&self, fh: &Bytes, owner: &Owner) -> bool {
+        let shard = self.shard(fh).lock();
+        shard.get(fh).is_some_and(|f| f.held.iter().any(|h| &h.owner == owner))
+    }
+
     /// The hosts (name, address) holding at least one lock now.
     #[cfg(test)]
     pub(crate) fn hosts(&self) -> Vec<(Bytes, IpAddr)> {

@@ -9,10 +9,10 @@
 //! - `callback`: calls the server makes to clients: GRANTED when a blocked
 //!   request is granted, SM_NOTIFY after a restart (found through the
 //!   client's rpcbind, as Linux's lockd and statd do; best effort, bounded).
-//!
 //! - `mirror`: for a backend whose file system enforces locks itself (a
 //!   CephFS), every lock is taken there too before it is granted here, so
-//!   it excludes the file system's other clients as well.
+//!   it excludes the file system's other clients as well. NFSv4's LOCK,
+//!   LOCKU and lease expiry use the same table and the same mirror.
 //!
 //! On a local directory, locks are between NFS clients of this server;
 //! processes on the server itself do not see them (the local backend does
@@ -22,10 +22,10 @@
 //! taken from.
 
 mod callback;
-mod locks;
-mod mirror;
+pub(crate) mod locks;
+pub(crate) mod mirror;
 
-use crate::dispatch::{Call, Outcome};
+use crate::call::{Call, Outcome};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::NfsFh3;
 use eagernfs_proto::nlm::*;
@@ -36,7 +36,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub(crate) use callback::notify_restart;
+pub(crate) use callback::{hostname, notify_restart};
 
 /// A host that holds (or held, before a restart) locks here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,8 +108,17 @@ pub(crate) struct Grant {
     mirror: Option<Arc<BackendMirror>>,
 }
 
+impl Grant {
+    /// The notice of an NFSv4 request, which never waits in the queue
+    /// (NFSv4 clients poll a lock they wait for), so nothing announces it.
+    pub(crate) fn never_queued(addr: IpAddr) -> Grant {
+        Grant { addr, args: Nlm4TestArgs::default(), mirror: None }
+    }
+}
+
 /// The running lock manager.
 pub(crate) struct LockManager {
+    /// The lock table, shared with NFSv4 (its LOCK takes the same locks).
     table: Arc<LockTable<Grant>>,
     /// Started with the first request a file system refused.
     retrying: std::sync::Once,
@@ -142,7 +151,7 @@ fn start_persister(
 }
 
 impl LockManager {
-    pub(crate) fn new(config: &LockConfig, stats: Arc<crate::Stats>) -> Self {
+    pub(crate) fn new(config: &LockConfig, table: Arc<LockTable<Grant>>, stats: Arc<crate::Stats>) -> Self {
         let grace_until = (!config.previous_hosts.is_empty()).then(|| Instant::now() + config.grace_period);
         if let Some(until) = grace_until {
             tracing::info!(
@@ -152,7 +161,7 @@ impl LockManager {
             );
         }
         LockManager {
-            table: Arc::new(LockTable::new(config.max_locks, Some(stats.clone()))),
+            table,
             retrying: std::sync::Once::new(),
             grace_until,
             nsm_state: config.nsm_state,
@@ -162,12 +171,12 @@ impl LockManager {
         }
     }
 
-    fn in_grace(&self) -> bool {
+    pub(crate) fn in_grace(&self) -> bool {
         self.grace_until.is_some_and(|t| Instant::now() < t)
     }
 
     /// Announce grants (GRANTED callbacks), best effort.
-    fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
+    pub(crate) fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
         announce(self.callbacks.as_ref(), granted)
     }
 
@@ -223,7 +232,13 @@ fn announce(tx: Option<&callback::Sender>, granted: Vec<locks::Waiter<Grant>>) {
 }
 
 fn owner(l: &Nlm4Lock) -> Owner {
-    Owner { host: l.caller_name.0.clone(), oh: l.oh.0.clone(), svid: l.svid }
+    let mut host = l.caller_name.0.clone();
+    if host.first() == Some(&0) {
+        // NFSv4 lock owners' host names start with a NUL byte (see
+        // `nfs4::state`): an NLM caller cannot name one and free its locks.
+        host = [b"nlm:".as_slice(), &host].concat().into();
+    }
+    Owner { host, oh: l.oh.0.clone(), svid: l.svid }
 }
 
 /// Check the lock's file handle names a file this caller may use; its
@@ -244,7 +259,7 @@ fn check_file(call: &Call, fh: &Netobj) -> Result<Option<Arc<BackendMirror>>, Nl
 }
 
 /// `m` as the table takes it.
-fn as_mirror(m: &Option<Arc<BackendMirror>>) -> &dyn Mirror {
+pub(crate) fn as_mirror(m: &Option<Arc<BackendMirror>>) -> &dyn Mirror {
     match m {
         Some(m) => &**m,
         None => &NoMirror,
@@ -269,7 +284,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     match args {
         NlmArgs::Null => {}
         NlmArgs::Test(a) => {
-            let stat = if lm.in_grace() {
+            let stat = if in_grace(call, lm) {
                 Nlm4TestReply::Other(Nlm4Stats::DeniedGracePeriod)
             } else {
                 match check_file(call, &a.alock.fh) {
@@ -331,8 +346,14 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     Outcome::Replied
 }
 
+/// NLM's grace period or NFSv4's: the lock table is one, so while either
+/// protocol's clients reclaim, neither grants new locks.
+fn in_grace(call: &Call, lm: &LockManager) -> bool {
+    lm.in_grace() || call.state.nfs4.as_ref().is_some_and(|v4| v4.in_grace())
+}
+
 fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
-    if lm.in_grace() && !a.reclaim {
+    if in_grace(call, lm) && !a.reclaim {
         return Nlm4Stats::DeniedGracePeriod;
     }
     let m = match check_file(call, &a.alock.fh) {

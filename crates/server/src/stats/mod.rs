@@ -59,6 +59,18 @@ pub struct StatsSnapshot {
     pub nlm: Vec<(String, u64)>,
     #[serde(default)]
     pub nsm: Vec<(String, u64)>,
+    /// NFSv4 COMPOUND calls, and operations by name.
+    #[serde(default)]
+    pub nfs4_compounds: u64,
+    #[serde(default)]
+    pub nfs4_ops: Vec<(String, u64)>,
+    /// NFSv4 client records, sessions and stateids (opens, locks, delegations) held now.
+    #[serde(default)]
+    pub nfs4_clients: u64,
+    #[serde(default)]
+    pub nfs4_sessions: u64,
+    #[serde(default)]
+    pub nfs4_stateids: u64,
     /// Byte-range locks held now, and lock requests waiting (blocked) now.
     #[serde(default)]
     pub locks_held: u64,
@@ -135,6 +147,14 @@ pub struct Stats {
     portmap: [AtomicU64; 6],
     nlm: [AtomicU64; 24],
     nsm: [AtomicU64; 7],
+    /// NFSv4 procedures (NULL, COMPOUND) and operations by number (the
+    /// last slot counts undefined operation numbers).
+    nfs4: [AtomicU64; 2],
+    nfs4_ops: [AtomicU64; 77],
+    /// NFSv4 client records, sessions and stateids now (gauges the NFSv4 service keeps).
+    pub(crate) nfs4_clients: AtomicU64,
+    pub(crate) nfs4_sessions: AtomicU64,
+    pub(crate) nfs4_stateids: AtomicU64,
     /// Locks held and requests waiting (gauges the lock manager keeps).
     pub(crate) locks_held: AtomicU64,
     pub(crate) locks_waiting: AtomicU64,
@@ -181,6 +201,11 @@ impl Default for Stats {
             portmap: Default::default(),
             nlm: Default::default(),
             nsm: Default::default(),
+            nfs4: Default::default(),
+            nfs4_ops: [const { AtomicU64::new(0) }; 77],
+            nfs4_clients: AtomicU64::new(0),
+            nfs4_sessions: AtomicU64::new(0),
+            nfs4_stateids: AtomicU64::new(0),
             locks_held: AtomicU64::new(0),
             locks_waiting: AtomicU64::new(0),
             lock_callbacks_delivered: AtomicU64::new(0),
@@ -240,6 +265,7 @@ pub enum Program {
     Portmap,
     Nlm,
     Nsm,
+    Nfs4,
 }
 
 impl Stats {
@@ -250,10 +276,17 @@ impl Stats {
             Program::Portmap => &self.portmap,
             Program::Nlm => &self.nlm,
             Program::Nsm => &self.nsm,
+            Program::Nfs4 => &self.nfs4,
         };
         if let Some(c) = table.get(proc_ as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// One NFSv4 operation ran (or was answered: illegal, misplaced).
+    pub(crate) fn count_nfs4_op(&self, opnum: u32) {
+        let i = (opnum as usize).min(self.nfs4_ops.len() - 1);
+        self.nfs4_ops[i].fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_rejected(&self) {
@@ -368,6 +401,17 @@ impl Stats {
             portmap: named(&self.portmap, &eagernfs_proto::portmap::PORTMAP_PROCEDURES),
             nlm: named(&self.nlm, &eagernfs_proto::nlm::NLM4_PROCEDURES),
             nsm: named(&self.nsm, &eagernfs_proto::nlm::NSM_PROCEDURES),
+            nfs4_compounds: n(&self.nfs4[1]),
+            nfs4_ops: self
+                .nfs4_ops
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| n(c) > 0)
+                .map(|(i, c)| (eagernfs_proto::nfs4::op_name(i as u32).to_string(), n(c)))
+                .collect(),
+            nfs4_clients: n(&self.nfs4_clients),
+            nfs4_sessions: n(&self.nfs4_sessions),
+            nfs4_stateids: n(&self.nfs4_stateids),
             locks_held: n(&self.locks_held),
             locks_waiting: n(&self.locks_waiting),
             lock_callbacks_delivered: n(&self.lock_callbacks_delivered),

@@ -19,7 +19,8 @@ use std::io;
 use std::net::TcpStream;
 use std::os::fd::{AsFd, AsRawFd};
 
-use crate::dispatch::{self, Piece, Reply};
+use crate::call;
+use crate::reply::{Piece, Reply};
 use eagernfs_vfs::bufpool::{BufPool, Loan};
 
 /// Bytes read per `read` when a fragment is large.
@@ -149,7 +150,7 @@ pub(crate) struct Conn {
     /// readiness (epoll keys registrations by descriptor).
     pub(crate) out_fd: TcpStream,
     /// What dispatch needs: the peer, the I/O ordering tickets.
-    pub(crate) info: dispatch::Connection,
+    pub(crate) info: call::Connection,
     recv: Mutex<RecvState>,
     pub(crate) out: Mutex<OutState>,
     /// When (ns on the service's clock) the last whole record arrived.
@@ -172,7 +173,7 @@ impl Conn {
         id: u64,
         pool: usize,
         stream: TcpStream,
-        info: dispatch::Connection,
+        info: call::Connection,
         now_ns: u64,
     ) -> io::Result<Conn> {
         stream.set_nonblocking(true)?;
@@ -367,6 +368,13 @@ impl Conn {
         Written { replies_done: done, blocked: false }
     }
 
+    /// Queue a call the server makes (an NFSv4.1 callback) behind the
+    /// replies already queued; it is not a reply, so it releases no call.
+    /// Write it with [`Conn::write_locked`].
+    pub(crate) fn queue_call(&self, out: &mut OutState, record: Bytes) {
+        out.queue.push_back((Piece::Bytes(record), false));
+    }
+
     /// Nothing left to write.
     pub(crate) fn out_idle(out: &OutState) -> bool {
         out.queue.is_empty()
@@ -437,7 +445,7 @@ fn write_vectored(s: &TcpStream, queue: &VecDeque<(Piece, bool)>) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatch::{Peer, Transport};
+    use crate::call::{Peer, Transport};
     use std::io::Write;
     use std::net::TcpListener;
 
@@ -445,7 +453,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (server, peer) = l.accept().unwrap();
-        let info = dispatch::Connection::new(Peer { addr: peer, local_port: 0, transport: Transport::Tcp });
+        let info = call::Connection::new(Peer { addr: peer, local_port: 0, transport: Transport::Tcp });
         (Conn::new(1, 0, server, info, 1).unwrap(), client)
     }
 

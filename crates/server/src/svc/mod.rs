@@ -51,7 +51,9 @@ mod slow;
 
 pub(crate) use order::{IoOrder, Ticket, Turn};
 
-use crate::dispatch::{self, Peer, Transport};
+use crate::call::{self, Peer, Transport};
+use crate::dispatch;
+use crate::reply::Reply;
 use crate::ServerState;
 use conn::{Conn, OutState, RecvEnd};
 use deadline::ReplyTo;
@@ -141,14 +143,14 @@ impl Default for SvcConfig {
 /// Replies of a run of quick calls, not sent yet.
 #[derive(Default)]
 struct Replies {
-    list: Vec<dispatch::Reply>,
+    list: Vec<Reply>,
     bytes: usize,
     /// Calls that needed no reply (still to be counted as answered).
     none: usize,
 }
 
 impl Replies {
-    fn add(&mut self, reply: Option<dispatch::Reply>) {
+    fn add(&mut self, reply: Option<Reply>) {
         match reply {
             Some(r) => {
                 self.bytes += r.head.len() + r.tail.as_ref().map_or(0, |t| t.len());
@@ -332,6 +334,11 @@ impl Svc {
             svc.shutdown();
             return Err(e);
         }
+        if let Some(v4) = &svc.state.nfs4 {
+            // NFSv4.1 callbacks go out on clients' connections.
+            let svc_dyn: Arc<dyn crate::nfs4::BackChannel> = svc.clone();
+            v4.back.attach(Arc::downgrade(&svc_dyn));
+        }
         Ok(svc)
     }
 
@@ -394,8 +401,7 @@ impl Svc {
                 self.after_output(&conn, &mut out, released, blocked);
             }
             SlowJob::Udp { socket, src, local_port, record, remote } => {
-                let conn =
-                    dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+                let conn = call::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
                 let to = remote.then_some(ReplyTo::Udp { socket, src });
                 if let Some(Some(reply)) = self.run_call_to(to, &conn, record, None) {
                     self.send_udp_reply(socket, src, reply);
@@ -504,6 +510,20 @@ impl Svc {
         self.conns.read().get(&id).cloned()
     }
 
+    /// Write a call we make (an NFSv4.1 callback) on connection `id`, like
+    /// a reply but not counted as one. False if the connection is gone.
+    fn send_call(&self, id: u64, record: bytes::Bytes) -> bool {
+        let Some(c) = self.conn(id) else { return false };
+        let mut out = c.out.lock();
+        if out.gone || out.broken {
+            return false;
+        }
+        c.queue_call(&mut out, record);
+        let w = c.write_locked(&mut out, None);
+        self.after_output(&c, &mut out, w.replies_done, w.blocked);
+        true
+    }
+
     // ----- connections ------------------------------------------------
 
     fn accept(self: &Arc<Self>, i: usize) {
@@ -556,17 +576,17 @@ impl Svc {
             Ok(a) => a.port(),
             Err(_) => return,
         };
-        let info = dispatch::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
+        let info = call::Connection::new(Peer { addr: peer, local_port, transport: Transport::Tcp });
         self.add_connection(stream, info);
     }
 
     /// Serve a connection relayed from TLS (`stream` is the service end of its socket pair).
     pub(crate) fn adopt(&self, stream: TcpStream, peer: Peer, tls: crate::tls::TlsPeer) {
-        let info = dispatch::Connection::with_tls(peer, tls);
+        let info = call::Connection::with_tls(peer, tls);
         self.add_connection(stream, info);
     }
 
-    fn add_connection(&self, stream: TcpStream, info: dispatch::Connection) {
+    fn add_connection(&self, stream: TcpStream, mut info: call::Connection) {
         let peer = info.peer.addr;
         let limit = self.state.config.max_connections_per_host;
         {
@@ -586,6 +606,7 @@ impl Svc {
             *n += 1;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        info.id = id;
         let pool = self.next_pool.fetch_add(1, Ordering::Relaxed) % self.pools.len();
         let conn = match Conn::new(id, pool, stream, info, self.now_ns()) {
             Ok(c) => Arc::new(c),
@@ -749,10 +770,13 @@ impl Svc {
         }
     }
 
-    /// Whether the call `p` describes is for an export whose backend waits
-    /// on other machines (it then runs under a deadline).
+    /// Whether the call `p` describes is an NFSv3 call for an export whose
+    /// backend waits on other machines (it then runs under a deadline).
+    /// NFSv4 calls never do: their replies belong to session slots, and a
+    /// call waiting on a stalled cluster is answered NFS4ERR_DELAY by the
+    /// backend's own gate instead.
     fn is_remote_call(&self, p: &peek::Peeked) -> bool {
-        self.state.any_remote() && p.export.is_some_and(|id| self.state.is_remote(id))
+        !p.nfs4 && self.state.any_remote() && p.export.is_some_and(|id| self.state.is_remote(id))
     }
 
     /// Run one call as [`Svc::run_call`]; with `to`, under the deadline of
@@ -761,10 +785,10 @@ impl Svc {
     fn run_call_to(
         &self,
         to: Option<ReplyTo>,
-        conn: &dispatch::Connection,
+        conn: &call::Connection,
         record: bytes::Bytes,
         ticket: Option<Ticket>,
-    ) -> Option<Option<dispatch::Reply>> {
+    ) -> Option<Option<Reply>> {
         let registered = to.and_then(|to| {
             // Calls that move data (the ones that may block anyway) get longer.
             let patient = peek::peek(&record, self.cfg.writes_block).may_block;
@@ -783,7 +807,7 @@ impl Svc {
     fn answer_overdue(&self, o: deadline::Overdue) {
         tracing::debug!(xid = o.xid, proc_ = o.proc_, "a call still waits on its cluster: answered JUKEBOX");
         self.state.stats.count_remote_jukebox();
-        let Some(reply) = dispatch::jukebox_reply(o.xid, o.proc_) else { return };
+        let Some(reply) = crate::reply::jukebox_reply(o.xid, o.proc_) else { return };
         match o.to {
             ReplyTo::Tcp(c) => {
                 let mut out = c.out.lock();
@@ -802,10 +826,10 @@ impl Svc {
     /// Run one call; its reply (record-marked), if it has one.
     fn run_call(
         &self,
-        conn: &dispatch::Connection,
+        conn: &call::Connection,
         record: bytes::Bytes,
         ticket: Option<Ticket>,
-    ) -> Option<dispatch::Reply> {
+    ) -> Option<Reply> {
         let state = &self.state;
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             dispatch::handle_record(state, conn, record, ticket.as_ref())
@@ -861,8 +885,7 @@ impl Svc {
                 let remote = self.is_remote_call(&peeked);
                 self.submit_slow(SlowJob::Udp { socket: i, src, local_port, record, remote });
             } else {
-                let conn =
-                    dispatch::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
+                let conn = call::Connection::new(Peer { addr: src, local_port, transport: Transport::Udp });
                 let to = self.is_remote_call(&peeked).then_some(ReplyTo::Udp { socket: i, src });
                 if let Some(Some(reply)) = self.run_call_to(to, &conn, record, None) {
                     self.send_udp_reply(i, src, reply);
@@ -877,7 +900,7 @@ impl Svc {
 
     /// Answer a UDP call: one datagram, the message without TCP's record
     /// mark.
-    fn send_udp_reply(&self, socket: usize, src: SocketAddr, mut reply: dispatch::Reply) {
+    fn send_udp_reply(&self, socket: usize, src: SocketAddr, mut reply: Reply) {
         let reply = reply.take_bytes();
         if let Err(e) = self.udp[socket].send_to(&reply[4..], src) {
             tracing::debug!(peer = %src, "UDP reply of {} bytes not sent: {e}", reply.len() - 4);
@@ -1136,5 +1159,18 @@ impl Svc {
         }
         drop(alive);
         self.conns.write().clear();
+    }
+}
+
+impl crate::nfs4::BackChannel for Svc {
+    fn send(&self, conn: u64, record: bytes::Bytes) -> bool {
+        self.send_call(conn, record)
+    }
+
+    fn alive(&self, conn: u64) -> bool {
+        self.conn(conn).is_some_and(|c| {
+            let out = c.out.lock();
+            !out.gone && !out.broken && !out.read_closed
+        })
     }
 }

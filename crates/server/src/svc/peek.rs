@@ -6,6 +6,10 @@
 //! decoder reports the error later.
 
 use eagernfs_proto::nfs3::{NFS3_FHSIZE, NFS_PROGRAM, NFS_V3};
+use eagernfs_proto::nfs4::{
+    NFS4_FHSIZE, NFS_V4, OP_COMMIT, OP_CREATE, OP_LINK, OP_LOCK, OP_LOCKT, OP_LOCKU, OP_OPEN, OP_PUTFH,
+    OP_READ, OP_REMOVE, OP_RENAME, OP_SAVEFH, OP_SEQUENCE, OP_SETATTR, OP_WRITE, UTF8STR_MAX,
+};
 use eagernfs_proto::nlm::NLM_PROGRAM;
 
 /// NFSv3 procedure numbers this looks at (RFC 1813).
@@ -15,6 +19,11 @@ const COMMIT: u32 = 21;
 /// Procedures that change attributes or names: on a file system that
 /// journals them on other machines (CephFS), each waits for that.
 const CHANGES_METADATA: [u32; 9] = [2, 8, 9, 10, 11, 12, 13, 14, 15];
+/// NFSv4 operations after SEQUENCE and PUTFH that change attributes or
+/// names, or take part in locks (SAVEFH starts a Linux client's RENAME and
+/// LINK): the NFSv4 counterparts of [`CHANGES_METADATA`] and NLM's calls.
+const V4_CHANGES_METADATA: [u32; 10] =
+    [OP_SETATTR, OP_CREATE, OP_OPEN, OP_REMOVE, OP_RENAME, OP_LINK, OP_SAVEFH, OP_LOCK, OP_LOCKT, OP_LOCKU];
 /// Bytes of READ or WRITE data above which a call counts as slow: a cold
 /// 1 MiB READ waits for the disk, a large WRITE may wait for write-back.
 const LARGE_IO_BYTES: u32 = 64 * 1024;
@@ -30,15 +39,20 @@ pub(crate) struct Peeked {
     /// An NFSv3 READ or WRITE of this file (a hash of its handle): such
     /// calls of one connection enter the backend in arrival order.
     pub(crate) io_file: Option<u64>,
-    /// The export an NFSv3 call is for (the first bytes of its first file
-    /// handle; every procedure but NULL starts with one).
+    /// The export an NFS call is for (the first bytes of its first file
+    /// handle: every NFSv3 procedure but NULL starts with one; an NFSv4
+    /// COMPOUND's PUTFH after SEQUENCE, when it names an exported object).
     pub(crate) export: Option<u32>,
     /// The call changes attributes or names (SETATTR, CREATE, MKDIR,
-    /// SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK): it may block if its
-    /// export's backend waits on other machines.
+    /// SYMLINK, MKNOD, REMOVE, RMDIR, RENAME, LINK; in NFSv4 also OPEN and
+    /// the lock operations): it may block if its export's backend waits on
+    /// other machines.
     pub(crate) changes_metadata: bool,
     /// A call of the lock manager (which may wait on a file system's own locks).
     pub(crate) nlm: bool,
+    /// An NFSv4 COMPOUND: its reply belongs to a session slot, so no one
+    /// but the call itself may answer it (no JUKEBOX from a watchdog).
+    pub(crate) nfs4: bool,
 }
 
 struct Cursor<'a> {
@@ -89,12 +103,15 @@ fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
     if prog == NLM_PROGRAM {
         return Some(Peeked { nlm: proc_ != 0, ..Peeked::default() });
     }
-    if prog != NFS_PROGRAM || vers != NFS_V3 {
+    if prog != NFS_PROGRAM || (vers != NFS_V3 && vers != NFS_V4) {
         return None;
     }
     for _ in 0..2 {
         let _flavor = c.u32()?;
         c.opaque(AUTH_BODY_MAX)?;
+    }
+    if vers == NFS_V4 {
+        return inspect_compound(&mut c, proc_, writes_block);
     }
     if proc_ == 0 {
         return None;
@@ -115,6 +132,43 @@ fn inspect(record: &[u8], writes_block: bool) -> Option<Peeked> {
             })
         }
         _ => Some(plain),
+    }
+}
+
+/// An NFSv4 COMPOUND shaped as a client sends it: SEQUENCE, PUTFH, then
+/// READ, WRITE or COMMIT, or an operation that changes metadata (anything
+/// after them does not change the verdict).
+fn inspect_compound(c: &mut Cursor, proc_: u32, writes_block: bool) -> Option<Peeked> {
+    if proc_ != 1 {
+        return None;
+    }
+    c.opaque(UTF8STR_MAX)?; // tag
+    c.skip(8)?; // minor version, operation count
+    if c.u32()? != OP_SEQUENCE {
+        return None;
+    }
+    c.skip(16 + 4 * 4)?; // session id, sequence id, slot, highest slot, cachethis
+    if c.u32()? != OP_PUTFH {
+        return None;
+    }
+    let fh = c.opaque(NFS4_FHSIZE)?;
+    // A pseudo directory's handle is its 4-byte node id: no export.
+    let export = fh.first_chunk::<4>().filter(|_| fh.len() > 4).map(|b| u32::from_be_bytes(*b));
+    let plain = Peeked { export, nfs4: true, ..Peeked::default() };
+    match c.u32()? {
+        OP_COMMIT => Some(Peeked { may_block: true, ..plain }),
+        OP_READ => {
+            c.skip(16 + 8)?; // stateid, offset
+            let count = c.u32()?;
+            Some(Peeked { may_block: count > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)), ..plain })
+        }
+        OP_WRITE => {
+            c.skip(16 + 8)?; // stateid, offset
+            let stable = c.u32()? != 0 || writes_block;
+            let len = c.u32()?;
+            Some(Peeked { may_block: stable || len > LARGE_IO_BYTES, io_file: Some(fnv1a(fh)), ..plain })
+        }
+        op => Some(Peeked { changes_metadata: V4_CHANGES_METADATA.contains(&op), ..plain }),
     }
 }
 
@@ -171,6 +225,49 @@ mod tests {
         let unstable = call(NFS_PROGRAM, WRITE, &io_args(1, 8192, Some(0)));
         assert!(peek(&unstable, true).may_block);
         assert!(!peek(&call(NFS_PROGRAM, READ, &io_args(1, 8192, None)), true).may_block);
+    }
+
+    /// NFSv4: SEQUENCE, PUTFH, then the I/O operation.
+    fn compound(op: u32, args: &[u32]) -> Vec<u8> {
+        let mut v: Vec<u32> = vec![9, 0, 2, NFS_PROGRAM, NFS_V4, 1];
+        v.extend([1, 4, 0xdead, 0, 0]);
+        v.extend([0, 1, 3]); // empty tag, minor version 1, three operations
+        v.extend([OP_SEQUENCE, 1, 2, 3, 4, 5, 0, 0, 0]);
+        v.extend([OP_PUTFH, 8, 7, 7]);
+        v.push(op);
+        v.extend_from_slice(args);
+        v.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn classifies_nfsv4_compounds() {
+        let stateid = [0u32; 4];
+        let io = |count: u32, stable: Option<u32>| {
+            let mut a = stateid.to_vec();
+            a.extend([0, 0]);
+            match stable {
+                Some(s) => a.extend([s, count]),
+                None => a.push(count),
+            }
+            a
+        };
+        let r = peek(&compound(OP_READ, &io(8192, None)), false);
+        assert!(!r.may_block && r.io_file.is_some());
+        assert!(peek(&compound(OP_READ, &io(1 << 20, None)), false).may_block);
+        assert!(!peek(&compound(OP_WRITE, &io(8192, Some(0))), false).may_block, "small UNSTABLE");
+        assert!(peek(&compound(OP_WRITE, &io(8192, Some(2))), false).may_block, "FILE_SYNC");
+        assert!(peek(&compound(OP_WRITE, &io(8192, Some(0))), true).may_block, "behind a journal");
+        assert!(peek(&compound(OP_COMMIT, &[0, 0, 0]), false).may_block);
+        let getattr = peek(&compound(9, &[1, 2]), false);
+        assert_eq!(getattr, Peeked { export: Some(7), nfs4: true, ..Peeked::default() }, "GETATTR");
+        for op in V4_CHANGES_METADATA {
+            let m = peek(&compound(op, &[0, 0]), false);
+            assert_eq!((m.export, m.changes_metadata, m.may_block), (Some(7), true, false), "op {op}");
+        }
+        assert!(!peek(&compound(15, &[0]), false).changes_metadata, "LOOKUP");
+        // The handle's bytes name the file, as for NFSv3.
+        let fh = [0, 0, 0, 7, 0, 0, 0, 7];
+        assert_eq!(peek(&compound(OP_READ, &io(8192, None)), false).io_file, Some(fnv1a(&fh)));
     }
 
     #[test]

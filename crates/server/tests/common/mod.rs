@@ -17,6 +17,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod seqops;
+pub mod v4;
 
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::mount::{self, Mountres3, MOUNTPROC_MNT, MOUNT_PROGRAM, MOUNT_V3};
@@ -25,7 +26,7 @@ use eagernfs_rpc::record::{begin_record, finish_record};
 use eagernfs_rpc::{
     AcceptStat, AuthSys, CallHeader, Message, OpaqueAuth, RecordDecoder, ReplyBody, ReplyHeader,
 };
-use eagernfs_server::{exports, ExportSpec, IoTraceReader, Server, ServerConfig, Stats};
+use eagernfs_server::{exports, ExportSpec, IoTraceReader, Server, ServerConfig, ServerHandle, Stats};
 use eagernfs_vfs::memory::{MemoryBackend, MemoryConfig};
 use eagernfs_vfs::Backend;
 use eagernfs_xdr::{decode_exact, Decode, Encode, Opaque};
@@ -70,6 +71,8 @@ pub struct TestServer {
     pub stats: Arc<Stats>,
     /// READ/WRITE in backend order (empty unless `io_trace_max_events` is set).
     pub trace: IoTraceReader,
+    /// Reconfigures the running server (and moves the NFSv4 clock on in tests).
+    server_handle: ServerHandle,
     shutdown: CancellationToken,
     thread: Option<JoinHandle<std::io::Result<()>>>,
     /// Receives once `run` has returned, so `stop` can wait with a deadline.
@@ -106,14 +109,28 @@ impl TestServer {
                 .expect("tokio runtime");
             let result = rt.block_on(async move {
                 let server = Server::bind(config, exports, &listen).await.expect("bind");
-                tx.send((server.local_addrs(), server.stats(), server.io_trace())).unwrap();
+                tx.send((server.local_addrs(), server.stats(), server.io_trace(), server.handle())).unwrap();
                 server.run(token).await
             });
             let _ = done_tx.send(());
             result
         });
-        let (addrs, stats, trace) = rx.recv_timeout(WAIT).expect("server did not start");
-        TestServer { addr: addrs[0], addrs, stats, trace, shutdown, thread: Some(thread), done }
+        let (addrs, stats, trace, server_handle) = rx.recv_timeout(WAIT).expect("server did not start");
+        TestServer {
+            addr: addrs[0],
+            addrs,
+            stats,
+            trace,
+            server_handle,
+            shutdown,
+            thread: Some(thread),
+            done,
+        }
+    }
+
+    /// What reconfigures the running server.
+    pub fn handle(&self) -> ServerHandle {
+        self.server_handle.clone()
     }
 
     /// The token that stops the server (for tests that cancel mid-flight).
@@ -329,6 +346,14 @@ impl Client {
                 Err(e) => panic!("receive failed (timed out?): {e}"),
             }
         }
+    }
+
+    /// The next message, a reply or a call (an NFSv4.1 callback), with the
+    /// bytes after its header; `None` if the server closed the connection.
+    pub fn recv_any(&mut self) -> Option<(Message, Bytes)> {
+        let mut rec = self.recv_record()?;
+        let m = Message::decode(&mut rec).expect("message header decodes");
+        Some((m, rec))
     }
 
     /// The next reply; panics if the connection closed or it is not a reply.

@@ -469,3 +469,125 @@ pub(super) fn attr_from_stat(st: &libc::stat) -> Attr {
         ctime: ts(st.st_ctime, st.st_ctime_nsec),
     }
 }
+
+/// `fallocate(fd, mode, offset, len)`.
+pub(super) fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+    let (off, len) = (i64::try_from(offset), i64::try_from(len));
+    let (Ok(off), Ok(len)) = (off, len) else { return Err(io::Error::from_raw_os_error(libc::EFBIG)) };
+    // SAFETY: plain integer arguments on a descriptor we own.
+    retry(|| cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off, len) })).map(drop)
+}
+
+/// `lseek(fd, offset, whence)`: the new offset.
+pub(super) fn lseek(fd: BorrowedFd<'_>, offset: u64, whence: libc::c_int) -> io::Result<u64> {
+    let off = i64::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::ENXIO))?;
+    // SAFETY: plain integer arguments on a descriptor we own.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), off, whence) };
+    if r < 0 {
+        return Err(last_err());
+    }
+    Ok(r as u64)
+}
+
+/// `copy_file_range` of up to `len` bytes at explicit offsets (which it advances); bytes copied.
+pub(super) fn copy_file_range(
+    src: BorrowedFd<'_>,
+    src_off: &mut u64,
+    dst: BorrowedFd<'_>,
+    dst_off: &mut u64,
+    len: usize,
+) -> io::Result<usize> {
+    let mut so = i64::try_from(*src_off).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    let mut d = i64::try_from(*dst_off).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: the offsets are valid i64s we own for the call; both descriptors are open.
+    let n = retry(|| {
+        cvt_long(unsafe { libc::copy_file_range(src.as_raw_fd(), &mut so, dst.as_raw_fd(), &mut d, len, 0) }
+            as libc::c_long)
+    })?;
+    *src_off = so as u64;
+    *dst_off = d as u64;
+    Ok(n as usize)
+}
+
+/// `FICLONERANGE`: share `len` bytes (0: to the end) of `src` at `src_off` with `dst` at `dst_off`.
+pub(super) fn clone_range(
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    dst: BorrowedFd<'_>,
+    dst_off: u64,
+    len: u64,
+) -> io::Result<()> {
+    #[repr(C)]
+    struct FileCloneRange {
+        src_fd: i64,
+        src_offset: u64,
+        src_length: u64,
+        dest_offset: u64,
+    }
+    const FICLONERANGE: libc::c_ulong = 0x4020_940d;
+    let arg = FileCloneRange {
+        src_fd: src.as_raw_fd() as i64,
+        src_offset: src_off,
+        src_length: len,
+        dest_offset: dst_off,
+    };
+    // SAFETY: FICLONERANGE reads a `struct file_clone_range`, which `arg` is, for the call's duration.
+    cvt(unsafe { libc::ioctl(dst.as_raw_fd(), FICLONERANGE, &arg) }).map(drop)
+}
+
+/// The user namespace's name for extended attribute `name`.
+fn user_xattr(name: &[u8]) -> io::Result<CString> {
+    let mut v = b"user.".to_vec();
+    v.extend_from_slice(name);
+    CString::new(v).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `getxattr` of the object behind `fd` (any descriptor, `O_PATH` too), as the current fsuid.
+pub(super) fn get_xattr(fd: BorrowedFd<'_>, name: &[u8], max: usize) -> io::Result<Vec<u8>> {
+    let path = proc_fd_path(fd.as_raw_fd());
+    let name = user_xattr(name)?;
+    let mut buf = vec![0u8; max];
+    // SAFETY: both strings are NUL-terminated; `buf` is valid for `max` bytes.
+    let n = retry(|| {
+        cvt_long(unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) }
+            as libc::c_long)
+    })?;
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// `setxattr` (flags: `XATTR_CREATE`, `XATTR_REPLACE` or 0).
+pub(super) fn set_xattr(fd: BorrowedFd<'_>, name: &[u8], value: &[u8], flags: libc::c_int) -> io::Result<()> {
+    let path = proc_fd_path(fd.as_raw_fd());
+    let name = user_xattr(name)?;
+    // SAFETY: both strings are NUL-terminated; `value` is valid for its length.
+    retry(|| {
+        cvt(unsafe {
+            libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), flags)
+        })
+    })
+    .map(drop)
+}
+
+/// The user namespace's attribute names (without `user.`).
+pub(super) fn list_xattr(fd: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+    let path = proc_fd_path(fd.as_raw_fd());
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: the path is NUL-terminated; `buf` is valid for its length.
+    let n = retry(|| {
+        cvt_long(unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)
+    })?;
+    Ok(buf[..n as usize]
+        .split(|b| *b == 0)
+        .filter_map(|n| n.strip_prefix(b"user.").map(<[u8]>::to_vec))
+        .filter(|n| !n.is_empty())
+        .collect())
+}
+
+/// `removexattr`.
+pub(super) fn remove_xattr(fd: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let path = proc_fd_path(fd.as_raw_fd());
+    let name = user_xattr(name)?;
+    // SAFETY: both strings are NUL-terminated.
+    retry(|| cvt(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) })).map(drop)
+}

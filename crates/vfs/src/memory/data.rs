@@ -91,6 +91,32 @@ impl SparseData {
         before - self.stored_bytes
     }
 
+    /// Make `[offset, offset+len)` a hole: whole chunks inside it are dropped,
+    /// the rest zeroed where stored; returns the bytes released.
+    pub(super) fn punch(&mut self, offset: u64, len: u64) -> u64 {
+        let before = self.stored_bytes;
+        let end = offset.saturating_add(len);
+        for (k, from, to, _) in pieces(offset, end - offset) {
+            if from == 0 && to as u64 == CHUNK_BYTES {
+                if let Some(c) = self.chunks.remove(&k) {
+                    self.stored_bytes -= c.len() as u64;
+                }
+            } else if let Some(c) = self.chunks.get_mut(&k) {
+                let to = to.min(c.len());
+                if to > from {
+                    c[from..to].fill(0);
+                }
+            }
+        }
+        before - self.stored_bytes
+    }
+
+    /// The first stored chunk at or after `offset`'s (where data may start), if any.
+    pub(super) fn next_stored(&self, offset: u64) -> Option<u64> {
+        let k = offset / CHUNK_BYTES;
+        self.chunks.range(k..).find(|(_, c)| !c.is_empty()).map(|(k, _)| (k * CHUNK_BYTES).max(offset))
+    }
+
     /// The `len` bytes at `offset`; the caller has already clamped the range
     /// to the file size, so anything not stored is a hole.
     pub(super) fn read(&self, offset: u64, len: usize) -> Bytes {

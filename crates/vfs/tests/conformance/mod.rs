@@ -36,7 +36,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use eagernfs_vfs::{
     access, Attr, Backend, CreateMode, Credentials, DirEntry, FileHandle, FileType, FsError, FsResult,
-    NodeKind, SetAttr, SetTime, StableHow, Timestamp, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
+    NodeKind, SeekWhat, SetAttr, SetTime, StableHow, Timestamp, XattrSet, NAME_MAX, SYMLINK_TARGET_BYTES_MAX,
+    XATTR_VALUE_MAX,
 };
 
 /// One named check and what it needs from the environment.
@@ -111,6 +112,10 @@ checks! {
     perm_access_bits: other_users,
     perm_nonroot_creates_own_files: other_users,
     perm_setgid_directory_inherits: other_users,
+    v42_allocate_deallocate_seek,
+    v42_copy_and_clone,
+    xattrs_round_trip,
+    xattrs_need_permission: other_users,
 }
 
 /// Run every check, each on a fresh backend from `make`.
@@ -1393,4 +1398,114 @@ pub fn perm_setgid_directory_inherits(b: &dyn Backend) {
     let sa = attr(b, &sd);
     assert_eq!(sa.gid, 4242);
     assert_ne!(sa.mode & 0o2000, 0, "and its setgid bit to subdirectories");
+}
+
+// ---------------------------------------------------------------- NFSv4.2 and xattrs
+
+/// ALLOCATE grows a file; DEALLOCATE makes a hole that reads as zeros and
+/// keeps the size; SEEK finds data and the hole at the end. A backend may
+/// offer none of it (`NotSupp`), but then offers none consistently.
+fn v42_allocate_deallocate_seek(b: &dyn Backend) {
+    let d = scratch(b);
+    let f = mkfile(b, &d, "f");
+    let who = root();
+    match b.allocate(&who, &f, 0, 10_000) {
+        Err(FsError::NotSupp) => {
+            assert_eq!(b.deallocate(&who, &f, 0, 1), Err(FsError::NotSupp));
+            return;
+        }
+        r => r.expect("allocate"),
+    }
+    assert_eq!(attr(b, &f).size, 10_000, "ALLOCATE past the end grows the file");
+    let data = pattern(8192, 3);
+    write_all(b, &who, &f, 0, &data);
+    b.deallocate(&who, &f, 4096, 4096).expect("deallocate");
+    let back = read_all(b, &f);
+    assert_eq!(back.len(), 10_000, "DEALLOCATE keeps the size");
+    assert_eq!(&back[..4096], &data[..4096]);
+    assert!(back[4096..].iter().all(|x| *x == 0), "the hole reads as zeros");
+    let (eof, at) = b.seek(&who, &f, 0, SeekWhat::Data).expect("seek data");
+    assert_eq!((eof, at), (false, 0));
+    let (eof, at) = b.seek(&who, &f, 0, SeekWhat::Hole).expect("seek hole");
+    assert!((4096..=10_000).contains(&at), "a hole at or after the punched range: {at}");
+    assert_eq!(eof, at == 10_000);
+    assert_eq!(b.seek(&who, &f, 10_000, SeekWhat::Data), Err(FsError::Nxio), "at the end");
+    // Not on a directory.
+    assert!(b.allocate(&who, &d, 0, 1).is_err());
+}
+
+/// COPY inside the backend copies what it says; CLONE shares or is not offered.
+fn v42_copy_and_clone(b: &dyn Backend) {
+    let d = scratch(b);
+    let src = mkfile(b, &d, "src");
+    let dst = mkfile(b, &d, "dst");
+    let who = root();
+    let data = pattern(300_000, 9);
+    write_all(b, &who, &src, 0, &data);
+    match b.copy_range(&who, &src, 1000, &dst, 10, 200_000) {
+        Err(FsError::NotSupp) => {}
+        r => {
+            assert_eq!(r.expect("copy"), 200_000);
+            let back = read_all(b, &dst);
+            assert_eq!(back.len(), 200_010);
+            assert!(back[..10].iter().all(|x| *x == 0));
+            assert_eq!(&back[10..], &data[1000..201_000]);
+            // Length 0: to the end of the source.
+            let n = b.copy_range(&who, &src, 299_000, &dst, 0, 0).expect("copy to the end");
+            assert_eq!(n, 1000);
+            assert_eq!(&read_all(b, &dst)[..1000], &data[299_000..]);
+        }
+    }
+    match b.clone_range(&who, &src, 0, &dst, 0, 0) {
+        Err(FsError::NotSupp) => {}
+        r => {
+            r.expect("clone");
+            assert_eq!(read_all(b, &dst)[..300_000], data[..]);
+        }
+    }
+}
+
+/// Set, read, list, replace and remove user extended attributes.
+fn xattrs_round_trip(b: &dyn Backend) {
+    let d = scratch(b);
+    let f = mkfile(b, &d, "x");
+    let who = root();
+    match b.setxattr(&who, &f, b"colour", b"blue", XattrSet::Create) {
+        Err(FsError::NotSupp) => return,
+        r => r.expect("setxattr"),
+    }
+    assert_eq!(b.getxattr(&who, &f, b"colour").unwrap(), &b"blue"[..]);
+    assert_eq!(b.setxattr(&who, &f, b"colour", b"red", XattrSet::Create), Err(FsError::Exist));
+    assert_eq!(b.setxattr(&who, &f, b"shape", b"x", XattrSet::Replace), Err(FsError::NoEnt));
+    b.setxattr(&who, &f, b"colour", b"red", XattrSet::Replace).unwrap();
+    b.setxattr(&who, &f, b"shape", b"", XattrSet::Either).unwrap();
+    let mut names = b.listxattr(&who, &f).unwrap();
+    names.sort();
+    assert_eq!(names, vec![bytes::Bytes::from_static(b"colour"), bytes::Bytes::from_static(b"shape")]);
+    assert_eq!(b.getxattr(&who, &f, b"colour").unwrap(), &b"red"[..]);
+    b.removexattr(&who, &f, b"colour").unwrap();
+    assert_eq!(b.getxattr(&who, &f, b"colour"), Err(FsError::NoEnt));
+    assert_eq!(b.removexattr(&who, &f, b"colour"), Err(FsError::NoEnt));
+    assert_eq!(
+        b.setxattr(&who, &f, b"big", &vec![0u8; XATTR_VALUE_MAX + 1], XattrSet::Either),
+        Err(FsError::FBig)
+    );
+}
+
+/// Reading a user attribute needs read permission, setting one write permission.
+fn xattrs_need_permission(b: &dyn Backend) {
+    let d = scratch(b);
+    let f = mkfile_as(b, &root(), &d, "private", 0o600);
+    match b.setxattr(&root(), &f, b"k", b"v", XattrSet::Either) {
+        Err(FsError::NotSupp) => return,
+        r => r.expect("setxattr"),
+    }
+    let other = user(1234);
+    expect_err(b.getxattr(&other, &f, b"k"), &[FsError::Access, FsError::Perm], "read without permission");
+    expect_err(
+        b.setxattr(&other, &f, b"k", b"w", XattrSet::Either),
+        &[FsError::Access, FsError::Perm],
+        "write without permission",
+    );
+    assert_eq!(b.getxattr(&root(), &f, b"k").unwrap(), &b"v"[..]);
 }

@@ -1,0 +1,222 @@
+//! NFSv4.1 and NFSv4.2 (RFC 8881, RFC 7862): version 4 of the NFS program,
+//! on the same port and the same exports as NFSv3.
+//!
+//! A call is a COMPOUND of operations run in order against a current (and
+//! saved) file handle until one fails. Sessions (SEQUENCE first in every
+//! COMPOUND) give each request a slot whose last reply is kept, so a retry
+//! gets that reply instead of a second execution: exactly once, also over a
+//! new connection. Opens, byte-range locks and delegations are state the
+//! server keeps per client, named by stateids and kept alive by the
+//! client's lease.
+//!
+//! # Layout
+//! - this file: [`Nfs4Config`], the service's shared state ([`Nfs4`]) and
+//!   the program's entry point.
+//! - `compound`: the COMPOUND loop: position rules from the operation table,
+//!   current/saved file handle and stateid, reply size limits, the slot's
+//!   reply cache, one small handler per operation.
+//! - `session`: client records (EXCHANGE_ID), sessions and their slot
+//!   tables (CREATE_SESSION, SEQUENCE, BIND_CONN_TO_SESSION, DESTROY_*),
+//!   leases and the grace period.
+//! - `fh`, `pseudo`: file handles and the pseudo-root that joins the
+//!   exports (each its own fsid), with the same access rules as NFSv3.
+//! - `attrs`: backend attributes to `fattr4` and back; owners as numbers or
+//!   `name@domain`.
+//! - `fsops`: the namespace and attribute operations; `io`: READ, WRITE,
+//!   COMMIT and the NFSv4.2 data operations.
+//! - `state`: opens with share reservations, byte-range locks on the lock
+//!   table NLM uses (so NFSv3 and NFSv4 clients exclude each other), and
+//!   read delegations; `callback`: the back channel (CB_RECALL).
+
+mod attrs;
+mod callback;
+mod compound;
+mod fh;
+mod fsops;
+mod io;
+mod pseudo;
+mod session;
+mod state;
+
+pub(crate) use callback::BackChannel;
+pub(crate) use fh::wire_of;
+
+use crate::call::{Call, Outcome};
+use crate::nlm::locks::LockTable;
+use crate::nlm::Grant;
+use bytes::{Bytes, BytesMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Called with the owner ids of every client that may reclaim state after a
+/// restart, whenever that set changes (so it survives one).
+pub type ClientsChanged = Arc<dyn Fn(&[Bytes]) + Send + Sync>;
+
+/// How the NFSv4.1/4.2 service behaves. Every field is a bound or a choice
+/// the operator makes; the binary fills it from flags and the state directory.
+#[derive(Clone)]
+pub struct Nfs4Config {
+    /// Serve NFSv4.1 and NFSv4.2 at all.
+    pub enabled: bool,
+    /// How long a client's state lasts without a call (`lease_time`).
+    pub lease: Duration,
+    /// After a restart with clients that held state, only their reclaims
+    /// are granted for this long (or until each said RECLAIM_COMPLETE).
+    pub grace_period: Duration,
+    /// Different for every start of the server: client ids, session ids and
+    /// stateids carry it, so those of an earlier start are recognised.
+    pub boot_epoch: u32,
+    /// Owner ids of the clients that held state when the server last
+    /// stopped: they, and only they, may reclaim in the grace period.
+    pub previous_clients: Vec<Bytes>,
+    /// Persist the set of clients that may reclaim.
+    pub on_clients_changed: Option<ClientsChanged>,
+    /// Most client records kept at once; beyond it, clients whose lease
+    /// ran out go first, and then EXCHANGE_ID answers NFS4ERR_DELAY.
+    pub max_clients: usize,
+    /// Most sessions one client may hold.
+    pub max_sessions_per_client: usize,
+    /// Most slots (requests in flight) in one session.
+    pub max_slots: u32,
+    /// Largest reply one slot caches for a retry.
+    pub max_cached_reply_bytes: u32,
+    /// Most operations in one COMPOUND.
+    pub max_ops: u32,
+    /// Most stateids (opens, locks, delegations) over all clients; beyond
+    /// it, lapsed clients' state goes first, then OPEN and LOCK answer
+    /// NFS4ERR_DELAY.
+    pub max_stateids: usize,
+    /// Hand out read delegations to clients with a working back channel.
+    pub delegations: bool,
+    /// The NFSv4 id domain: an owner `name@domain` with this domain is
+    /// looked up in the password and group databases (numeric owners, and
+    /// `number@any-domain`, are always accepted; owners are sent as numbers).
+    pub id_domain: String,
+}
+
+impl Default for Nfs4Config {
+    fn default() -> Self {
+        Nfs4Config {
+            enabled: true,
+            lease: Duration::from_secs(90),
+            grace_period: Duration::from_secs(90),
+            boot_epoch: 1,
+            previous_clients: Vec::new(),
+            on_clients_changed: None,
+            max_clients: 64 * 1024,
+            max_sessions_per_client: 16,
+            max_slots: 128,
+            max_cached_reply_bytes: 8 * 1024,
+            max_ops: 64,
+            max_stateids: 1 << 20,
+            delegations: true,
+            id_domain: "localdomain".into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Nfs4Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nfs4Config")
+            .field("enabled", &self.enabled)
+            .field("lease", &self.lease)
+            .field("grace_period", &self.grace_period)
+            .field("boot_epoch", &self.boot_epoch)
+            .field("previous_clients", &self.previous_clients.len())
+            .field("max_clients", &self.max_clients)
+            .field("max_slots", &self.max_slots)
+            .field("delegations", &self.delegations)
+            .field("id_domain", &self.id_domain)
+            .finish()
+    }
+}
+
+/// The service's clock: monotonic nanoseconds, which tests may move on
+/// (leases, grace and recall deadlines are all measured with it).
+pub(crate) struct Clock {
+    base: Instant,
+    offset_ns: AtomicU64,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock { base: Instant::now(), offset_ns: AtomicU64::new(0) }
+    }
+
+    /// Nanoseconds since the service started.
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64 + self.offset_ns.load(Ordering::Relaxed)
+    }
+
+    /// Move time on by `d` (tests).
+    pub(crate) fn advance(&self, d: Duration) {
+        self.offset_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+}
+
+/// The NFSv4 service's state, shared by every call.
+pub(crate) struct Nfs4 {
+    pub(crate) config: Nfs4Config,
+    pub(crate) clock: Clock,
+    /// Wall-clock time of the start (pseudo directories' times).
+    pub(crate) started: eagernfs_vfs::Timestamp,
+    /// Clients and sessions.
+    pub(crate) sessions: session::Sessions,
+    /// Opens, locks and delegations.
+    pub(crate) state: state::StateTable,
+    /// The pseudo-root, rebuilt when the exports change.
+    pseudo: pseudo::Cache,
+    /// Where callbacks go out (the service threads), once they run.
+    pub(crate) back: callback::Callbacks,
+    /// This server's name for EXCHANGE_ID (`so_major_id`, scope).
+    pub(crate) server_name: Bytes,
+}
+
+impl Nfs4 {
+    pub(crate) fn new(
+        config: Nfs4Config,
+        locks: Arc<LockTable<Grant>>,
+        exports: crate::SharedExports,
+        stats: Arc<crate::Stats>,
+    ) -> Nfs4 {
+        let clock = Clock::new();
+        let now = clock.now_ns();
+        let started = {
+            let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            eagernfs_vfs::Timestamp { secs: d.as_secs() as i64, nsecs: d.subsec_nanos() }
+        };
+        Nfs4 {
+            sessions: session::Sessions::new(&config, now, stats.clone()),
+            state: state::StateTable::new(locks, exports, config.max_stateids, stats.clone()),
+            pseudo: Default::default(),
+            back: callback::Callbacks::new(stats),
+            server_name: Bytes::from(crate::nlm::hostname().into_bytes()),
+            started,
+            clock,
+            config,
+        }
+    }
+
+    /// Whether NFSv4 clients may still reclaim state from before a restart:
+    /// NLM grants no new locks then either, so a lock an NFSv4 client held
+    /// cannot go to an NFSv3 client while the first is reclaiming it.
+    pub(crate) fn in_grace(&self) -> bool {
+        self.sessions.in_grace(self.clock.now_ns())
+    }
+
+    /// Lease time in seconds, as `lease_time` reports it.
+    pub(crate) fn lease_secs(&self) -> u32 {
+        self.config.lease.as_secs().clamp(1, u32::MAX as u64) as u32
+    }
+}
+
+/// Decode, run and encode one NFSv4 call (NULL or COMPOUND).
+pub(crate) fn dispatch(call: &Call, body: Bytes, out: &mut BytesMut) -> Outcome {
+    let Some(v4) = call.state.nfs4.as_ref() else { return Outcome::ProcUnavail };
+    match call.header.proc_ {
+        eagernfs_proto::nfs4::NFSPROC4_NULL => Outcome::Replied,
+        eagernfs_proto::nfs4::NFSPROC4_COMPOUND => compound::run(call, v4, body, out),
+        _ => Outcome::ProcUnavail,
+    }
+}

@@ -1,0 +1,894 @@
+//! Client records, sessions and their slot tables (RFC 8881 §2.4, §2.10,
+//! §18.33–§18.37, §18.46, §18.50, §18.51), leases and the grace period.
+//!
+//! A client id is the boot epoch (high 32 bits) and a counter, so one from
+//! an earlier start is never taken for a current one. A session's slots
+//! each keep the last reply sent on them (up to the negotiated cached
+//! size): a request with the slot's current sequence id is a retry and
+//! gets that reply, byte for byte, whichever connection it comes on;
+//! one whose reply was too large to keep gets NFS4ERR_RETRY_UNCACHED_REP,
+//! and a retry whose operations differ from the original gets
+//! NFS4ERR_SEQ_FALSE_RETRY. Slots are bounded per session and over the
+//! whole server, so a flood of sessions cannot hold unbounded replies.
+
+use super::callback::{BackState, CbSec};
+use super::Nfs4;
+use crate::call::{Call, Caller};
+use bytes::Bytes;
+use eagernfs_proto::nfs4::*;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Who established a client id: the flavor and uid of the EXCHANGE_ID (a
+/// different principal may not take over a client id that has state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Principal {
+    flavor: u32,
+    uid: u32,
+}
+
+impl Principal {
+    pub(crate) fn of(call: &Call) -> Principal {
+        match &call.caller {
+            Caller::Sys(s) => Principal { flavor: 1, uid: s.uid },
+            Caller::Anonymous => Principal { flavor: 0, uid: u32::MAX },
+        }
+    }
+}
+
+/// A client (one EXCHANGE_ID's owner, verifier and principal).
+pub(crate) struct Client {
+    pub(crate) id: Clientid4,
+    pub(crate) owner: Bytes,
+    pub(crate) verifier: Verifier4,
+    pub(crate) principal: Principal,
+    /// When its lease was last renewed (the service clock, ns).
+    pub(crate) renewed_ns: AtomicU64,
+    /// SEQUENCE status flags to report (state revoked, …).
+    pub(crate) status_flags: AtomicU32,
+    /// It held state before the restart and may reclaim it in the grace period.
+    pub(crate) may_reclaim: bool,
+    pub(crate) m: Mutex<ClientMut>,
+}
+
+/// The parts of a client record that change under its lock.
+#[derive(Default)]
+pub(crate) struct ClientMut {
+    /// A CREATE_SESSION confirmed it.
+    pub(crate) confirmed: bool,
+    /// CREATE_SESSION's own replay slot: the last sequence id and its reply.
+    pub(crate) cs_seq: u32,
+    pub(crate) cs_reply: Option<Res4<CreateSession4ResOk>>,
+    pub(crate) sessions: Vec<Sessionid4>,
+    /// RECLAIM_COMPLETE was sent.
+    pub(crate) reclaim_complete: bool,
+    /// Gone: calls that still hold it get NFS4ERR_STALE_CLIENTID or BADSESSION.
+    pub(crate) destroyed: bool,
+}
+
+/// One slot of a session's fore channel.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The sequence id of the last request accepted on the slot.
+    seqid: u32,
+    /// A request is running on it.
+    busy: bool,
+    /// What a retry of the last request gets.
+    last: Last,
+}
+
+#[derive(Debug, Default)]
+enum Last {
+    /// Nothing was ever done on this slot.
+    #[default]
+    Nothing,
+    /// The reply (the COMPOUND4res), and a hash of the request's tag and
+    /// operations after SEQUENCE, to tell a retry from a different request.
+    Cached { reply: Bytes, request: u64 },
+    /// The reply was too large to keep.
+    Uncached { request: u64 },
+}
+
+/// A session.
+pub(crate) struct Session {
+    pub(crate) id: Sessionid4,
+    pub(crate) client: Arc<Client>,
+    pub(crate) fore: ChannelAttrs4,
+    slots: Mutex<Vec<Slot>>,
+    /// Connections bound to the fore channel.
+    fore_conns: Mutex<Vec<u64>>,
+    /// The back channel: connections, program, security, its slot.
+    pub(crate) back: BackState,
+    /// Set once DESTROY_SESSION ran (calls holding it answer BADSESSION).
+    pub(crate) destroyed: AtomicBool,
+    /// The minor version it was made with (its callbacks use the same).
+    pub(crate) minor: u32,
+}
+
+/// What SEQUENCE decided for a request.
+pub(crate) enum SeqOutcome {
+    /// A new request on the slot: run the COMPOUND, then [`SlotGuard::finish`].
+    New(SlotGuard),
+    /// A retry: send this reply again.
+    Replay(Bytes),
+}
+
+/// A slot held by a running request. Dropping it unfinished (a panic, a
+/// reply that could not be built) leaves the slot free with no reply kept.
+pub(crate) struct SlotGuard {
+    pub(crate) session: Arc<Session>,
+    slot: u32,
+    request: u64,
+    done: bool,
+}
+
+impl SlotGuard {
+    /// Keep `reply` for retries (if it fits) and free the slot.
+    pub(crate) fn finish(mut self, reply: Option<Bytes>) {
+        let mut slots = self.session.slots.lock();
+        let s = &mut slots[self.slot as usize];
+        s.busy = false;
+        s.last = match reply {
+            Some(reply) => Last::Cached { reply, request: self.request },
+            None => Last::Uncached { request: self.request },
+        };
+        self.done = true;
+    }
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            let mut slots = self.session.slots.lock();
+            let s = &mut slots[self.slot as usize];
+            s.busy = false;
+            s.last = Last::Uncached { request: self.request };
+        }
+    }
+}
+
+/// The grace period after a restart.
+struct Grace {
+    /// Until when (service clock, ns); `None`: no grace (none, or over).
+    until: Option<u64>,
+    /// Owner ids that may still reclaim (those that held state and have
+    /// not said RECLAIM_COMPLETE): the grace ends early when none are left.
+    pending: std::collections::HashSet<Bytes>,
+}
+
+/// Every client and session.
+pub(crate) struct Sessions {
+    table: Mutex<Table>,
+    sessions: RwLock<HashMap<Sessionid4, Arc<Session>>>,
+    next_client: AtomicU32,
+    next_session: AtomicU32,
+    epoch: u32,
+    grace: Mutex<Grace>,
+    /// The clients that may reclaim after a restart (persisted by the binary).
+    reclaimable: Mutex<std::collections::BTreeSet<Bytes>>,
+    /// Slots over all sessions (bounded by [`SLOTS_TOTAL_MAX`]).
+    slots_total: AtomicUsize,
+    /// When the last sweep of lapsed records ran.
+    swept_ns: AtomicU64,
+    /// Where the client and session gauges go.
+    stats: Arc<crate::Stats>,
+}
+
+#[derive(Default)]
+struct Table {
+    clients: HashMap<Clientid4, Arc<Client>>,
+    /// Owner id → its client ids (a confirmed one and a newer unconfirmed one at most).
+    by_owner: HashMap<Bytes, Vec<Clientid4>>,
+}
+
+/// Slots over all sessions at most: each may hold a cached reply of up to
+/// `max_cached_reply_bytes`, so this bounds the reply cache's memory.
+pub(crate) const SLOTS_TOTAL_MAX: usize = 32 * 1024;
+/// Smallest request and response a fore channel must allow (a SEQUENCE and a little).
+const FORE_MIN_BYTES: u32 = 128;
+/// Smallest back channel request and response (CB_SEQUENCE and CB_RECALL with a handle).
+const BACK_MIN_REQUEST_BYTES: u32 = 256;
+const BACK_MIN_RESPONSE_BYTES: u32 = 128;
+/// A courtesy client (lease ran out, state kept) is purged after this long even without conflict.
+const COURTESY_MAX_NS: u64 = 24 * 3600 * 1_000_000_000;
+
+impl Sessions {
+    pub(crate) fn new(config: &super::Nfs4Config, now_ns: u64, stats: Arc<crate::Stats>) -> Sessions {
+        let pending: std::collections::HashSet<Bytes> = config.previous_clients.iter().cloned().collect();
+        let until = (!pending.is_empty()).then(|| now_ns + config.grace_period.as_nanos() as u64);
+        if until.is_some() {
+            tracing::info!(
+                clients = pending.len(),
+                "NFSv4 grace period for {:?}: only reclaims are granted",
+                config.grace_period
+            );
+        }
+        Sessions {
+            table: Default::default(),
+            sessions: Default::default(),
+            next_client: AtomicU32::new(1),
+            next_session: AtomicU32::new(1),
+            epoch: config.boot_epoch,
+            reclaimable: Mutex::new(config.previous_clients.iter().cloned().collect()),
+            grace: Mutex::new(Grace { until, pending }),
+            slots_total: AtomicUsize::new(0),
+            swept_ns: AtomicU64::new(now_ns),
+            stats,
+        }
+    }
+
+    fn gauge_clients(&self, t: &Table) {
+        self.stats.nfs4_clients.store(t.clients.len() as u64, Ordering::Relaxed);
+    }
+
+    fn gauge_sessions(&self, n: usize) {
+        self.stats.nfs4_sessions.store(n as u64, Ordering::Relaxed);
+    }
+
+    /// The session named `id`, if it exists.
+    pub(crate) fn session(&self, id: &Sessionid4) -> Option<Arc<Session>> {
+        self.sessions.read().get(id).cloned()
+    }
+
+    /// The client named `id`, if it exists.
+    pub(crate) fn client(&self, id: Clientid4) -> Option<Arc<Client>> {
+        self.table.lock().clients.get(&id).cloned()
+    }
+
+    /// Every client (for sweeps).
+    fn clients(&self) -> Vec<Arc<Client>> {
+        self.table.lock().clients.values().cloned().collect()
+    }
+
+    /// Whether the server is in its grace period now.
+    pub(crate) fn in_grace(&self, now_ns: u64) -> bool {
+        let mut g = self.grace.lock();
+        match g.until {
+            Some(t) if now_ns < t && !g.pending.is_empty() => true,
+            Some(_) => {
+                g.until = None;
+                tracing::info!("NFSv4 grace period over");
+                false
+            }
+            None => false,
+        }
+    }
+}
+
+impl Client {
+    /// Its lease has not run out.
+    pub(crate) fn lease_valid(&self, v4: &Nfs4, now_ns: u64) -> bool {
+        now_ns.saturating_sub(self.renewed_ns.load(Ordering::Relaxed)) <= v4.config.lease.as_nanos() as u64
+    }
+
+    pub(crate) fn renew(&self, now_ns: u64) {
+        self.renewed_ns.fetch_max(now_ns, Ordering::Relaxed);
+    }
+
+    /// Whether this client may still reclaim state.
+    pub(crate) fn can_reclaim(&self, v4: &Nfs4) -> bool {
+        self.may_reclaim && !self.m.lock().reclaim_complete && v4.sessions.in_grace(v4.clock.now_ns())
+    }
+}
+
+/// An 8-byte hash of the request's tag and operations after SEQUENCE.
+pub(crate) fn request_hash(tag: &[u8], rest: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tag.hash(&mut h);
+    rest.hash(&mut h);
+    h.finish()
+}
+
+// ------------------------------------------------------------ EXCHANGE_ID
+
+impl Nfs4 {
+    pub(crate) fn exchange_id(&self, call: &Call, a: &ExchangeId4Args) -> Res4<ExchangeId4ResOk> {
+        if a.flags & !EXCHGID4_FLAG_MASK_A != 0 {
+            return Res4::Err(Nfsstat4::Inval);
+        }
+        // Only SP4_NONE over AUTH_SYS: machine-credential protection needs a
+        // credential that proves something, and SSV needs GSS (as knfsd).
+        match &a.state_protect {
+            StateProtect4A::None => {}
+            StateProtect4A::MachCred(_) => return Res4::Err(Nfsstat4::Inval),
+            StateProtect4A::Ssv(_) => return Res4::Err(Nfsstat4::EncrAlgUnsupp),
+        }
+        let now = self.clock.now_ns();
+        self.sweep(call, now);
+        let principal = Principal::of(call);
+        let update = a.flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
+        let owner = a.clientowner.co_ownerid.0.clone();
+        let verifier = a.clientowner.co_verifier;
+        let mut t = self.sessions.table.lock();
+        let ids = t.by_owner.get(&owner).cloned().unwrap_or_default();
+        let records: Vec<Arc<Client>> = ids.iter().filter_map(|id| t.clients.get(id).cloned()).collect();
+        let confirmed = records.iter().find(|c| c.m.lock().confirmed).cloned();
+        let reply = |c: &Client, confirmed: bool| {
+            let seq = c.m.lock().cs_seq.wrapping_add(1);
+            let mut flags = EXCHGID4_FLAG_USE_NON_PNFS;
+            if confirmed {
+                flags |= EXCHGID4_FLAG_CONFIRMED_R;
+            }
+            Res4::Ok(ExchangeId4ResOk {
+                clientid: c.id,
+                sequenceid: seq,
+                flags,
+                state_protect: StateProtect4R::None,
+                server_owner: ServerOwner4 {
+                    so_minor_id: 0,
+                    so_major_id: eagernfs_xdr::Opaque(self.server_name.clone()),
+                },
+                server_scope: eagernfs_xdr::Opaque(self.server_name.clone()),
+                server_impl_id: ImplIdOpt(Some(NfsImplId4 {
+                    nii_domain: eagernfs_xdr::Opaque::from_static(b"eagernfs.org"),
+                    nii_name: eagernfs_xdr::Opaque(Bytes::from(format!(
+                        "eagernfs {}",
+                        env!("CARGO_PKG_VERSION")
+                    ))),
+                    nii_date: Nfstime4::default(),
+                })),
+            })
+        };
+        if update {
+            // RFC 8881 §18.35.4, cases 6–9.
+            let Some(c) = confirmed else { return Res4::Err(Nfsstat4::Noent) };
+            if c.principal != principal {
+                return Res4::Err(Nfsstat4::Perm);
+            }
+            if c.verifier != verifier {
+                return Res4::Err(Nfsstat4::NotSame);
+            }
+            c.renew(now);
+            return reply(&c, true);
+        }
+        if let Some(c) = &confirmed {
+            if c.verifier == verifier && c.principal == principal {
+                // Case 2: the same client again (a retry, or a second look).
+                c.renew(now);
+                return reply(c, true);
+            }
+            if c.principal != principal {
+                if self.client_has_state(c) || !c.m.lock().sessions.is_empty() {
+                    // Case 3: someone else's client id, still in use.
+                    return Res4::Err(Nfsstat4::ClidInuse);
+                }
+                // Someone else's, unused: it goes now.
+                let old = c.id;
+                drop(t);
+                self.expire_client(old, "its owner id was taken by another principal");
+                t = self.sessions.table.lock();
+            }
+            // Case 4 (the client restarted) or a collision with a lapsed one:
+            // a new unconfirmed record; the old goes when the new is confirmed.
+        }
+        // Cases 1, 4, 5: a new unconfirmed record replaces any unconfirmed one.
+        for c in &records {
+            if !c.m.lock().confirmed {
+                t.clients.remove(&c.id);
+                c.m.lock().destroyed = true;
+            }
+        }
+        if t.clients.len() >= self.config.max_clients {
+            drop(t);
+            if !self.purge_one_lapsed(now) {
+                tracing::warn!(
+                    "NFSv4 client table full ({} clients): EXCHANGE_ID delayed",
+                    self.config.max_clients
+                );
+                return Res4::Err(Nfsstat4::Delay);
+            }
+            t = self.sessions.table.lock();
+        }
+        let id = ((self.sessions.epoch as u64) << 32)
+            | self.sessions.next_client.fetch_add(1, Ordering::Relaxed) as u64;
+        let client = Arc::new(Client {
+            id,
+            owner: owner.clone(),
+            verifier,
+            principal,
+            renewed_ns: AtomicU64::new(now),
+            status_flags: AtomicU32::new(0),
+            may_reclaim: self.sessions.reclaimable.lock().contains(&owner),
+            m: Mutex::new(ClientMut::default()),
+        });
+        t.clients.insert(id, client.clone());
+        let list = t.by_owner.entry(owner).or_default();
+        list.retain(|i| records.iter().any(|c| c.id == *i && c.m.lock().confirmed));
+        list.push(id);
+        self.sessions.gauge_clients(&t);
+        reply(&client, false)
+    }
+
+    // ------------------------------------------------------------ CREATE_SESSION
+
+    pub(crate) fn create_session(
+        &self,
+        call: &Call,
+        a: &CreateSession4Args,
+        minor: u32,
+    ) -> Res4<CreateSession4ResOk> {
+        let now = self.clock.now_ns();
+        let Some(client) = self.sessions.client(a.clientid) else {
+            return Res4::Err(Nfsstat4::StaleClientid);
+        };
+        let mut m = client.m.lock();
+        if m.destroyed {
+            return Res4::Err(Nfsstat4::StaleClientid);
+        }
+        if a.sequence == m.cs_seq {
+            if let Some(r) = &m.cs_reply {
+                return r.clone();
+            }
+            return Res4::Err(Nfsstat4::SeqMisordered);
+        }
+        if a.sequence != m.cs_seq.wrapping_add(1) {
+            return Res4::Err(Nfsstat4::SeqMisordered);
+        }
+        if !m.confirmed && client.principal != Principal::of(call) {
+            // Not remembered: a retry gets the same answer.
+            return Res4::Err(Nfsstat4::ClidInuse);
+        }
+        if !m.confirmed && !client.lease_valid(self, now) {
+            // Not confirmed within a lease: the record is gone (RFC 8881 §18.35.4).
+            drop(m);
+            self.expire_client(client.id, "not confirmed within a lease");
+            return Res4::Err(Nfsstat4::StaleClientid);
+        }
+        let result = self.new_session(call, &client, &mut m, a, minor);
+        if let Res4::Ok(ok) = &result {
+            // Only a session made uses up the sequence id (a refused request
+            // gets the same answer again, RFC 8881 §18.36.4).
+            m.cs_seq = a.sequence;
+            m.cs_reply = Some(result.clone());
+            let first = !m.confirmed;
+            m.confirmed = true;
+            drop(m);
+            client.renew(now);
+            if first {
+                self.replace_older_records(&client);
+            }
+            if let Some(s) = self.sessions.session(&ok.sessionid) {
+                self.back_channel_new(&s);
+            }
+        }
+        result
+    }
+
+    fn new_session(
+        &self,
+        call: &Call,
+        client: &Arc<Client>,
+        m: &mut ClientMut,
+        a: &CreateSession4Args,
+        minor: u32,
+    ) -> Res4<CreateSession4ResOk> {
+        let known = CREATE_SESSION4_FLAG_PERSIST
+            | CREATE_SESSION4_FLAG_CONN_BACK_CHAN
+            | CREATE_SESSION4_FLAG_CONN_RDMA;
+        if a.flags & !known != 0 {
+            return Res4::Err(Nfsstat4::Inval);
+        }
+        let f = &a.fore_chan_attrs;
+        let b = &a.back_chan_attrs;
+        if f.ca_maxrequestsize < FORE_MIN_BYTES
+            || f.ca_maxresponsesize < FORE_MIN_BYTES
+            || f.ca_maxoperations < 2
+        {
+            return Res4::Err(Nfsstat4::Toosmall);
+        }
+        if b.ca_maxrequestsize < BACK_MIN_REQUEST_BYTES
+            || b.ca_maxresponsesize < BACK_MIN_RESPONSE_BYTES
+            || b.ca_maxoperations < 2
+            || b.ca_maxrequests < 1
+        {
+            return Res4::Err(Nfsstat4::Toosmall);
+        }
+        if f.ca_maxrequests == 0 {
+            return Res4::Err(Nfsstat4::Inval);
+        }
+        if m.sessions.len() >= self.config.max_sessions_per_client {
+            return Res4::Err(Nfsstat4::Delay);
+        }
+        let cfg = &call.state.config;
+        // Slots: what was asked, no more than a session's share, and what the
+        // whole server still has room for.
+        let want = f.ca_maxrequests.min(self.config.max_slots) as usize;
+        let mut total = self.sessions.slots_total.load(Ordering::Relaxed);
+        let slots = loop {
+            let room = SLOTS_TOTAL_MAX.saturating_sub(total);
+            let n = want.min(room);
+            if n == 0 {
+                tracing::warn!("NFSv4 slot budget spent ({SLOTS_TOTAL_MAX} slots): CREATE_SESSION delayed");
+                return Res4::Err(Nfsstat4::Delay);
+            }
+            match self.sessions.slots_total.compare_exchange(
+                total,
+                total + n,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break n,
+                Err(t) => total = t,
+            }
+        };
+        let fore = ChannelAttrs4 {
+            ca_headerpadsize: 0,
+            ca_maxrequestsize: f.ca_maxrequestsize.min(cfg.max_record_bytes as u32),
+            ca_maxresponsesize: f.ca_maxresponsesize.min(cfg.read_max_bytes + 64 * 1024),
+            ca_maxresponsesize_cached: f.ca_maxresponsesize_cached.min(self.config.max_cached_reply_bytes),
+            ca_maxoperations: f.ca_maxoperations.min(self.config.max_ops),
+            ca_maxrequests: slots as u32,
+            ca_rdma_ird: RdmaIrd(None),
+        };
+        let back_attrs = ChannelAttrs4 {
+            ca_headerpadsize: 0,
+            ca_maxrequestsize: b.ca_maxrequestsize,
+            ca_maxresponsesize: b.ca_maxresponsesize,
+            ca_maxresponsesize_cached: 0,
+            ca_maxoperations: b.ca_maxoperations.min(2),
+            ca_maxrequests: 1,
+            ca_rdma_ird: RdmaIrd(None),
+        };
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&client.id.to_be_bytes());
+        id[8..12].copy_from_slice(&self.sessions.next_session.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+        id[12..].copy_from_slice(&rand::random::<u32>().to_be_bytes());
+        let tcp = call.conn.id != 0;
+        let back_chan = a.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 && tcp;
+        let sec = CbSec::choose(&a.sec_parms.0);
+        let session = Arc::new(Session {
+            id,
+            client: client.clone(),
+            fore: fore.clone(),
+            slots: Mutex::new((0..slots).map(|_| Slot::default()).collect()),
+            fore_conns: Mutex::new(if tcp { vec![call.conn.id] } else { Vec::new() }),
+            back: BackState::new(a.cb_program, sec, if back_chan { Some(call.conn.id) } else { None }),
+            minor,
+            destroyed: AtomicBool::new(false),
+        });
+        {
+            let mut all = self.sessions.sessions.write();
+            all.insert(id, session);
+            self.sessions.gauge_sessions(all.len());
+        }
+        m.sessions.push(id);
+        let mut flags = 0;
+        if back_chan {
+            flags |= CREATE_SESSION4_FLAG_CONN_BACK_CHAN;
+        }
+        Res4::Ok(CreateSession4ResOk {
+            sessionid: id,
+            sequence: a.sequence,
+            flags,
+            fore_chan_attrs: fore,
+            back_chan_attrs: back_attrs,
+        })
+    }
+
+    /// A client was confirmed: older records of the same owner (an earlier
+    /// instance of the client) go, with their state.
+    fn replace_older_records(&self, client: &Arc<Client>) {
+        let old: Vec<Clientid4> = {
+            let t = self.sessions.table.lock();
+            t.by_owner
+                .get(&client.owner)
+                .map(|v| v.iter().copied().filter(|i| *i != client.id).collect())
+                .unwrap_or_default()
+        };
+        for id in old {
+            self.expire_client(id, "replaced by a new instance of the client");
+        }
+    }
+
+    // ------------------------------------------------------------ SEQUENCE
+
+    /// SEQUENCE: the session, the slot, and whether this is a retry.
+    /// `ops`: the COMPOUND's operation count; `request_len`: its size.
+    pub(crate) fn sequence(
+        &self,
+        call: &Call,
+        a: &Sequence4Args,
+        ops: u32,
+        request_len: usize,
+        request: u64,
+    ) -> Result<(SeqOutcome, Sequence4ResOk), Nfsstat4> {
+        let now = self.clock.now_ns();
+        let session = self.sessions.session(&a.sessionid).ok_or(Nfsstat4::Badsession)?;
+        if session.destroyed.load(Ordering::Acquire) || session.client.m.lock().destroyed {
+            return Err(Nfsstat4::Badsession);
+        }
+        if a.slotid >= session.fore.ca_maxrequests {
+            return Err(Nfsstat4::Badslot);
+        }
+        if ops > session.fore.ca_maxoperations {
+            return Err(Nfsstat4::TooManyOps);
+        }
+        if request_len > session.fore.ca_maxrequestsize as usize {
+            return Err(Nfsstat4::ReqTooBig);
+        }
+        let top = session.fore.ca_maxrequests - 1;
+        let mut slots = session.slots.lock();
+        let slot = &mut slots[a.slotid as usize];
+        let outcome = if a.sequenceid == slot.seqid.wrapping_add(1) {
+            if slot.busy {
+                // The previous request on this slot has not finished: the
+                // client broke the one-request-per-slot rule.
+                return Err(Nfsstat4::SeqMisordered);
+            }
+            slot.seqid = a.sequenceid;
+            slot.busy = true;
+            slot.last = Last::Nothing;
+            SeqOutcome::New(SlotGuard { session: session.clone(), slot: a.slotid, request, done: false })
+        } else if a.sequenceid == slot.seqid {
+            if slot.busy {
+                return Err(Nfsstat4::Delay);
+            }
+            match &slot.last {
+                Last::Cached { reply, request: r } if *r == request => SeqOutcome::Replay(reply.clone()),
+                Last::Uncached { request: r } if *r == request => return Err(Nfsstat4::RetryUncachedRep),
+                Last::Nothing => return Err(Nfsstat4::SeqMisordered),
+                Last::Cached { .. } | Last::Uncached { .. } => return Err(Nfsstat4::SeqFalseRetry),
+            }
+        } else {
+            return Err(Nfsstat4::SeqMisordered);
+        };
+        drop(slots);
+        // A request on a connection not bound to the session binds it (SP4_NONE).
+        if call.conn.id != 0 {
+            let mut conns = session.fore_conns.lock();
+            if !conns.contains(&call.conn.id) {
+                conns.push(call.conn.id);
+            }
+        }
+        session.client.renew(now);
+        // Lapsed records go now and then (after this client's own renewal).
+        self.sweep(call, now);
+        let mut flags = session.client.status_flags.load(Ordering::Relaxed);
+        if !self.back.path_up(&session) {
+            flags |= SEQ4_STATUS_CB_PATH_DOWN | SEQ4_STATUS_CB_PATH_DOWN_SESSION;
+        }
+        let ok = Sequence4ResOk {
+            sessionid: a.sessionid,
+            sequenceid: a.sequenceid,
+            slotid: a.slotid,
+            highest_slotid: top,
+            target_highest_slotid: top,
+            status_flags: flags,
+        };
+        Ok((outcome, ok))
+    }
+
+    // ------------------------------------------------------------ BIND_CONN_TO_SESSION
+
+    /// A connection was bound to `session`'s back channel: check it, and send the client's
+    /// outstanding recalls over it.
+    fn back_channel_new(&self, session: &Arc<Session>) {
+        if !session.back.has_connection() {
+            return;
+        }
+        self.back.probe(self, session);
+        super::state::resend_recalls(self, session);
+    }
+
+    pub(crate) fn bind_conn(&self, call: &Call, a: &BindConnToSession4Args) -> Res4<BindConnToSession4ResOk> {
+        let Some(session) = self.sessions.session(&a.sessid) else { return Res4::Err(Nfsstat4::Badsession) };
+        if session.destroyed.load(Ordering::Acquire) {
+            return Res4::Err(Nfsstat4::Badsession);
+        }
+        if a.use_conn_in_rdma_mode {
+            // Not an RDMA transport: the server says so by answering false.
+        }
+        let id = call.conn.id;
+        if id == 0 {
+            return Res4::Err(Nfsstat4::Inval);
+        }
+        let dir = match a.dir {
+            ChannelDirFromClient4::Fore => ChannelDirFromServer4::Fore,
+            ChannelDirFromClient4::Back => ChannelDirFromServer4::Back,
+            ChannelDirFromClient4::ForeOrBoth | ChannelDirFromClient4::BackOrBoth => {
+                ChannelDirFromServer4::Both
+            }
+        };
+        if matches!(dir, ChannelDirFromServer4::Fore | ChannelDirFromServer4::Both) {
+            let mut conns = session.fore_conns.lock();
+            if !conns.contains(&id) {
+                conns.push(id);
+            }
+        }
+        if matches!(dir, ChannelDirFromServer4::Back | ChannelDirFromServer4::Both) {
+            session.back.bind(id);
+            self.back_channel_new(&session);
+        }
+        session.client.renew(self.clock.now_ns());
+        Res4::Ok(BindConnToSession4ResOk { sessid: a.sessid, dir, use_conn_in_rdma_mode: false })
+    }
+
+    // ------------------------------------------------------------ DESTROY_SESSION
+
+    /// `current`: the session of this COMPOUND's SEQUENCE, if any.
+    pub(crate) fn destroy_session(
+        &self,
+        call: &Call,
+        a: &DestroySession4Args,
+        current: Option<&Session>,
+    ) -> StatusRes {
+        let Some(session) = self.sessions.session(&a.sessionid) else {
+            return Res4::Err(Nfsstat4::Badsession);
+        };
+        if current.is_none() && call.conn.id != 0 && !session.fore_conns.lock().contains(&call.conn.id) {
+            return Res4::Err(Nfsstat4::ConnNotBoundToSession);
+        }
+        self.drop_session(&session);
+        Res4::OK
+    }
+
+    fn drop_session(&self, session: &Session) {
+        session.destroyed.store(true, Ordering::Release);
+        let mut all = self.sessions.sessions.write();
+        if all.remove(&session.id).is_some() {
+            self.sessions.slots_total.fetch_sub(session.fore.ca_maxrequests as usize, Ordering::AcqRel);
+        }
+        self.sessions.gauge_sessions(all.len());
+        drop(all);
+        session.client.m.lock().sessions.retain(|s| *s != session.id);
+    }
+
+    // ------------------------------------------------------------ DESTROY_CLIENTID
+
+    pub(crate) fn destroy_clientid(&self, a: &DestroyClientid4Args) -> StatusRes {
+        let Some(client) = self.sessions.client(a.clientid) else {
+            return Res4::Err(Nfsstat4::StaleClientid);
+        };
+        if !client.m.lock().sessions.is_empty() || self.client_has_state(&client) {
+            return Res4::Err(Nfsstat4::ClientidBusy);
+        }
+        self.expire_client(client.id, "DESTROY_CLIENTID");
+        Res4::OK
+    }
+
+    // ------------------------------------------------------------ RECLAIM_COMPLETE
+
+    pub(crate) fn reclaim_complete(&self, client: &Client, a: &ReclaimComplete4Args) -> StatusRes {
+        if a.one_fs {
+            // Per file system completion: nothing is tracked per file system here.
+            return Res4::OK;
+        }
+        {
+            let mut m = client.m.lock();
+            if m.reclaim_complete {
+                return Res4::Err(Nfsstat4::CompleteAlready);
+            }
+            m.reclaim_complete = true;
+        }
+        {
+            let mut g = self.sessions.grace.lock();
+            g.pending.remove(&client.owner);
+        }
+        // From now on this client's state is worth reclaiming after a restart.
+        self.record_reclaimable(&client.owner, true);
+        Res4::OK
+    }
+
+    /// Add or remove a client from the persisted set that may reclaim after a restart.
+    pub(crate) fn record_reclaimable(&self, owner: &Bytes, add: bool) {
+        let list: Vec<Bytes> = {
+            let mut r = self.sessions.reclaimable.lock();
+            let changed = if add { r.insert(owner.clone()) } else { r.remove(owner) };
+            if !changed {
+                return;
+            }
+            r.iter().cloned().collect()
+        };
+        if let Some(f) = &self.config.on_clients_changed {
+            f(&list);
+        }
+    }
+
+    // ------------------------------------------------------------ expiry
+
+    /// Whether `client` holds opens, locks or delegations.
+    pub(crate) fn client_has_state(&self, client: &Client) -> bool {
+        self.state.client_state_count(client.id) > 0
+    }
+
+    /// Remove a client, its sessions and all its state.
+    pub(crate) fn expire_client(&self, id: Clientid4, why: &str) {
+        let client = {
+            let mut t = self.sessions.table.lock();
+            let Some(c) = t.clients.remove(&id) else { return };
+            if let Some(list) = t.by_owner.get_mut(&c.owner) {
+                list.retain(|i| *i != id);
+                if list.is_empty() {
+                    t.by_owner.remove(&c.owner);
+                }
+            }
+            self.sessions.gauge_clients(&t);
+            c
+        };
+        let sessions = {
+            let mut m = client.m.lock();
+            m.destroyed = true;
+            std::mem::take(&mut m.sessions)
+        };
+        for s in sessions {
+            if let Some(session) = self.sessions.session(&s) {
+                self.drop_session(&session);
+            }
+        }
+        let released = self.state.release_client(id);
+        if released > 0 {
+            tracing::info!(client = id, state = released, "NFSv4 client's state released: {why}");
+        }
+        let still_there = self.sessions.table.lock().by_owner.contains_key(&client.owner);
+        if !still_there {
+            self.record_reclaimable(&client.owner, false);
+        }
+    }
+
+    /// Make room for one client record: the oldest unconfirmed record goes
+    /// first (its client only has to ask again), then the longest-lapsed
+    /// client without state, then the longest-lapsed with state. Whether one went.
+    fn purge_one_lapsed(&self, now: u64) -> bool {
+        let clients = self.sessions.clients();
+        let oldest = |it: &mut dyn Iterator<Item = &Arc<Client>>| -> Option<Clientid4> {
+            it.min_by_key(|c| c.renewed_ns.load(Ordering::Relaxed)).map(|c| c.id)
+        };
+        let unconfirmed = oldest(&mut clients.iter().filter(|c| !c.m.lock().confirmed));
+        let lapsed = || clients.iter().filter(|c| !c.lease_valid(self, now));
+        let victim = unconfirmed
+            .or_else(|| oldest(&mut lapsed().filter(|c| !self.client_has_state(c))))
+            .or_else(|| oldest(&mut lapsed()));
+        match victim {
+            Some(id) => {
+                self.expire_client(id, "room was needed for a new client");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// At most once a second: forget unconfirmed records and lapsed clients
+    /// without state; courtesy clients (lapsed, with state) stay until their
+    /// state is in someone's way, or a day.
+    pub(crate) fn sweep(&self, _call: &Call, now: u64) {
+        let last = self.sessions.swept_ns.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < 1_000_000_000
+            || self
+                .sessions
+                .swept_ns
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        self.state.revoke_overdue_recalls(self, now);
+        for c in self.sessions.clients() {
+            if c.lease_valid(self, now) {
+                continue;
+            }
+            let confirmed = c.m.lock().confirmed;
+            let idle = now.saturating_sub(c.renewed_ns.load(Ordering::Relaxed));
+            if !confirmed || !self.client_has_state(&c) || idle > COURTESY_MAX_NS {
+                self.expire_client(c.id, "lease expired");
+            }
+        }
+    }
+
+    /// A request conflicts with state of `client`: if its lease ran out
+    /// (a courtesy client), expire it and say so; otherwise the conflict stands.
+    pub(crate) fn expire_if_lapsed(&self, client: Clientid4) -> bool {
+        let now = self.clock.now_ns();
+        match self.sessions.client(client) {
+            Some(c) if !c.lease_valid(self, now) => {
+                self.expire_client(client, "lease expired and its state was in another client's way");
+                true
+            }
+            Some(_) => false,
+            // Already gone: nothing stands in the way.
+            None => true,
+        }
+    }
+}

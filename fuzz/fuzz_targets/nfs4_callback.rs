@@ -1,0 +1,8 @@
+//! CB_COMPOUND calls and replies (the back channel); must fail cleanly or round-trip.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = eagernfs_proto::fuzzing::decode_nfs4_callback(data);
+});
