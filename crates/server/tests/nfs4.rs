@@ -1,6 +1,7 @@
 //! NFSv4.1/4.2 on the wire: COMPOUND's rules, the pseudo-root, files and
 //! attributes, exactly-once replies from the session's slots (also over a
-//! new connection), opens and share reservations, locks shared with NLM,
+//! new connection), opens and share reservations, locks shared with NLM and
+//! taken in a file system that enforces locks itself (CephFS),
 //! delegations recalled by an NFSv3 writer, leases and the courteous
 //! server, RPC-with-TLS and `xprtsec=`, and bad input (forged stateids, floods of
 //! clients and opens).
@@ -15,6 +16,7 @@ use eagernfs_proto::nfs4::*;
 use eagernfs_proto::nlm::*;
 use eagernfs_server::{Nfs4Config, ServerConfig};
 use eagernfs_xdr::Opaque;
+use std::sync::Arc;
 use std::time::Duration;
 
 fn config(v4: Nfs4Config) -> ServerConfig {
@@ -921,6 +923,366 @@ fn a_client_that_never_renews_keeps_its_state_until_someone_needs_it() {
     // A comes back to find its session gone: it must start over.
     let r = a.compound(vec![]);
     assert_eq!(status_of(&r), vec![(OP_SEQUENCE, Nfsstat4::Badsession)]);
+}
+
+// ------------------------------------------------------------ a file system's own locks
+
+/// A memory backend whose "file system" enforces locks itself, as CephFS
+/// does: what the server took there, per owner id, and the locks of the
+/// file system's other clients.
+struct LockingFs {
+    inner: Arc<dyn eagernfs_vfs::Backend>,
+    fs: std::sync::Mutex<FsLocks>,
+}
+
+#[derive(Default)]
+struct FsLocks {
+    /// This server's locks: owner id, exclusive, range.
+    ours: Vec<(u64, bool, eagernfs_vfs::LockRange)>,
+    /// Another client's exclusive lock.
+    theirs: Option<eagernfs_vfs::LockRange>,
+    /// Files the lock manager let go of.
+    forgotten: usize,
+}
+
+fn overlap(a: eagernfs_vfs::LockRange, b: eagernfs_vfs::LockRange) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+impl FsLocks {
+    fn conflict(&self, range: eagernfs_vfs::LockRange) -> Option<eagernfs_vfs::LockConflict> {
+        let r = self.theirs.filter(|t| overlap(*t, range))?;
+        Some(eagernfs_vfs::LockConflict { exclusive: true, range: r, pid: 4242 })
+    }
+
+    fn cut(&mut self, owner: u64, range: eagernfs_vfs::LockRange) {
+        let mut out = Vec::new();
+        for &(o, x, r) in &self.ours {
+            if o != owner || !overlap(r, range) {
+                out.push((o, x, r));
+                continue;
+            }
+            if r.start < range.start {
+                out.push((o, x, eagernfs_vfs::LockRange { start: r.start, end: range.start }));
+            }
+            if range.end < r.end {
+                out.push((o, x, eagernfs_vfs::LockRange { start: range.end, end: r.end }));
+            }
+        }
+        self.ours = out;
+    }
+}
+
+impl eagernfs_vfs::FileLocks for LockingFs {
+    fn try_lock(
+        &self,
+        _fh: &eagernfs_vfs::FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: eagernfs_vfs::LockRange,
+    ) -> eagernfs_vfs::FsResult<Option<eagernfs_vfs::LockConflict>> {
+        let mut fs = self.fs.lock().unwrap();
+        if let Some(c) = fs.conflict(range) {
+            return Ok(Some(c));
+        }
+        fs.cut(owner, range);
+        fs.ours.push((owner, exclusive, range));
+        Ok(None)
+    }
+
+    fn test_lock(
+        &self,
+        _fh: &eagernfs_vfs::FileHandle,
+        _owner: u64,
+        _exclusive: bool,
+        range: eagernfs_vfs::LockRange,
+    ) -> eagernfs_vfs::FsResult<Option<eagernfs_vfs::LockConflict>> {
+        Ok(self.fs.lock().unwrap().conflict(range))
+    }
+
+    fn unlock(
+        &self,
+        _fh: &eagernfs_vfs::FileHandle,
+        owner: u64,
+        range: eagernfs_vfs::LockRange,
+    ) -> eagernfs_vfs::FsResult<()> {
+        self.fs.lock().unwrap().cut(owner, range);
+        Ok(())
+    }
+
+    fn forget_file(&self, _fh: &eagernfs_vfs::FileHandle) {
+        self.fs.lock().unwrap().forgotten += 1;
+    }
+}
+
+impl eagernfs_vfs::Backend for LockingFs {
+    fn root(&self) -> eagernfs_vfs::FileHandle {
+        self.inner.root()
+    }
+    fn getattr(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::Attr> {
+        self.inner.getattr(fh)
+    }
+    fn setattr(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        set: &eagernfs_vfs::SetAttr,
+        guard: Option<eagernfs_vfs::Timestamp>,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.setattr(cred, fh, set, guard)
+    }
+    fn lookup(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Lookup> {
+        self.inner.lookup(cred, dir, name)
+    }
+    fn access(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        want: u32,
+    ) -> eagernfs_vfs::FsResult<(u32, eagernfs_vfs::Attr)> {
+        self.inner.access(cred, fh, want)
+    }
+    fn readlink(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+    ) -> eagernfs_vfs::FsResult<(Bytes, eagernfs_vfs::Attr)> {
+        self.inner.readlink(cred, fh)
+    }
+    fn read(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::ReadResult> {
+        self.inner.read(cred, fh, offset, count)
+    }
+    fn write(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: eagernfs_vfs::StableHow,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::WriteResult> {
+        self.inner.write(cred, fh, offset, data, stable)
+    }
+    fn create(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        how: &eagernfs_vfs::CreateMode,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.create(cred, dir, name, how)
+    }
+    fn mkdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.mkdir(cred, dir, name, set)
+    }
+    fn symlink(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        target: &[u8],
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.symlink(cred, dir, name, target, set)
+    }
+    fn mknod(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        kind: eagernfs_vfs::NodeKind,
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.mknod(cred, dir, name, kind, set)
+    }
+    fn remove(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.remove(cred, dir, name)
+    }
+    fn rmdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.rmdir(cred, dir, name)
+    }
+    fn rename(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        from_dir: &eagernfs_vfs::FileHandle,
+        from_name: &[u8],
+        to_dir: &eagernfs_vfs::FileHandle,
+        to_name: &[u8],
+    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Wcc)> {
+        self.inner.rename(cred, from_dir, from_name, to_dir, to_name)
+    }
+    fn link(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<(Option<eagernfs_vfs::Attr>, eagernfs_vfs::Wcc)> {
+        self.inner.link(cred, fh, dir, name)
+    }
+    fn readdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        cookie: u64,
+        cookieverf: eagernfs_vfs::Verifier,
+        plus: bool,
+        sink: &mut dyn FnMut(&eagernfs_vfs::DirEntry) -> bool,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::DirInfo> {
+        self.inner.readdir(cred, dir, cookie, cookieverf, plus, sink)
+    }
+    fn fsstat(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::FsStat> {
+        self.inner.fsstat(fh)
+    }
+    fn properties(&self) -> eagernfs_vfs::FsProperties {
+        self.inner.properties()
+    }
+    fn commit(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Verifier)> {
+        self.inner.commit(cred, fh, offset, count)
+    }
+    fn write_verifier(&self) -> eagernfs_vfs::Verifier {
+        self.inner.write_verifier()
+    }
+    fn sync_all(&self) -> eagernfs_vfs::FsResult<()> {
+        self.inner.sync_all()
+    }
+    fn file_locks(&self) -> Option<&dyn eagernfs_vfs::FileLocks> {
+        Some(self)
+    }
+}
+
+#[test]
+fn nfsv41_locks_on_a_file_system_that_enforces_locks_are_taken_there_too() {
+    let fs = Arc::new(LockingFs { inner: memory(), fs: Default::default() });
+    let s = TestServer::start_with(
+        config(Nfs4Config::default()),
+        vec![spec(1, &["/mem"], "/mem 127.0.0.0/8(rw,insecure,no_root_squash)", fs.clone())],
+    );
+    let handle = s.handle();
+    let mut a = V4::connect(s.addr, "first");
+    let mut b = V4::connect(s.addr, "second");
+    let root = a.fh("/mem");
+    let (fh, st_a, _) = a.open_ok(&root, "f", OPEN4_SHARE_ACCESS_BOTH);
+    let (_, st_b, _) = b.open_ok(&root, "f", OPEN4_SHARE_ACCESS_BOTH);
+    let lock = |v: &mut V4, st: Stateid4, owner: &'static [u8], offset, length| {
+        let locker = Locker4::NewOwner(OpenToLockOwner4 {
+            open_seqid: 0,
+            open_stateid: st,
+            lock_seqid: 0,
+            lock_owner: StateOwner4 { clientid: v.clientid, owner: Opaque::from_static(owner) },
+        });
+        let args = Lock4Args { locktype: NfsLockType4::WriteLt, reclaim: false, offset, length, locker };
+        v.compound(vec![ArgOp::Putfh(Putfh4Args { object: fh.clone() }), ArgOp::Lock(args)])
+    };
+    let ours = |fs: &LockingFs| {
+        let mut v: Vec<_> =
+            fs.fs.lock().unwrap().ours.iter().map(|&(o, x, r)| (o, x, r.start, r.end)).collect();
+        v.sort();
+        v
+    };
+
+    // A's lock is taken in the file system before it is granted.
+    let r = lock(&mut a, st_a, b"a", 0, 100);
+    let ResOp::Lock(Lock4Res::Ok(lock_a)) = last(&r) else { panic!("{r:?}") };
+    let lock_a = *lock_a;
+    let held = ours(&fs);
+    assert_eq!(held.len(), 1, "{held:?}");
+    let owner_a = held[0].0;
+    assert_eq!(held[0], (owner_a, true, 0, 100));
+
+    // Another client of the file system holds 200..300: B is refused with its range,
+    // by LOCK and by LOCKT, and nothing is left behind.
+    fs.fs.lock().unwrap().theirs = Some(eagernfs_vfs::LockRange { start: 200, end: 300 });
+    let r = lock(&mut b, st_b, b"b", 250, 10);
+    let ResOp::Lock(Lock4Res::Denied(d)) = last(&r) else { panic!("{r:?}") };
+    assert_eq!((d.offset, d.length, d.owner.clientid), (200, 100, 0));
+    let r = b.compound(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Lockt(Lockt4Args {
+            locktype: NfsLockType4::ReadLt,
+            offset: 299,
+            length: 1,
+            owner: StateOwner4 { clientid: b.clientid, owner: Opaque::from_static(b"b") },
+        }),
+    ]);
+    let ResOp::Lockt(Lockt4Res::Denied(d)) = last(&r) else { panic!("{r:?}") };
+    assert_eq!((d.offset, d.length), (200, 100));
+    assert_eq!(ours(&fs), vec![(owner_a, true, 0, 100)]);
+    fs.fs.lock().unwrap().theirs = None;
+
+    // LOCKU is passed on; with nothing left in the table the file is let go.
+    let r = a.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Locku(Locku4Args {
+            locktype: NfsLockType4::WriteLt,
+            seqid: 0,
+            lock_stateid: lock_a,
+            offset: 40,
+            length: 20,
+        }),
+    ]);
+    let ResOp::Locku(Res4::Ok(lock_a)) = last(&r) else { panic!("{r:?}") };
+    let lock_a = *lock_a;
+    assert_eq!(ours(&fs), vec![(owner_a, true, 0, 40), (owner_a, true, 60, 100)]);
+    let forgotten = fs.fs.lock().unwrap().forgotten;
+    a.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Locku(Locku4Args {
+            locktype: NfsLockType4::WriteLt,
+            seqid: 0,
+            lock_stateid: lock_a,
+            offset: 0,
+            length: u64::MAX,
+        }),
+    ]);
+    assert_eq!(ours(&fs), vec![]);
+    assert_eq!(fs.fs.lock().unwrap().forgotten, forgotten + 1, "the file is let go");
+
+    // A locks again and goes quiet; when B needs the bytes, A's lease is over: its
+    // lock goes from the file system too, and B's is taken there.
+    let r = lock(&mut a, st_a, b"a2", 0, 10);
+    assert!(matches!(last(&r), ResOp::Lock(Lock4Res::Ok(_))), "{r:?}");
+    handle.advance_nfs4_clock(Duration::from_secs(100));
+    b.ok(vec![]);
+    handle.advance_nfs4_clock(Duration::from_secs(100));
+    let r = lock(&mut b, st_b, b"b", 0, 10);
+    assert!(matches!(last(&r), ResOp::Lock(Lock4Res::Ok(_))), "{r:?}");
+    let held = ours(&fs);
+    assert_eq!(held.len(), 1, "only B's lock: {held:?}");
+    assert_ne!(held[0].0, owner_a);
+    assert_eq!((held[0].1, held[0].2, held[0].3), (true, 0, 10));
 }
 
 // ------------------------------------------------------------ bounds
