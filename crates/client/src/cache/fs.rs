@@ -16,7 +16,7 @@ use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dir::DirHandle;
 use super::disk::{file_key, DiskCache};
-use super::inode::{Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO};
+use super::inode::{AttrClock, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 use crate::options::{LookupCache, MountOptions};
@@ -124,8 +124,13 @@ pub(crate) struct OpenFile {
     /// is REMOVEd at its last close). Weak: a handle must not keep the
     /// cache alive.
     pub(crate) owner: Weak<dyn LastClose>,
-    /// Writes through this handle are synchronous (`O_SYNC`/`O_DSYNC`, or a `sync` mount).
+    /// Writes through this handle are synchronous (`O_SYNC`/`O_DSYNC`,
+    /// `O_DIRECT`, or a `sync` mount).
     pub(crate) sync: bool,
+    /// Opened `O_DIRECT`: reads go to the server, not through the data
+    /// cache, and writes are on the server when they return (Linux's NFS
+    /// client sends them at once and commits them before returning).
+    pub(crate) direct: bool,
 }
 
 /// What an [`OpenFile`] needs from the cache when it goes away; a trait
@@ -192,6 +197,8 @@ pub(crate) struct Shared<C> {
     /// hidden names, read-ahead fetches and their disk-cache stores), so
     /// unmount (and a test) can wait for them.
     pub(crate) background: BackgroundTasks,
+    /// Orders attribute replies by when their calls were sent.
+    pub(crate) clock: Arc<AttrClock>,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -316,6 +323,7 @@ impl<C: NfsOps> CachedFs<C> {
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),
+            clock: Arc::new(AttrClock::default()),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -417,16 +425,20 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         s.counters.lookup_misses.fetch_add(1, Ordering::Relaxed);
+        let gen = s.clock.tick();
         match s.client.lookup(cred, &dir.fh, name).await {
             Ok(r) => {
                 if let Some(da) = r.dir_attributes {
-                    s.fresh_attrs(&dir, da, false);
+                    s.fresh_attrs(&dir, da, gen, false);
                 }
-                let attr = match r.obj_attributes {
-                    Some(a) => a,
-                    None => s.client.getattr(cred, &r.object).await?,
+                let (attr, gen) = match r.obj_attributes {
+                    Some(a) => (a, gen),
+                    None => {
+                        let gen = s.clock.tick();
+                        (s.client.getattr(cred, &r.object).await?, gen)
+                    }
                 };
-                let child = s.intern(&r.object, &attr);
+                let child = s.intern(&r.object, &attr, gen);
                 if s.cfg.lookupcache != LookupCache::None {
                     s.remember_name(&dir, key, Dentry::Positive(r.object.clone()));
                 }
@@ -499,13 +511,13 @@ impl<C: NfsOps> CachedFs<C> {
         if touches_data && inode.ftype == Ftype3::Reg {
             s.sync_inode(&inode).await?;
         }
-        inode.state.lock().begin_change();
+        let gen = inode.state.lock().begin_change();
         let r = s.client.setattr(cred, &inode.fh, attrs, None).await;
         let now = Instant::now();
         let (min, _) = s.cfg.ac_bounds(inode.is_dir());
         {
             let mut st = inode.state.lock();
-            st.end_change(r.as_ref().ok(), now, min);
+            st.end_change(r.as_ref().ok(), gen, now, min);
             // A chmod or chown changes who may do what; even a failed
             // SETATTR may have changed something before failing.
             st.access.clear();
@@ -532,8 +544,9 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let wcc = r?;
         if wcc.after.is_none() {
+            let gen = s.clock.tick();
             let a = s.client.getattr(cred, &inode.fh).await?;
-            s.fresh_attrs(&inode, a, false);
+            s.fresh_attrs(&inode, a, gen, false);
         }
         Ok(s.entry_for(&inode))
     }
@@ -572,9 +585,10 @@ impl<C: NfsOps> CachedFs<C> {
                 // Ask about everything access(2) can ask, as Linux does, so
                 // the one answer serves this caller's later masks too.
                 let asked = ACCESS3_READ | write_bits | exec_bit;
+                let gen = s.clock.tick();
                 let r = s.client.access(cred, &inode.fh, asked).await?;
                 if let Some(a) = r.obj_attributes {
-                    s.fresh_attrs(&inode, a, false);
+                    s.fresh_attrs(&inode, a, gen, false);
                 }
                 inode.state.lock().remember_access(cred, asked, r.access);
                 r.access
@@ -600,8 +614,9 @@ impl<C: NfsOps> CachedFs<C> {
             s.check_writable()?;
         }
         if s.cfg.cto {
+            let gen = s.clock.tick();
             let a = s.client.getattr(cred, &inode.fh).await?;
-            s.fresh_attrs(&inode, a, true);
+            s.fresh_attrs(&inode, a, gen, true);
         } else {
             s.revalidate(&inode, cred).await?;
         }
@@ -630,10 +645,11 @@ impl<C: NfsOps> CachedFs<C> {
         } else {
             Createhow3::Unchecked(sattr_mode(mode))
         };
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.create(cred, &dir.fh, name, how).await;
-        let r =
-            s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await?;
+        let r = s
+            .finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred)
+            .await?;
         let inode = s.inode(r.ino)?;
         if flags & libc::O_TRUNC != 0 && r.attr.size != 0 {
             self.setattr(r.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
@@ -648,9 +664,9 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.mkdir(cred, &dir.fh, name, sattr_mode(mode)).await;
-        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
     }
 
     /// Make a special file. `mode` carries the file type bits (S_IFIFO,
@@ -688,9 +704,9 @@ impl<C: NfsOps> CachedFs<C> {
         };
         let dir = s.inode(parent)?;
         check_name(name)?;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.mknod(cred, &dir.fh, name, what).await;
-        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
     }
 
     /// Make a symbolic link `name` → `target`.
@@ -702,18 +718,19 @@ impl<C: NfsOps> CachedFs<C> {
         if target.len() > NFS3_PATH_MAX {
             return Err(NfsError::Nfs(Nfsstat3::Nametoolong).into());
         }
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.symlink(cred, &dir.fh, name, target, Sattr3::default()).await;
-        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
     }
 
     /// The target of a symbolic link.
     pub async fn readlink(&self, ino: u64, cred: &Cred) -> FsResult<Bytes> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
+        let gen = s.clock.tick();
         let r = s.client.readlink(cred, &inode.fh).await?;
         if let Some(a) = r.symlink_attributes {
-            s.fresh_attrs(&inode, a, false);
+            s.fresh_attrs(&inode, a, gen, false);
         }
         Ok(r.data.0)
     }
@@ -725,8 +742,8 @@ impl<C: NfsOps> CachedFs<C> {
         let inode = s.inode(ino)?;
         let dir = s.inode(newparent)?;
         check_name(newname)?;
-        dir.state.lock().begin_change();
-        inode.state.lock().begin_change();
+        let dir_gen = dir.state.lock().begin_change();
+        let gen = inode.state.lock().begin_change();
         let r = s.client.link(cred, &inode.fh, &dir.fh, newname).await;
         let now = Instant::now();
         {
@@ -734,10 +751,10 @@ impl<C: NfsOps> CachedFs<C> {
             // attributes are its new state, with no pre-op to chain.
             let mut st = inode.state.lock();
             let w = r.as_ref().ok().map(|r| WccData { before: None, after: r.file_attributes });
-            st.end_change(w.as_ref(), now, s.cfg.ac_bounds(false).0);
+            st.end_change(w.as_ref(), gen, now, s.cfg.ac_bounds(false).0);
         }
         let r = r.map(|r| (Some(inode.fh.clone()), r.file_attributes, r.linkdir_wcc));
-        s.finish_dir_change(&dir, r, newname, cred).await
+        s.finish_dir_change(&dir, dir_gen, r, newname, cred).await
     }
 
     /// Remove a file. A file still open here is not removed but renamed
@@ -775,7 +792,7 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = if is_dir {
             s.client.rmdir(cred, &dir.fh, name).await
         } else {
@@ -785,7 +802,7 @@ impl<C: NfsOps> CachedFs<C> {
         let now = Instant::now();
         let mut st = dir.state.lock();
         let old = st.names.remove(&key);
-        st.end_change(r.as_ref().ok(), now, s.cfg.ac_bounds(true).0);
+        st.end_change(r.as_ref().ok(), gen, now, s.cfg.ac_bounds(true).0);
         drop(st);
         // The removed object's link count and ctime changed (even a failed
         // call may have removed it: a retransmission answered NOENT).
@@ -832,17 +849,15 @@ impl<C: NfsOps> CachedFs<C> {
                 s.silly_rename(&to, newname, &target, cred).await?;
             }
         }
-        from.state.lock().begin_change();
-        if newparent != parent {
-            to.state.lock().begin_change();
-        }
+        let from_gen = from.state.lock().begin_change();
+        let to_gen = if newparent != parent { to.state.lock().begin_change() } else { from_gen };
         let r = s.client.rename(cred, &from.fh, name, &to.fh, newname).await;
         let now = Instant::now();
         let min = s.cfg.ac_bounds(true).0;
         let moved = {
             let mut st = from.state.lock();
             let moved = st.names.remove(name);
-            st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), now, min);
+            st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), from_gen, now, min);
             moved
         };
         // The moved object's ctime changed, and the replaced one lost a
@@ -858,7 +873,7 @@ impl<C: NfsOps> CachedFs<C> {
             // Whatever had the new name is gone; the moved object has it.
             st.names.remove(newname);
             if newparent != parent {
-                st.end_change(r.as_ref().ok().map(|r| &r.todir_wcc), now, min);
+                st.end_change(r.as_ref().ok().map(|r| &r.todir_wcc), to_gen, now, min);
             }
             if r.is_ok() && s.cfg.lookupcache != LookupCache::None {
                 if let Some(d @ Dentry::Positive(_)) = moved {
@@ -937,7 +952,8 @@ impl<C: NfsOps> Shared<C> {
     fn open_handle(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred, flags: i32) -> u64 {
         let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
         // O_SYNC includes O_DSYNC's bit; either asks for synchronous writes.
-        let sync = self.cfg.sync || flags & libc::O_DSYNC != 0;
+        let direct = flags & libc::O_DIRECT != 0;
+        let sync = self.cfg.sync || direct || flags & libc::O_DSYNC != 0;
         let seen = {
             let mut st = inode.state.lock();
             st.open_count += 1;
@@ -954,6 +970,7 @@ impl<C: NfsOps> Shared<C> {
             fsync_err_seen: AtomicU64::new(seen),
             owner,
             sync,
+            direct,
         };
         self.handles.lock().insert(id, Arc::new(of));
         id
@@ -1022,11 +1039,11 @@ impl<C: NfsOps> Shared<C> {
                 Err(NfsError::Nfs(Nfsstat3::Noent)) => {}
                 Err(e) => return Err(e.into()),
             }
-            dir.state.lock().begin_change();
+            let gen = dir.state.lock().begin_change();
             let r = self.client.rename(cred, &dir.fh, name, &dir.fh, &hidden).await;
             {
                 let mut st = dir.state.lock();
-                st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), Instant::now(), min);
+                st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), gen, Instant::now(), min);
                 if r.is_ok() {
                     st.names.remove(name);
                     st.names.remove(&hidden);
@@ -1064,12 +1081,12 @@ impl<C: NfsOps> Shared<C> {
     /// are logged: the unlink that asked for this has long returned.
     async fn remove_silly(&self, child: &Inode, silly: SillyName) {
         let SillyName { dir, name, cred } = silly;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = self.client.remove(&cred, &dir.fh, &name).await;
         {
             let mut st = dir.state.lock();
             st.names.remove(&name);
-            st.end_change(r.as_ref().ok(), Instant::now(), self.cfg.ac_bounds(true).0);
+            st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(true).0);
         }
         {
             // The hidden name is gone (or, after an error, stays and is
@@ -1094,14 +1111,17 @@ impl<C: NfsOps> Shared<C> {
             return Ok(());
         }
         self.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
+        let gen = self.clock.tick();
         let a = self.client.getattr(cred, &inode.fh).await?;
-        self.fresh_attrs(inode, a, true);
+        self.fresh_attrs(inode, a, gen, true);
         Ok(())
     }
 
-    pub(crate) fn fresh_attrs(&self, inode: &Inode, a: Fattr3, revalidation: bool) {
+    /// Attributes `a` from a call sent at clock tick `gen` (not one of our
+    /// changes); ignored if older than the cached ones.
+    pub(crate) fn fresh_attrs(&self, inode: &Inode, a: Fattr3, gen: u64, revalidation: bool) {
         let bounds = self.cfg.ac_bounds(inode.is_dir());
-        inode.state.lock().fresh_attrs(a, Instant::now(), bounds, revalidation);
+        inode.state.lock().fresh_attrs(a, gen, Instant::now(), bounds, revalidation);
     }
 
     fn make_inode(&self, ino: u64, fh: &NfsFh3, attr: &Fattr3) -> Inode {
@@ -1113,7 +1133,13 @@ impl<C: NfsOps> Shared<C> {
             fh: fh.clone(),
             ftype: attr.ftype,
             disk_key: file_key(attr.fileid, fh.data.as_bytes()),
-            state: Mutex::new(InodeState::new(*attr, Instant::now(), min, self.mem_bytes.clone())),
+            state: Mutex::new(InodeState::new(
+                *attr,
+                Instant::now(),
+                min,
+                self.mem_bytes.clone(),
+                self.clock.clone(),
+            )),
             kick: Notify::new(),
             progress: Notify::new(),
             file_budget,
@@ -1124,11 +1150,14 @@ impl<C: NfsOps> Shared<C> {
         self.inodes.intern(fh, attr, |ino| self.make_inode(ino, fh, attr), root)
     }
 
-    /// The inode for a handle the server just gave us with its attributes.
-    pub(crate) fn intern(&self, fh: &NfsFh3, attr: &Fattr3) -> Arc<Inode> {
+    /// The inode for a handle the server just gave us with its attributes,
+    /// from a call sent at clock tick `gen`.
+    pub(crate) fn intern(&self, fh: &NfsFh3, attr: &Fattr3, gen: u64) -> Arc<Inode> {
         let (inode, new) = self.intern_inode(fh, attr, false);
-        if !new {
-            self.fresh_attrs(&inode, *attr, false);
+        if new {
+            inode.state.lock().attr_gen = gen;
+        } else {
+            self.fresh_attrs(&inode, *attr, gen, false);
         }
         inode
     }
@@ -1158,6 +1187,7 @@ impl<C: NfsOps> Shared<C> {
     async fn finish_dir_change(
         &self,
         dir: &Arc<Inode>,
+        gen: u64,
         r: Result<(PostOpFh3, PostOpAttr, WccData), NfsError>,
         name: &[u8],
         cred: &Cred,
@@ -1167,7 +1197,7 @@ impl<C: NfsOps> Shared<C> {
         {
             let mut st = dir.state.lock();
             st.names.remove(&key);
-            st.end_change(r.as_ref().ok().map(|r| &r.2), now, self.cfg.ac_bounds(true).0);
+            st.end_change(r.as_ref().ok().map(|r| &r.2), gen, now, self.cfg.ac_bounds(true).0);
         }
         let (fh, attr, _) = r?;
         // A server may leave out the handle or attributes: find them.
@@ -1175,11 +1205,14 @@ impl<C: NfsOps> Shared<C> {
             Some(fh) => fh,
             None => self.client.lookup(cred, &dir.fh, name).await?.object,
         };
-        let attr = match attr {
-            Some(a) => a,
-            None => self.client.getattr(cred, &fh).await?,
+        let (attr, gen) = match attr {
+            Some(a) => (a, gen),
+            None => {
+                let gen = self.clock.tick();
+                (self.client.getattr(cred, &fh).await?, gen)
+            }
         };
-        let inode = self.intern(&fh, &attr);
+        let inode = self.intern(&fh, &attr, gen);
         if self.cfg.lookupcache != LookupCache::None {
             self.remember_name(dir, key, Dentry::Positive(fh));
         }

@@ -16,6 +16,20 @@
 //! of order, so pairs that do not chain yet wait; if any is left unchained
 //! once none of our changes is in flight, another client changed the file
 //! between them and the cache is dropped.
+//!
+//! # Which attributes are newer
+//! Replies do not arrive in the order the server produced them (pipelined
+//! WRITEs, a READ sent before a WRITE and answered after it), and ctime
+//! cannot order them: Linux file systems stamp times from a clock that
+//! moves every few milliseconds, so a burst of changes shares one ctime.
+//! As Linux's client does (`attr_gencount`), every call that may bring
+//! attributes takes a tick of the mount's [`AttrClock`] before it is sent,
+//! and its attributes replace the cached ones only if its tick is later
+//! than that of the call whose attributes are cached, or its ctime is
+//! strictly later. A stale answer can therefore never shrink the size a
+//! program (or a mapping) sees. The size also covers what we wrote
+//! (`written_end`) until a call sent after all our writes were answered
+//! brings the server's own size.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +95,19 @@ impl Validator {
 
 fn time_key(t: Nfstime3) -> (u32, u32) {
     (t.seconds, t.nseconds)
+}
+
+/// The mount's attribute clock: a tick is taken before each call whose
+/// reply may carry attributes, so replies can be ordered by when their
+/// calls were sent (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct AttrClock(AtomicU64);
+
+impl AttrClock {
+    /// A tick later than every tick taken before.
+    pub(crate) fn tick(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
 }
 
 /// A cached chunk of file data.
@@ -156,8 +183,13 @@ pub(crate) struct FileData {
     pub(crate) stalled: bool,
     /// Credentials for write-back: the last writer's.
     pub(crate) write_cred: Cred,
-    /// One past the last byte we wrote and the server may not reflect yet.
+    /// One past the last byte we wrote and the server's size in our cached
+    /// attributes may not reflect yet.
     pub(crate) written_end: u64,
+    /// The clock's tick when the file last became clean with `written_end`
+    /// set: attributes from a call sent after it include all our writes,
+    /// and `written_end` is dropped when they arrive.
+    pub(crate) written_settled: Option<u64>,
     /// A write by a caller who may not keep set-id bits (this one) is not
     /// on the server yet: show the mode without them (`visible_attr`).
     pub(crate) setid_dropped: Option<Cred>,
@@ -195,6 +227,7 @@ impl FileData {
             stalled: false,
             write_cred: Cred::default(),
             written_end: 0,
+            written_settled: None,
             setid_dropped: None,
             sync_opens: 0,
             err_seq: 0,
@@ -297,6 +330,11 @@ pub(crate) struct AccessEntry {
 /// The lock-protected state of an inode.
 pub(crate) struct InodeState {
     pub(crate) attr: Fattr3,
+    /// The clock tick of the call whose attributes `attr` holds (0: the
+    /// ones the inode was made with).
+    pub(crate) attr_gen: u64,
+    /// The mount's attribute clock.
+    pub(crate) clock: Arc<AttrClock>,
     /// When the attributes were last confirmed by the server.
     pub(crate) attr_fetched: Instant,
     /// How long they are trusted from then.
@@ -335,9 +373,17 @@ pub(crate) struct InodeState {
 }
 
 impl InodeState {
-    pub(crate) fn new(attr: Fattr3, now: Instant, min: Duration, mem_bytes: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(
+        attr: Fattr3,
+        now: Instant,
+        min: Duration,
+        mem_bytes: Arc<AtomicU64>,
+        clock: Arc<AttrClock>,
+    ) -> Self {
         InodeState {
             attr,
+            attr_gen: 0,
+            clock,
             attr_fetched: now,
             attr_timeout: min,
             validator: Validator::of(&attr),
@@ -427,26 +473,55 @@ impl InodeState {
         }
     }
 
+    /// Whether attributes `a` from a call sent at tick `gen` are newer than
+    /// the cached ones (see the module docs).
+    fn newer(&self, a: &Fattr3, gen: u64) -> bool {
+        gen > self.attr_gen || time_key(a.ctime) > time_key(self.attr.ctime)
+    }
+
+    /// Cache attributes `a` from the call sent at tick `gen`.
+    fn take_attr(&mut self, a: Fattr3, gen: u64, now: Instant) {
+        self.check_access_against(&a);
+        self.attr = a;
+        self.attr_gen = self.attr_gen.max(gen);
+        self.attr_fetched = now;
+        if self.file.written_settled.is_some_and(|settled| gen > settled) {
+            // Sent after all our writes were answered: the server's size
+            // includes them (or someone truncated since, which counts).
+            self.file.written_end = 0;
+            self.file.written_settled = None;
+        }
+    }
+
+    /// The file has no write-back state left: from now on the server's
+    /// attributes will say what our writes did.
+    pub(crate) fn settle_writes(&mut self) {
+        if self.file.written_end > 0 && self.file.written_settled.is_none() {
+            self.file.written_settled = Some(self.clock.tick());
+        }
+    }
+
     /// Attributes fresh from the server that are not the result of one of
-    /// our changes (GETATTR, LOOKUP, READ, ACCESS replies).
-    /// `revalidation`: this was a check of expired attributes, so an
-    /// unchanged answer lengthens the trust period.
+    /// our changes (GETATTR, LOOKUP, READ, ACCESS replies), from the call
+    /// sent at tick `gen`. `revalidation`: this was a check of expired
+    /// attributes, so an unchanged answer lengthens the trust period.
+    /// An answer older than the cached attributes is ignored.
     pub(crate) fn fresh_attrs(
         &mut self,
         a: Fattr3,
+        gen: u64,
         now: Instant,
         bounds: (Duration, Duration),
         revalidation: bool,
     ) {
         let (min, max) = bounds;
-        self.check_access_against(&a);
+        if !self.newer(&a, gen) {
+            return;
+        }
         if self.changes_in_flight > 0 {
             // Our own changes are moving the attributes; the WCC chain
-            // decides about the cache once they drain. Only take newer ones.
-            if time_key(a.ctime) >= time_key(self.attr.ctime) {
-                self.attr = a;
-                self.attr_fetched = now;
-            }
+            // decides about the cache once they drain.
+            self.take_attr(a, gen, now);
             return;
         }
         let v = Validator::of(&a);
@@ -459,24 +534,24 @@ impl InodeState {
         } else {
             self.attr_timeout = self.attr_timeout.clamp(min, max);
         }
-        self.attr = a;
-        self.attr_fetched = now;
+        self.take_attr(a, gen, now);
     }
 
-    /// One of our changes is about to be sent.
-    pub(crate) fn begin_change(&mut self) {
+    /// One of our changes is about to be sent; returns its clock tick, to
+    /// pass to `end_change`.
+    pub(crate) fn begin_change(&mut self) -> u64 {
         self.changes_in_flight += 1;
+        self.clock.tick()
     }
 
-    /// One of our changes came back with `wcc` (`None`: it failed, and
-    /// changed nothing we know of).
-    pub(crate) fn end_change(&mut self, wcc: Option<&WccData>, now: Instant, min: Duration) {
+    /// One of our changes, sent at tick `gen`, came back with `wcc`
+    /// (`None`: it failed, and changed nothing we know of).
+    pub(crate) fn end_change(&mut self, wcc: Option<&WccData>, gen: u64, now: Instant, min: Duration) {
         self.changes_in_flight = self.changes_in_flight.saturating_sub(1);
         if let Some(w) = wcc {
             if let Some(post) = &w.after {
-                self.check_access_against(post);
-                if time_key(post.ctime) >= time_key(self.attr.ctime) {
-                    self.attr = *post;
+                if self.newer(post, gen) {
+                    self.take_attr(*post, gen, now);
                 }
                 // The object is changing: trust its attributes only briefly.
                 self.attr_fetched = now;
@@ -634,7 +709,8 @@ mod tests {
     }
 
     fn state_with_chunk(a: Fattr3) -> InodeState {
-        let mut s = InodeState::new(a, Instant::now(), Duration::from_secs(3), Arc::default());
+        let mut s =
+            InodeState::new(a, Instant::now(), Duration::from_secs(3), Arc::default(), Arc::default());
         s.file.insert_chunk(0, Chunk { data: Bytes::from_static(b"x"), eof: true });
         s
     }
@@ -644,13 +720,74 @@ mod tests {
         let (a0, a1, a2) = (attr(0, 1), attr(10, 2), attr(20, 3));
         let mut s = state_with_chunk(a0);
         let now = Instant::now();
-        s.begin_change();
-        s.begin_change();
-        s.end_change(Some(&wcc(&a1, &a2)), now, Duration::from_secs(3));
-        s.end_change(Some(&wcc(&a0, &a1)), now, Duration::from_secs(3));
+        let g1 = s.begin_change();
+        let g2 = s.begin_change();
+        s.end_change(Some(&wcc(&a1, &a2)), g2, now, Duration::from_secs(3));
+        s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
         assert_eq!(s.file.chunk_count(), 1);
         assert_eq!(s.validator, Validator::of(&a2));
         assert_eq!(s.attr, a2);
+    }
+
+    /// Two WRITEs in one tick of the server's clock: the same ctime, the
+    /// later one the larger size. Whichever reply comes last, the size
+    /// cached is the later WRITE's, never the earlier, smaller one.
+    #[test]
+    fn replies_with_one_ctime_never_shrink_the_size() {
+        let (a0, a1, a2) = (attr(0, 7), attr(100, 7), attr(300, 7));
+        for later_reply_first in [false, true] {
+            let mut s = state_with_chunk(a0);
+            let now = Instant::now();
+            let g1 = s.begin_change();
+            let g2 = s.begin_change();
+            if later_reply_first {
+                s.end_change(Some(&wcc(&a1, &a2)), g2, now, Duration::from_secs(3));
+                s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
+            } else {
+                s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
+                s.end_change(Some(&wcc(&a1, &a2)), g2, now, Duration::from_secs(3));
+            }
+            assert_eq!(s.attr.size, 300, "later reply first: {later_reply_first}");
+        }
+    }
+
+    /// A READ (or GETATTR) sent before our WRITE and answered after it
+    /// carries the old size: it must not replace the WRITE's attributes,
+    /// nor drop the data cache as if someone else had changed the file.
+    #[test]
+    fn an_answer_sent_before_our_change_is_ignored() {
+        let (a0, a1) = (attr(10, 7), attr(500, 7));
+        let mut s = state_with_chunk(a0);
+        let now = Instant::now();
+        let read_sent = s.clock.tick();
+        let w = s.begin_change();
+        s.end_change(Some(&wcc(&a0, &a1)), w, now, Duration::from_secs(3));
+        s.fresh_attrs(a0, read_sent, now, (Duration::from_secs(3), Duration::from_secs(60)), false);
+        assert_eq!(s.attr.size, 500);
+        assert_eq!(s.file.chunk_count(), 1, "our own change kept the cache");
+        // A strictly newer ctime wins even from an older call: the server
+        // answered it after something else changed the file.
+        let a2 = attr(20, 8);
+        s.fresh_attrs(a2, read_sent, now, (Duration::from_secs(3), Duration::from_secs(60)), false);
+        assert_eq!(s.attr.size, 20);
+    }
+
+    /// What we wrote stays visible in the size until an answer sent after
+    /// all our writes were answered arrives.
+    #[test]
+    fn written_end_lasts_until_an_answer_sent_after_the_writes() {
+        let a0 = attr(0, 7);
+        let mut s = state_with_chunk(a0);
+        let now = Instant::now();
+        let bounds = (Duration::from_secs(3), Duration::from_secs(60));
+        let sent_during_writes = s.clock.tick();
+        s.file.written_end = 4096;
+        s.settle_writes();
+        s.fresh_attrs(attr(0, 8), sent_during_writes, now, bounds, false);
+        assert_eq!(s.visible_attr().size, 4096, "an answer sent before the writes settled");
+        let sent_after = s.clock.tick();
+        s.fresh_attrs(attr(10, 9), sent_after, now, bounds, false);
+        assert_eq!(s.visible_attr().size, 10, "the server's size once it includes our writes");
     }
 
     #[test]
@@ -658,11 +795,11 @@ mod tests {
         let (a0, a1, a2, a3) = (attr(0, 1), attr(10, 2), attr(15, 3), attr(20, 4));
         let mut s = state_with_chunk(a0);
         let now = Instant::now();
-        s.begin_change();
-        s.begin_change();
-        s.end_change(Some(&wcc(&a0, &a1)), now, Duration::from_secs(3));
+        let g1 = s.begin_change();
+        let g2 = s.begin_change();
+        s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
         // Someone else took the file from a1 to a2 before our second write.
-        s.end_change(Some(&wcc(&a2, &a3)), now, Duration::from_secs(3));
+        s.end_change(Some(&wcc(&a2, &a3)), g2, now, Duration::from_secs(3));
         assert_eq!(s.file.chunk_count(), 0);
         assert_eq!(s.validator, Validator::of(&a3));
     }
@@ -671,7 +808,7 @@ mod tests {
     fn access_answers_expire_with_the_attributes_and_stay_bounded() {
         let a = attr(1, 1);
         let now = Instant::now();
-        let mut s = InodeState::new(a, now, Duration::from_secs(3), Arc::default());
+        let mut s = InodeState::new(a, now, Duration::from_secs(3), Arc::default(), Arc::default());
         let cred = |uid| Cred { uid, gid: uid, groups: vec![] };
         s.remember_access(&cred(1), 0b11, 0b01);
         assert_eq!(s.cached_access(&cred(1), 0b01, now), Some(0b01));
@@ -683,6 +820,7 @@ mod tests {
         // expires when the attributes it came with did.
         s.fresh_attrs(
             a,
+            s.clock.tick(),
             now + Duration::from_secs(2),
             (Duration::from_secs(3), Duration::from_secs(60)),
             true,
@@ -694,6 +832,7 @@ mod tests {
         chmodded.mode = 0o600;
         s.fresh_attrs(
             chmodded,
+            s.clock.tick(),
             now + Duration::from_secs(2),
             (Duration::from_secs(3), Duration::from_secs(60)),
             false,
@@ -707,7 +846,7 @@ mod tests {
         assert_eq!(s.cached_access(&cred(0), 1, now + Duration::from_secs(2)), None);
         assert_eq!(s.cached_access(&cred(1), 1, now + Duration::from_secs(2)), Some(1));
         // noac: nothing is kept.
-        let mut noac = InodeState::new(a, now, Duration::ZERO, Arc::default());
+        let mut noac = InodeState::new(a, now, Duration::ZERO, Arc::default(), Arc::default());
         noac.remember_access(&cred(1), 1, 1);
         assert!(noac.access.is_empty());
     }
@@ -717,12 +856,21 @@ mod tests {
         let a = attr(1, 1);
         let now = Instant::now();
         let b = (Duration::from_secs(3), Duration::from_secs(10));
-        let mut s = InodeState::new(a, now, b.0, Arc::default());
-        s.fresh_attrs(a, now, b, true);
+        let mut s = InodeState::new(a, now, b.0, Arc::default(), Arc::default());
+        {
+            let g = s.clock.tick();
+            s.fresh_attrs(a, g, now, b, true);
+        }
         assert_eq!(s.attr_timeout, Duration::from_secs(6));
-        s.fresh_attrs(a, now, b, true);
+        {
+            let g = s.clock.tick();
+            s.fresh_attrs(a, g, now, b, true);
+        }
         assert_eq!(s.attr_timeout, Duration::from_secs(10));
-        s.fresh_attrs(attr(2, 2), now, b, true);
+        {
+            let g = s.clock.tick();
+            s.fresh_attrs(attr(2, 2), g, now, b, true);
+        }
         assert_eq!(s.attr_timeout, Duration::from_secs(3));
     }
 }

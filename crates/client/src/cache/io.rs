@@ -34,6 +34,9 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         let s = self.shared();
         let of = s.handle(fh)?;
+        if of.direct {
+            return s.read_direct(&of.inode, &of.cred, offset, size).await;
+        }
         s.read_inode(&of.inode, &of.cred, offset, size).await
     }
 
@@ -167,14 +170,15 @@ impl<C: NfsOps> CachedFs<C> {
     }
 }
 
+/// A WRITE or COMMIT to send; `gen` is its attribute-clock tick.
 enum Job {
-    Write { offset: u64, data: Bytes, stable: StableHow, cred: Cred },
-    Commit { upto: u64, cred: Cred },
+    Write { offset: u64, data: Bytes, stable: StableHow, cred: Cred, gen: u64 },
+    Commit { upto: u64, cred: Cred, gen: u64 },
 }
 
 enum Done {
-    Write { offset: u64, len: u64, result: Result<Write3ResOk, NfsError> },
-    Commit { upto: u64, result: Result<Commit3ResOk, NfsError> },
+    Write { offset: u64, len: u64, gen: u64, result: Result<Write3ResOk, NfsError> },
+    Commit { upto: u64, gen: u64, result: Result<Commit3ResOk, NfsError> },
 }
 
 impl<C: NfsOps> Shared<C> {
@@ -206,6 +210,31 @@ impl<C: NfsOps> Shared<C> {
     }
 
     // ----- reads -------------------------------------------------------
+
+    /// A read through an `O_DIRECT` handle: from the server, not through
+    /// the data cache (so another client's writes show at once, as on a
+    /// kernel NFS mount), with our own unwritten data laid over it.
+    async fn read_direct(&self, inode: &Arc<Inode>, cred: &Cred, offset: u64, size: u32) -> FsResult<Bytes> {
+        if size == 0 {
+            return Ok(Bytes::new());
+        }
+        let (data, _eof) = self.read_range(inode, cred, offset, size as u64).await?;
+        let st = inode.state.lock();
+        let server_end = offset + data.len() as u64;
+        // Our unwritten data may reach past the server's end of file.
+        let end = offset.saturating_add(size as u64).min(st.visible_attr().size.max(server_end));
+        if end <= offset {
+            return Ok(Bytes::new());
+        }
+        if end == server_end && !overlap_any(&st.file, offset, end) {
+            return Ok(data);
+        }
+        let mut out = BytesMut::zeroed((end - offset) as usize);
+        let n = data.len().min(out.len());
+        out[..n].copy_from_slice(&data[..n]);
+        overlay_unwritten(&st.file, offset, &mut out);
+        Ok(out.freeze())
+    }
 
     pub(crate) async fn read_inode(
         self: &Arc<Self>,
@@ -325,16 +354,55 @@ impl<C: NfsOps> Shared<C> {
             if !missing {
                 return Ok(out);
             }
+            if attempt == READ_RETRIES_MAX {
+                break;
+            }
             let fetched = self.fetch_chunks_into(inode, cred, first, last, false).await?;
             for (i, c) in fetched {
                 out[(i - first) as usize].get_or_insert(c);
             }
         }
-        if out.iter().any(Option::is_none) {
-            // Evicted or invalidated as fast as we could fetch it.
-            return Err(FsError::Io("file data kept changing while being read".into()));
+        // Evicted or invalidated as fast as we could fetch it: writers are
+        // busy beside us. A read must still return data (old, new or a mix,
+        // as on any NFS mount), so READ what is missing for this caller
+        // alone, without caching it.
+        let missing: Vec<u64> =
+            out.iter().enumerate().filter(|(_, c)| c.is_none()).map(|(i, _)| first + i as u64).collect();
+        for (i, c) in self.read_chunks(inode, cred, &missing).await? {
+            out[(i - first) as usize].get_or_insert(c);
         }
         Ok(out)
+    }
+
+    /// READ chunks `indexes` (ascending) from the server, consecutive ones
+    /// together in READs of up to rsize, all at once. Caches nothing.
+    async fn read_chunks(&self, inode: &Inode, cred: &Cred, indexes: &[u64]) -> FsResult<Vec<(u64, Chunk)>> {
+        let per_read = (self.cfg.rsize as u64 / CHUNK_BYTES).max(1);
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &i in indexes {
+            match runs.last_mut() {
+                Some((start, n)) if *start + *n == i && *n < per_read => *n += 1,
+                _ => runs.push((i, 1)),
+            }
+        }
+        let reads =
+            runs.iter().map(|&(start, n)| self.read_range(inode, cred, start * CHUNK_BYTES, n * CHUNK_BYTES));
+        let results = futures::future::join_all(reads).await;
+        let mut got = Vec::with_capacity(indexes.len());
+        for ((start, n), r) in runs.into_iter().zip(results) {
+            let (data, eof) = r?;
+            for k in 0..n {
+                let lo = ((k * CHUNK_BYTES) as usize).min(data.len());
+                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
+                if lo == hi && !eof {
+                    break;
+                }
+                // Past end of file a chunk is empty and final: the reader
+                // sees zeros there unless we wrote something.
+                got.push((start + k, Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() }));
+            }
+        }
+        Ok(got)
     }
 
     /// Fetch missing chunks `first..=last` into the cache (read-ahead).
@@ -406,31 +474,7 @@ impl<C: NfsOps> Shared<C> {
         } else {
             need = mine.clone();
         }
-        // Consecutive chunks go in one READ of up to rsize, all at once.
-        let per_read = (self.cfg.rsize as u64 / CHUNK_BYTES).max(1);
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for i in need {
-            match runs.last_mut() {
-                Some((start, n)) if *start + *n == i && *n < per_read => *n += 1,
-                _ => runs.push((i, 1)),
-            }
-        }
-        let reads =
-            runs.iter().map(|&(start, n)| self.read_range(inode, cred, start * CHUNK_BYTES, n * CHUNK_BYTES));
-        let results = futures::future::join_all(reads).await;
-        for ((start, n), r) in runs.into_iter().zip(results) {
-            let (data, eof) = r?;
-            for k in 0..n {
-                let lo = ((k * CHUNK_BYTES) as usize).min(data.len());
-                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
-                if lo == hi && !eof {
-                    break;
-                }
-                // Past end of file a chunk is empty and final: the reader
-                // sees zeros there unless we wrote something.
-                got.push((start + k, Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() }));
-            }
-        }
+        got.extend(self.read_chunks(inode, cred, &need).await?);
         let mut inserted = Vec::new();
         let mut to_disk = Vec::new();
         {
@@ -477,9 +521,10 @@ impl<C: NfsOps> Shared<C> {
         let mut eof = false;
         while pos < end {
             let count = (end - pos).min(self.cfg.rsize as u64) as u32;
+            let gen = self.clock.tick();
             let r = self.client.read(cred, &inode.fh, pos, count).await?;
             if let Some(a) = r.file_attributes {
-                self.fresh_attrs(inode, a, false);
+                self.fresh_attrs(inode, a, gen, false);
             }
             let n = r.data.len().min(count as usize);
             pos += n as u64;
@@ -603,6 +648,8 @@ impl<C: NfsOps> Shared<C> {
             let end = offset + len;
             f.remove_chunks(offset / CHUNK_BYTES..=(end - 1) / CHUNK_BYTES);
             f.written_end = f.written_end.max(end);
+            // Not settled any more: this write is not on the server yet.
+            f.written_settled = None;
             f.write_cred = cred.clone();
             // Past half the mount's bound: write-behind starts here.
             let starts = !f.background && self.budget.used() * 2 >= self.budget.limit();
@@ -734,8 +781,8 @@ impl<C: NfsOps> Shared<C> {
                 let upto = f.next_unstable_id - 1;
                 f.commit_in_flight = Some(upto);
                 let cred = f.write_cred.clone();
-                st.begin_change();
-                return Some(Job::Commit { upto, cred });
+                let gen = st.begin_change();
+                return Some(Job::Commit { upto, cred, gen });
             }
         }
         if f.inflight.len() >= cfg.writes_in_flight_max || f.dirty.is_empty() {
@@ -785,13 +832,13 @@ impl<C: NfsOps> Shared<C> {
         self.inflight_total.fetch_add(n, Ordering::Relaxed);
         let cred = f.write_cred.clone();
         let sync_opens = f.sync_opens;
-        st.begin_change();
+        let gen = st.begin_change();
         // Synchronous writers get FILE_SYNC: their data is stable when the
         // WRITE returns, with no COMMIT (nfs(5) `sync`, O_SYNC, noac).
         let stable =
             if cfg.noac || cfg.sync || sync_opens > 0 { StableHow::FileSync } else { StableHow::Unstable };
 
-        Some(Job::Write { offset: start, data, stable, cred })
+        Some(Job::Write { offset: start, data, stable, cred, gen })
     }
 
     /// Apply a finished WRITE or COMMIT to the file's state.
@@ -800,7 +847,7 @@ impl<C: NfsOps> Shared<C> {
         let min = self.cfg.ac_bounds(false).0;
         let mut st = inode.state.lock();
         match done {
-            Done::Write { offset, len, result } => {
+            Done::Write { offset, len, gen, result } => {
                 let data = st.file.inflight.remove(&offset).expect("in-flight write is recorded");
                 // Chunks read before the server had this data are stale now,
                 // and so is any READ still out that may have passed it.
@@ -811,7 +858,7 @@ impl<C: NfsOps> Shared<C> {
                 if let Some(b) = &inode.file_budget {
                     b.release(len, Release::WriteDone);
                 }
-                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), now, min);
+                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), gen, now, min);
                 match result {
                     Ok(r) => {
                         let count = (r.count as usize).min(data.len());
@@ -841,9 +888,9 @@ impl<C: NfsOps> Shared<C> {
                     }
                 }
             }
-            Done::Commit { upto, result } => {
+            Done::Commit { upto, gen, result } => {
                 st.file.commit_in_flight = None;
-                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), now, min);
+                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), gen, now, min);
                 let ids: Vec<u64> = st.file.unstable.range(..=upto).map(|(k, _)| *k).collect();
                 // Newest first, so older data put back never covers newer.
                 let mut newer: Vec<std::ops::Range<u64>> = st
@@ -898,8 +945,9 @@ impl<C: NfsOps> Shared<C> {
             st.file.background = false;
         }
         if st.file.clean() {
-            // The server has everything: its attributes are the truth.
-            st.file.written_end = 0;
+            // The server has everything: its attributes are the truth, once
+            // one sent from now on arrives.
+            st.settle_writes();
             st.file.setid_dropped = None;
         }
         let clean = st.file.clean();
@@ -955,14 +1003,21 @@ fn assemble(
             copy_overlap((first + i as u64) * CHUNK_BYTES, &c.data, offset, &mut out);
         }
     }
+    overlay_unwritten(f, offset, &mut out);
+    out.freeze()
+}
+
+/// Lay our data the server may not have yet over `out` (the file's bytes
+/// from `offset`), oldest first: committed-pending, in flight, dirty.
+fn overlay_unwritten(f: &super::inode::FileData, offset: u64, out: &mut [u8]) {
+    let end = offset + out.len() as u64;
     for u in f.unstable.values() {
-        copy_overlap(u.offset, &u.data, offset, &mut out);
+        copy_overlap(u.offset, &u.data, offset, out);
     }
     for (o, d) in f.inflight.range(..end) {
-        copy_overlap(*o, d, offset, &mut out);
+        copy_overlap(*o, d, offset, out);
     }
-    f.dirty.overlay(offset, &mut out);
-    out.freeze()
+    f.dirty.overlay(offset, out);
 }
 
 /// Whether any of our unwritten data overlaps `[lo, hi)`.
@@ -1002,15 +1057,15 @@ impl Drop for FlushWaiter {
 
 async fn run_job<C: NfsOps>(shared: Arc<Shared<C>>, fh: NfsFh3, job: Job) -> Done {
     match job {
-        Job::Write { offset, data, stable, cred } => {
+        Job::Write { offset, data, stable, cred, gen } => {
             let len = data.len() as u64;
             let result = shared.client.write(&cred, &fh, offset, data, stable).await;
-            Done::Write { offset, len, result }
+            Done::Write { offset, len, gen, result }
         }
-        Job::Commit { upto, cred } => {
+        Job::Commit { upto, cred, gen } => {
             // offset 0, count 0: the whole file.
             let result = shared.client.commit(&cred, &fh, 0, 0).await;
-            Done::Commit { upto, result }
+            Done::Commit { upto, gen, result }
         }
     }
 }
