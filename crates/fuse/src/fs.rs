@@ -73,6 +73,14 @@ struct Locks {
     nonce: [u8; 8],
     /// The process that took each owner's locks (what F_GETLK reports).
     pids: Arc<parking_lot::Mutex<std::collections::HashMap<u64, u32>>>,
+    /// Owners that took locks through each open file (FUSE handle).
+    /// Open-file-description locks (`F_OFD_SETLK`) belong to the open file
+    /// itself and must go at its last close, but FUSE tells us nothing
+    /// then (the kernel only drops locks it keeps itself): `release`
+    /// unlocks every owner listed for the handle. POSIX owners' locks are
+    /// already gone by then (every close drops them, in `flush`), so this
+    /// frees exactly the open file's own locks.
+    by_handle: Arc<parking_lot::Mutex<std::collections::HashMap<u64, std::collections::HashSet<u64>>>>,
 }
 
 impl Locks {
@@ -170,7 +178,12 @@ impl<C: NfsOps> NfsFuse<C> {
     /// local) to the server through `locks`; with `None` they fail with
     /// ENOLCK unless kept local.
     pub fn with_locks(mut self, locks: Option<LockClient>, local_lock: LocalLock) -> Self {
-        self.locks = locks.map(|client| Locks { client, nonce: rand_nonce(), pids: Default::default() });
+        self.locks = locks.map(|client| Locks {
+            client,
+            nonce: rand_nonce(),
+            pids: Default::default(),
+            by_handle: Default::default(),
+        });
         self.local_lock = local_lock;
         self
     }
@@ -583,12 +596,20 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // The last close of an open file description drops its flock lock.
-        let locks = self.locks.clone().filter(|_| self.local_lock.flock_remote());
+        // The last close of an open file description drops its flock lock
+        // and its OFD locks (see `Locks::by_handle`).
+        let flock = self.locks.clone().filter(|_| self.local_lock.flock_remote());
+        let posix = self.locks.clone().filter(|_| self.local_lock.posix_remote());
         let ino = _ino;
         self.spawn(req, move |fs, _cred| async move {
-            if let (Some(l), Some(owner)) = (locks, lock_owner) {
+            if let (Some(l), Some(owner)) = (flock, lock_owner) {
                 release_owner(&fs, &l, ino.0, owner.0).await;
+            }
+            if let Some(l) = posix {
+                let owners = l.by_handle.lock().remove(&fh.0).unwrap_or_default();
+                for owner in owners {
+                    release_owner(&fs, &l, ino.0, owner).await;
+                }
             }
             Self::reply_empty(reply, fs.release(fh.0).await)
         });
@@ -638,7 +659,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
         end: u64,
@@ -661,6 +682,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             }
             // Before the call: the lock may be granted the moment it is asked.
             locks.pids.lock().insert(lock_owner.0, pid);
+            locks.by_handle.lock().entry(fh.0).or_default().insert(lock_owner.0);
             let exclusive = typ == libc::F_WRLCK;
             let mut wait = BLOCKED_POLL_MIN;
             loop {
