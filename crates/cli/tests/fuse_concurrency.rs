@@ -2,11 +2,11 @@
 //! file must never fault because the mount's cached size lags, and a read
 //! racing writes must return data, never an error.
 //!
-//! - [`mapped_writes_and_truncates_keep_the_size_right`]: `tests/clients/fsx.c`
+//! - `mapped_writes_and_truncates_keep_the_size_right`: `tests/clients/fsx.c`
 //!   with mapped reads and writes mixed with write, truncate and read on
 //!   one file; it checks every byte and, after every operation, the size
 //!   `fstat` reports. A stale size shows as a size error or a SIGBUS.
-//! - [`reads_beside_writers_never_fail`]: fio with four writers (O_DIRECT,
+//! - `reads_beside_writers_never_fail`: fio with four writers (O_DIRECT,
 //!   buffered, splice and mmap) and six readers (four O_DIRECT, two
 //!   buffered) on the same files; every job must finish without an error.
 
