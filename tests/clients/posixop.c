@@ -24,6 +24,8 @@
  *   rewind-unlink DIR NAME       opendir, read all (NAME must be there), unlink DIR/NAME,
  *                                rewinddir, read all: payload "gone" or "seen"
  *   utime PATH SECONDS           utimensat(mtime = atime = SECONDS), then stat: payload the mtime
+ *   exec PATH                    fork, execv(PATH) in the child; ok if the program ran and exited
+ *                                0, err ERRNO if execv failed, err EXIT_N if it exited N
  *
  * Written in C so that nothing between the test and the system call (a runtime, a shell)
  * changes which calls are made.
@@ -37,6 +39,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -192,6 +195,36 @@ int main(int argc, char **argv) {
             return fail();
         snprintf(buf, sizeof buf, "%lld", (long long)st.st_mtim.tv_sec);
         return ok(buf);
+    }
+    if (!strcmp(op, "exec") && argc == 3) {
+        int report[2];
+        if (pipe2(report, O_CLOEXEC))
+            return fail();
+        fflush(stdout);
+        pid_t child = fork();
+        if (child < 0)
+            return fail();
+        if (child == 0) {
+            char *args[] = {(char *)path, NULL};
+            execv(path, args);
+            int e = errno;
+            (void)!write(report[1], &e, sizeof e);
+            _exit(127);
+        }
+        close(report[1]);
+        int e = 0, status = 0;
+        ssize_t n = read(report[0], &e, sizeof e);
+        if (waitpid(child, &status, 0) < 0)
+            return fail();
+        if (n == (ssize_t)sizeof e) {
+            errno = e;
+            return fail();
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            printf("err EXIT_%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            return 1;
+        }
+        return ok(NULL);
     }
     return usage();
 }

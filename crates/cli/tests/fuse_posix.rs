@@ -442,3 +442,44 @@ fn rewinddir_after_unlink_no_longer_lists_the_name_ganesha() {
     require_fuse!("rewinddir_after_unlink_no_longer_lists_the_name_ganesha");
     rewinddir_after_unlink_no_longer_lists_the_name(Peer::Ganesha);
 }
+
+// ----- execute-only programs (issue 22, item 4) -------------------------------------------------
+
+/// A program another user may execute but not read (mode 0111, 0001) runs through the mount, as
+/// through a kernel NFS mount (the client asks for execute, not read, at execve's open; the
+/// server lets such a caller READ it). Reading it is still refused.
+fn execute_only_programs_run(peer: Peer) {
+    let Some(s) = Setup::with_peer(peer, "") else { return };
+    let nobody = As::nobody();
+    let prog = s.mount.path("prog");
+    fs::copy("/bin/true", &prog).unwrap();
+    for mode in [0o111, 0o001] {
+        chmod(&prog, mode);
+        ok(posixop(&nobody, &["exec", &s.at("prog")]), &format!("exec of a mode {mode:o} program"));
+        denied(
+            posixop(&nobody, &["open", &s.at("prog"), "rdonly"]),
+            &format!("reading a mode {mode:o} program"),
+        );
+    }
+    // Without execute permission for the caller it does not run.
+    chmod(&prog, 0o110);
+    denied(posixop(&nobody, &["exec", &s.at("prog")]), "exec without the x bit for others");
+}
+
+#[test]
+fn execute_only_programs_run_eagernfs() {
+    require_fuse!("execute_only_programs_run_eagernfs");
+    execute_only_programs_run(Peer::Eagernfs);
+}
+
+#[test]
+fn execute_only_programs_run_eagernfs_memory() {
+    require_fuse!("execute_only_programs_run_eagernfs_memory");
+    execute_only_programs_run(Peer::EagernfsMemory);
+}
+
+#[test]
+fn execute_only_programs_run_ganesha() {
+    require_fuse!("execute_only_programs_run_ganesha");
+    execute_only_programs_run(Peer::Ganesha);
+}

@@ -41,6 +41,9 @@ pub const MAX_WRITE_BYTES: u32 = 1 << 20;
 /// Read-ahead and write-back requests the kernel may have outstanding at
 /// once (its default is 12, too few to keep a network pipe busy).
 pub const MAX_BACKGROUND: u16 = 64;
+/// The kernel's `__FMODE_EXEC`, set in the open flags FUSE passes on for
+/// the open execve(2) makes of a program.
+const FMODE_EXEC: i32 = 0x20;
 /// `statfs` block unit: `df` multiplies block counts by it.
 const STATFS_FRAGMENT_BYTES: u32 = 4096;
 
@@ -493,6 +496,14 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         };
         if flags.0 & libc::O_TRUNC != 0 {
             mask |= libc::W_OK;
+        }
+        if flags.0 & FMODE_EXEC != 0 {
+            // execve opens the program to read it, but what the caller
+            // needs is the right to execute it: an execute-only program
+            // (mode 0111) must run. Linux's NFS client asks exactly this
+            // (nfs_open_permission_mask); the server lets such a caller
+            // READ the file, as knfsd does.
+            mask = libc::X_OK;
         }
         self.spawn(req, move |fs, cred| async move {
             // CachedFs remembers the answer per caller while the file's
