@@ -199,6 +199,9 @@ pub(crate) struct Shared<C> {
     pub(crate) background: BackgroundTasks,
     /// Orders attribute replies by when their calls were sent.
     pub(crate) clock: Arc<AttrClock>,
+    /// Refuse every change with EROFS: `ro` at mount, then whatever a
+    /// remount last said.
+    pub(crate) read_only: AtomicBool,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -324,6 +327,7 @@ impl<C: NfsOps> CachedFs<C> {
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),
             clock: Arc::new(AttrClock::default()),
+            read_only: AtomicBool::new(cfg.read_only),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -341,6 +345,22 @@ impl<C: NfsOps> CachedFs<C> {
     /// The settings in use.
     pub fn config(&self) -> &CacheConfig {
         &self.shared.cfg
+    }
+
+    /// Make the mount read-only or writable again (a remount). Going
+    /// read-only first writes back and commits everything dirty, so
+    /// nothing is left that could no longer be sent.
+    pub async fn set_read_only(&self, read_only: bool) -> FsResult<()> {
+        if read_only {
+            self.sync_all().await?;
+        }
+        self.shared.read_only.store(read_only, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether the mount refuses changes now.
+    pub fn read_only(&self) -> bool {
+        self.shared.read_only.load(Ordering::Relaxed)
     }
 
     /// The underlying client.
@@ -569,7 +589,7 @@ impl<C: NfsOps> CachedFs<C> {
             ACCESS3_MODIFY | ACCESS3_EXTEND
         };
         if mask & libc::W_OK != 0 {
-            if s.cfg.read_only {
+            if s.read_only.load(Ordering::Relaxed) {
                 return Err(FsError::ReadOnly);
             }
             want |= write_bits;
@@ -942,7 +962,7 @@ impl<C: NfsOps> Shared<C> {
     }
 
     pub(crate) fn check_writable(&self) -> FsResult<()> {
-        if self.cfg.read_only {
+        if self.read_only.load(Ordering::Relaxed) {
             Err(FsError::ReadOnly)
         } else {
             Ok(())
