@@ -233,7 +233,12 @@ impl<C: NfsOps> NfsFuse<C> {
         match r {
             Ok(e) => {
                 let entry_ttl = if names_uncached { Duration::ZERO } else { e.ttl };
-                reply.entry_with_ttls(&e.ttl, &entry_ttl, &file_attr(e.ino, &e.attr), Generation(0))
+                reply.entry_with_ttls(
+                    &e.ttl,
+                    &entry_ttl,
+                    &file_attr(e.ino, &e.attr),
+                    Generation(u64::from(e.generation)),
+                )
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -313,6 +318,11 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             InitFlags::FUSE_AUTO_INVAL_DATA,
             InitFlags::FUSE_MAX_PAGES,
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            // File handles (name_to_handle_at/open_by_handle_at, NFS
+            // re-export): the kernel asks LOOKUP "." of an inode number it
+            // forgot, and ".." to connect directories; `CachedFs::lookup`
+            // answers both from the handles it remembers.
+            InitFlags::FUSE_EXPORT_SUPPORT,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -823,7 +833,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                     reply.created(
                         &ttl,
                         &file_attr(e.ino, &e.attr),
-                        Generation(0),
+                        Generation(u64::from(e.generation)),
                         FileHandle(fh),
                         FopenFlags::empty(),
                     )

@@ -33,6 +33,9 @@ pub struct Entry {
     /// How long the kernel may cache these attributes (and, for a lookup,
     /// the name): what is left of our own attribute-cache period.
     pub ttl: Duration,
+    /// The generation a FUSE file handle for this inode carries (derived
+    /// from the NFS file handle; never 0).
+    pub generation: u32,
 }
 
 /// Filesystem statistics (FSSTAT), as `statfs` needs them.
@@ -410,6 +413,11 @@ impl<C: NfsOps> CachedFs<C> {
     /// reference to the result (undo with [`CachedFs::forget`]).
     pub async fn lookup(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
+        match name {
+            b"." => return self.lookup_self(parent, cred).await,
+            b".." => return self.lookup_parent(parent, cred).await,
+            _ => {}
+        }
         let dir = s.inode(parent)?;
         check_name(name)?;
         if !dir.is_dir() {
@@ -476,6 +484,58 @@ impl<C: NfsOps> CachedFs<C> {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// `ino` itself (LOOKUP of "."), even if the kernel forgot it: what the
+    /// kernel asks to open a FUSE file handle (`open_by_handle_at`, an NFS
+    /// re-export) whose inode it no longer has. Counts as a reference.
+    async fn lookup_self(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        let inode = self.known_or_forgotten(ino, cred).await?;
+        s.revalidate(&inode, cred).await?;
+        Ok(s.reference(&inode))
+    }
+
+    /// The parent of directory `ino` (LOOKUP of ".."): what the kernel asks
+    /// to connect a directory opened by file handle to the tree.
+    async fn lookup_parent(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        let dir = self.known_or_forgotten(ino, cred).await?;
+        if !dir.is_dir() {
+            return Err(NfsError::Nfs(Nfsstat3::Notdir).into());
+        }
+        if ino == ROOT_INO {
+            // The mount's root has no parent inside the mount.
+            s.revalidate(&dir, cred).await?;
+            return Ok(s.reference(&dir));
+        }
+        let gen = s.clock.tick();
+        let r = s.client.lookup(cred, &dir.fh, b"..").await?;
+        let attr = match r.obj_attributes {
+            Some(a) => a,
+            None => s.client.getattr(cred, &r.object).await?,
+        };
+        let parent = s.intern(&r.object, &attr, gen);
+        Ok(s.reference(&parent))
+    }
+
+    /// The inode numbered `ino`, brought back under that number from its
+    /// remembered file handle if the kernel had forgotten it.
+    async fn known_or_forgotten(&self, ino: u64, cred: &Cred) -> FsResult<Arc<Inode>> {
+        let s = &self.shared;
+        if let Some(inode) = s.inodes.get(ino) {
+            return Ok(inode);
+        }
+        let fh = s.inodes.forgotten(ino).ok_or(FsError::UnknownInode(ino))?;
+        let gen = s.clock.tick();
+        let attr = s.client.getattr(cred, &fh).await?;
+        let (inode, new) = s.inodes.intern(&fh, &attr, |n| s.make_inode(n, &fh, &attr), false, Some(ino));
+        if new {
+            inode.state.lock().attr_gen = gen;
+        } else {
+            s.fresh_attrs(&inode, attr, gen, false);
+        }
+        Ok(inode)
     }
 
     /// The kernel dropped `nlookup` references to `ino`. The inode is
@@ -1167,7 +1227,7 @@ impl<C: NfsOps> Shared<C> {
     }
 
     pub(crate) fn intern_inode(&self, fh: &NfsFh3, attr: &Fattr3, root: bool) -> (Arc<Inode>, bool) {
-        self.inodes.intern(fh, attr, |ino| self.make_inode(ino, fh, attr), root)
+        self.inodes.intern(fh, attr, |ino| self.make_inode(ino, fh, attr), root, None)
     }
 
     /// The inode for a handle the server just gave us with its attributes,
@@ -1185,7 +1245,12 @@ impl<C: NfsOps> Shared<C> {
     /// The inode's attributes for FUSE.
     pub(crate) fn entry_for(&self, inode: &Inode) -> Entry {
         let st = inode.state.lock();
-        Entry { ino: inode.ino, attr: st.visible_attr(), ttl: st.attr_ttl(Instant::now()) }
+        Entry {
+            ino: inode.ino,
+            attr: st.visible_attr(),
+            ttl: st.attr_ttl(Instant::now()),
+            generation: inode.generation(),
+        }
     }
 
     /// As `entry_for`, counting one kernel reference.

@@ -55,6 +55,12 @@ const REMAP_BASE: u64 = 1 << 63;
 const WCC_PENDING_MAX: usize = 1024;
 /// Names cached per directory before the lookup cache starts over.
 pub(crate) const DIR_ENTRIES_MAX: usize = 65536;
+/// Inode numbers whose file handles are remembered after the kernel
+/// forgot them, so a FUSE file handle (`name_to_handle_at`, an NFS
+/// re-export) still opens the file: the kernel then asks LOOKUP of "." in
+/// that inode number. About 100 bytes each.
+pub(crate) const FORGOTTEN_MAX: usize = 1 << 17;
+
 /// Callers whose ACCESS answers are kept per inode. A file is rarely
 /// checked by more than a few identities at once; past this the oldest
 /// answer goes, so the cost per inode stays a few hundred bytes.
@@ -607,6 +613,20 @@ impl Inode {
     pub(crate) fn is_dir(&self) -> bool {
         self.ftype == Ftype3::Dir
     }
+
+    /// The generation FUSE file handles carry for this inode: a hash of
+    /// the NFS file handle (never 0), so a handle made for a file whose
+    /// inode number was later reused (a fileid the server recycled) is
+    /// refused by the kernel instead of opening the new file.
+    pub(crate) fn generation(&self) -> u32 {
+        let h = self
+            .fh
+            .data
+            .as_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        ((h ^ (h >> 32)) as u32).max(1)
+    }
 }
 
 #[derive(Default)]
@@ -615,16 +635,34 @@ struct Tables {
     by_fh: HashMap<NfsFh3, u64>,
 }
 
+/// File handles of inodes the kernel forgot, oldest first out.
+#[derive(Default)]
+struct Forgotten {
+    by_ino: HashMap<u64, NfsFh3>,
+    order: std::collections::VecDeque<u64>,
+}
+
 /// Inode number → inode, and file handle → inode number. The lock is held
 /// only to look up or insert, never across a call to the server.
 pub(crate) struct InodeTable {
     tables: RwLock<Tables>,
     next_remap: AtomicU64,
+    /// The last `FORGOTTEN_MAX` inode numbers forgotten, with their handles.
+    forgotten: Mutex<Forgotten>,
 }
 
 impl InodeTable {
     pub(crate) fn new() -> Self {
-        InodeTable { tables: RwLock::new(Tables::default()), next_remap: AtomicU64::new(REMAP_BASE) }
+        InodeTable {
+            tables: RwLock::new(Tables::default()),
+            next_remap: AtomicU64::new(REMAP_BASE),
+            forgotten: Mutex::new(Forgotten::default()),
+        }
+    }
+
+    /// The file handle inode number `ino` had when it was forgotten.
+    pub(crate) fn forgotten(&self, ino: u64) -> Option<NfsFh3> {
+        self.forgotten.lock().by_ino.get(&ino).cloned()
     }
 
     pub(crate) fn get(&self, ino: u64) -> Option<Arc<Inode>> {
@@ -638,7 +676,8 @@ impl InodeTable {
 
     /// The inode for `fh`, creating it with attributes `attr` if new.
     /// Returns the inode and whether it is new. A new inode's number is
-    /// its fileid unless that is the root's number or taken by another
+    /// `prefer` if given and free (the number a FUSE file handle names),
+    /// else its fileid unless that is the root's number or taken by another
     /// handle (two exports' file systems, or a fileid reused while we
     /// still know the old file), in which case it gets a remapped number.
     pub(crate) fn intern(
@@ -647,6 +686,7 @@ impl InodeTable {
         attr: &Fattr3,
         make: impl FnOnce(u64) -> Inode,
         root: bool,
+        prefer: Option<u64>,
     ) -> (Arc<Inode>, bool) {
         if let Some(i) = self.by_fh(fh) {
             return (i, false);
@@ -657,6 +697,8 @@ impl InodeTable {
         }
         let ino = if root {
             ROOT_INO
+        } else if let Some(p) = prefer.filter(|p| *p != ROOT_INO && !t.by_ino.contains_key(p)) {
+            p
         } else if attr.fileid != ROOT_INO && attr.fileid < REMAP_BASE && !t.by_ino.contains_key(&attr.fileid)
         {
             attr.fileid
@@ -666,14 +708,31 @@ impl InodeTable {
         let inode = Arc::new(make(ino));
         t.by_ino.insert(ino, inode.clone());
         t.by_fh.insert(fh.clone(), ino);
+        // The number is in use again: what it named before is not this.
+        self.forgotten.lock().by_ino.remove(&ino);
         (inode, true)
     }
 
-    /// Forget an inode the kernel no longer references.
+    /// Forget an inode the kernel no longer references (its handle is
+    /// remembered, see [`FORGOTTEN_MAX`]).
     pub(crate) fn remove(&self, ino: u64) {
         let mut t = self.tables.write();
         if let Some(i) = t.by_ino.remove(&ino) {
             t.by_fh.remove(&i.fh);
+            let mut f = self.forgotten.lock();
+            if f.by_ino.insert(ino, i.fh.clone()).is_none() {
+                f.order.push_back(ino);
+            }
+            while f.by_ino.len() > FORGOTTEN_MAX {
+                let Some(old) = f.order.pop_front() else { break };
+                f.by_ino.remove(&old);
+            }
+            // Numbers that came back into use leave stale entries in the
+            // order: keep it within a few times the map.
+            if f.order.len() > 4 * FORGOTTEN_MAX {
+                let Forgotten { by_ino, order } = &mut *f;
+                order.retain(|i| by_ino.contains_key(i));
+            }
         }
     }
 }
