@@ -5,13 +5,19 @@
 #   bindfs    bindfs over a directory (FUSE with no network: the ceiling for any FUSE client),
 #   eagernfs  `eagernfs mount` of `eagernfs serve`,
 #   ganesha   `eagernfs mount` of nfs-ganesha (FSAL VFS),
-# all on the same file system, in alternating rounds, pinned: the workload and the mount (or
+# and, for the untar only, two floors that say where its time goes:
+#   ext4-fsync      the same extraction straight onto ext4 (Python's tarfile) with each file
+#                   fsync'ed before close: what "data on stable storage at close" costs the disk;
+#   eagernfs-async  `eagernfs mount` of `eagernfs serve` with an `async` export (the server
+#                   does not sync): the mount's and the network's share without the disk.
+# All on the same file system, in alternating rounds, pinned: the workload and the mount (or
 # bindfs) on CPU 0, the server on CPU 1. "After a remount" steps unmount and mount the FUSE
-# targets first (the servers keep their page cache; nothing is dropped for ext4). For the NFS
-# targets the server's calls per step come from `eagernfs stat` (eagernfs) or are not counted
-# (ganesha); the mount's own count of calls (`eagernfs stat MOUNT`) is taken for both.
+# targets first (the servers keep their page cache); before the 1 GiB read every target drops
+# the kernel's page cache, so each reads from the disk. The mount's own count of calls by NFS
+# procedure (`eagernfs stat MOUNT`) is taken for the NFS targets.
 #
-#   scripts/bench-mount.sh [--out DIR] [--rounds N] [--targets "ext4 bindfs eagernfs ganesha"]
+#   scripts/bench-mount.sh [--out DIR] [--rounds N]
+#                          [--targets "ext4 ext4-fsync bindfs eagernfs eagernfs-async ganesha"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS]
 #
 # Writes DIR/results.tsv (one line per target, round and step: seconds, calls), DIR/table.md
@@ -24,7 +30,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/docs/benchmarks/mount-$(date +%Y-%m-%d)
 rounds=3
-targets="ext4 bindfs eagernfs ganesha"
+targets="ext4 ext4-fsync bindfs eagernfs eagernfs-async ganesha"
 tree=/usr/include
 dd_mib=1024
 mount_options=
@@ -37,7 +43,7 @@ while [ $# -gt 0 ]; do
         --tree) tree=$2; shift 2 ;;
         --dd-mib) dd_mib=$2; shift 2 ;;
         --mount-options) mount_options=$2; shift 2 ;;
-        -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-mount: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -54,6 +60,7 @@ done
 work=$(mktemp -d /var/tmp/eagernfs-benchmount.XXXXXX)
 chmod 755 "$work"
 server_pid=
+async_pid=
 cleanup() {
     for m in "$work"/mnt-*; do
         mountpoint -q "$m" 2>/dev/null || continue
@@ -62,7 +69,9 @@ cleanup() {
             *) "$bin" umount "$m" >/dev/null 2>&1 || "$bin" umount -z "$m" >/dev/null 2>&1 || true ;;
         esac
     done
-    [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+    for p in $server_pid $async_pid; do
+        kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
+    done
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
     # Never remove the work directory through a mount that is still there.
     for m in "$work"/mnt-*; do
@@ -104,18 +113,28 @@ done
 tar -cf "$work/proj.tar" -C "$work" proj
 
 # ---- the targets -------------------------------------------------------------------------------
-mkdir -p "$work/ext4" "$work/bindfs-src" "$work/export" "$work/ganesha-export" "$work/state"
-mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-ganesha"
-chmod 777 "$work/export" "$work/ganesha-export"
+mkdir -p "$work/ext4" "$work/ext4-fsync" "$work/bindfs-src" "$work/export" "$work/export-async"
+mkdir -p "$work/ganesha-export" "$work/state" "$work/state-async"
+mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-async" "$work/mnt-ganesha"
+chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export"
 port=$((20000 + RANDOM % 20000))
-taskset -c 1 "$bin" serve "$work/export" --listen "127.0.0.1:$port" --state-dir "$work/state" \
-    -o rw,no_root_squash >"$work/server.out" 2>"$work/server.log" &
-server_pid=$!
-until grep -q "listening on" "$work/server.out" 2>/dev/null; do
-    kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-    sleep 0.1
-done
+start_server() { # export state port options -> pid in $started
+    taskset -c 1 "$bin" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" >"$2/server.out" 2>"$2/server.log" &
+    started=$!
+    until grep -q "listening on" "$2/server.out" 2>/dev/null; do
+        kill -0 "$started" 2>/dev/null || { cat "$2/server.log" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+start_server "$work/export" "$work/state" "$port" rw,no_root_squash
+server_pid=$started
 eagernfs_url="nfs://127.0.0.1:$port$work/export"
+eagernfs_async_url=
+if [[ " $targets " == *" eagernfs-async "* ]]; then
+    start_server "$work/export-async" "$work/state-async" $((port + 3)) rw,no_root_squash,async
+    async_pid=$started
+    eagernfs_async_url="nfs://127.0.0.1:$((port + 3))$work/export-async"
+fi
 ganesha_url=
 if [[ " $targets " == *" ganesha "* ]]; then
     pgrep -x rpcbind >/dev/null || (rpcbind -f &)
@@ -126,31 +145,66 @@ fi
 
 dir_of() { # target -> the directory the workload uses
     case $1 in
-        ext4) echo "$work/ext4" ;;
+        ext4 | ext4-fsync) echo "$work/$1" ;;
         *) echo "$work/mnt-$1" ;;
     esac
 }
 do_mount() {
+    local url=
     case $1 in
-        ext4) ;;
-        bindfs) taskset -c 0 bindfs --no-allow-other "$work/bindfs-src" "$work/mnt-bindfs" ;;
-        eagernfs) taskset -c 0 "$bin" mount "$eagernfs_url" "$work/mnt-eagernfs" ${mount_options:+-o "$mount_options"} ;;
-        ganesha) taskset -c 0 "$bin" mount "$ganesha_url" "$work/mnt-ganesha" ${mount_options:+-o "$mount_options"} ;;
+        ext4 | ext4-fsync) return ;;
+        bindfs) taskset -c 0 bindfs --no-allow-other "$work/bindfs-src" "$work/mnt-bindfs"; return ;;
+        eagernfs) url=$eagernfs_url ;;
+        eagernfs-async) url=$eagernfs_async_url ;;
+        ganesha) url=$ganesha_url ;;
     esac
+    taskset -c 0 "$bin" mount "$url" "$work/mnt-$1" ${mount_options:+-o "$mount_options"}
 }
 do_umount() {
     case $1 in
-        ext4) ;;
+        ext4 | ext4-fsync) ;;
         bindfs) fusermount3 -u "$work/mnt-bindfs" ;;
         *) "$bin" umount "$work/mnt-$1" ;;
     esac
 }
+# The extraction tar does (create, write, times, owner, mode, close), each file fsync'ed
+# before its close; directories' attributes at the end, as tar sets them.
+cat >"$work/untar-fsync.py" <<'PY'
+import os, sys, tarfile
+src, dest = sys.argv[1], sys.argv[2]
+dirs = []
+with tarfile.open(src) as t:
+    for m in t:
+        path = os.path.join(dest, m.name)
+        if m.isdir():
+            os.makedirs(path, exist_ok=True)
+            dirs.append(m)
+        elif m.isreg():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            data = t.extractfile(m).read()
+            os.write(fd, data)
+            os.fsync(fd)
+            os.utime(fd, ns=(m.mtime * 10**9, m.mtime * 10**9))
+            os.fchown(fd, m.uid, m.gid)
+            os.fchmod(fd, m.mode)
+            os.close(fd)
+        elif m.issym():
+            os.symlink(m.linkname, path)
+        elif m.islnk():
+            os.link(os.path.join(dest, m.linkname), path)
+    for m in reversed(dirs):
+        path = os.path.join(dest, m.name)
+        os.chown(path, m.uid, m.gid)
+        os.chmod(path, m.mode)
+        os.utime(path, (m.mtime, m.mtime))
+PY
 remount() { do_umount "$1"; do_mount "$1"; }
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # calls the mount made so far, by NFS procedure ("NAME COUNT" lines), from its statistics socket
 mount_ops() {
     case $1 in
-        eagernfs | ganesha)
+        eagernfs | eagernfs-async | ganesha)
             "$bin" stat "$work/mnt-$1" 2>/dev/null | awk '/^ *[A-Z]+ +[0-9]+/ && $1 != "NULL" {print $1, $2}' ;;
     esac
 }
@@ -178,8 +232,18 @@ step() { # target round name command...
 run_round() { # target round
     local t=$1 r=$2 d
     d=$(dir_of "$t")
+    if [ "$t" = ext4-fsync ]; then
+        step "$t" "$r" untar python3 "$work/untar-fsync.py" "$work/tree.tar" "$d"
+        rm -rf "${d:?}/$(basename "$tree")"
+        return
+    fi
     do_mount "$t"
     step "$t" "$r" untar sh -c "tar -xf '$work/tree.tar' -C '$d' && sync -f '$d'"
+    if [ "$t" = eagernfs-async ]; then
+        rm -rf "${d:?}/$(basename "$tree")"
+        do_umount "$t"
+        return
+    fi
     remount "$t"
     step "$t" "$r" find find "$d" -printf '%s\n'
     remount "$t"
@@ -187,6 +251,7 @@ run_round() { # target round
     step "$t" "$r" rm-r rm -rf "$d/$(basename "$tree")"
     step "$t" "$r" dd-write dd if=/dev/zero of="$d/big" bs=1M count="$dd_mib" conv=fsync status=none
     remount "$t"
+    drop_caches
     step "$t" "$r" dd-read dd if="$d/big" of=/dev/null bs=1M status=none
     rm -f "$d/big"
     tar -xf "$work/proj.tar" -C "$d"
@@ -225,40 +290,38 @@ for target, rnd, step, s, c in rows:
     if step not in steps:
         steps.append(step)
 med = lambda v: statistics.median(v) if v else float("nan")
-lines = ["| step | " + " | ".join(targets) + " | " + " | ".join(f"{t} / bindfs" for t in targets if t not in ("ext4", "bindfs")) + " |",
-         "|---|" + "---:|" * (len(targets) + sum(t not in ("ext4", "bindfs") for t in targets))]
+ratio_targets = [t for t in targets if t in ("eagernfs", "ganesha")]
+lines = ["| step | " + " | ".join(targets) + " | " + " | ".join(f"{t} / bindfs" for t in ratio_targets) + " |",
+         "|---|" + "---:|" * (len(targets) + len(ratio_targets))]
 for step in steps:
     cells = []
     for t in targets:
         v = secs[(t, step)]
         cells.append(f"{med(v):.2f} s ({min(v):.2f}–{max(v):.2f})" if v else "–")
     ratios = []
-    for t in targets:
-        if t in ("ext4", "bindfs"):
-            continue
+    for t in ratio_targets:
         b = secs.get(("bindfs", step))
         ratios.append(f"{med(secs[(t, step)]) / med(b):.2f}×" if b and secs[(t, step)] else "–")
     lines.append(f"| {step} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 lines.append("")
 lines.append(f"Seconds, median of the rounds (range). Calls the mount sent, median per step ({files} files in the tree):")
 lines.append("")
-lines.append("| step | " + " | ".join(t for t in targets if t in ("eagernfs", "ganesha")) + " |")
-lines.append("|---|" + "---:|" * sum(t in ("eagernfs", "ganesha") for t in targets))
+nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-async", "ganesha")]
+lines.append("| step | " + " | ".join(nfs_targets) + " |")
+lines.append("|---|" + "---:|" * len(nfs_targets))
 for step in steps:
     cells = []
-    for t in targets:
-        if t not in ("eagernfs", "ganesha"):
-            continue
+    for t in nfs_targets:
         c = med(calls[(t, step)])
         per = f" ({c / files:.2f} per file)" if step in ("untar", "cat", "rm-r") else ""
-        cells.append(f"{c:.0f}{per}")
+        cells.append(f"{c:.0f}{per}" if calls.get((t, step)) else "–")
     lines.append(f"| {step} | " + " | ".join(cells) + " |")
 lines.append("")
 lines.append("Calls per file by procedure (median over rounds):")
 lines.append("")
 for step in ("untar", "cat", "rm-r"):
-    for t in targets:
-        if t not in ("eagernfs", "ganesha") or not byop.get((t, step)):
+    for t in nfs_targets:
+        if not byop.get((t, step)):
             continue
         names = sorted({n for o in byop[(t, step)] for n in o})
         parts = [f"{n} {med([o.get(n, 0) for o in byop[(t, step)]]) / files:.2f}" for n in names]
@@ -267,8 +330,9 @@ open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 
 # A grouped bar chart: seconds per step, relative to bindfs (log-free, capped at 10x).
-W, H, left, bottom, top = 760, 360, 60, 60, 30
-colors = {"ext4": "#7f7f7f", "bindfs": "#2ca02c", "eagernfs": "#1f77b4", "ganesha": "#d62728"}
+W, H, left, bottom, top = 780, 360, 60, 60, 30
+colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "eagernfs": "#1f77b4",
+          "eagernfs-async": "#17becf", "ganesha": "#d62728"}
 cap = 10.0
 plot_h = H - top - bottom
 group_w = (W - left - 20) / len(steps)
@@ -291,7 +355,7 @@ for i, step in enumerate(steps):
         svg.append(f'<rect x="{x:.1f}" y="{H-bottom-h:.1f}" width="{bar_w-2:.1f}" height="{h:.1f}" fill="{colors.get(t, "#999")}"><title>{t} {step}: {med(v):.2f} s</title></rect>')
     svg.append(f'<text x="{gx + group_w*0.4:.1f}" y="{H-bottom+16}" text-anchor="middle">{step}</text>')
 for j, t in enumerate(targets):
-    svg.append(f'<rect x="{left + j*110}" y="{H-22}" width="12" height="12" fill="{colors.get(t, "#999")}"/><text x="{left + j*110 + 16}" y="{H-12}">{t}</text>')
+    svg.append(f'<rect x="{left + j*115}" y="{H-22}" width="12" height="12" fill="{colors.get(t, "#999")}"/><text x="{left + j*115 + 16}" y="{H-12}">{t}</text>')
 svg.append("</svg>")
 open(f"{out}/mount.svg", "w").write("\n".join(svg) + "\n")
 EOF

@@ -798,11 +798,18 @@ fn sync_mounts_and_o_sync_opens_write_file_sync() {
             f.write_all(&block).unwrap();
         }
     };
+    // More than one WRITE's worth (a file closed with less goes as one FILE_SYNC WRITE, with no
+    // COMMIT: see the cache's a_small_file_closes_with_one_file_sync_write_and_no_commit).
+    let write_plain = |f: &mut File| {
+        for _ in 0..40 {
+            f.write_all(&block).unwrap();
+        }
+    };
     {
         let m = FuseMount::new(&server.url(""), "");
         let mut f =
             fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("plain")).unwrap();
-        write_blocks(&mut f);
+        write_plain(&mut f);
         drop(f);
         let mut f = fs::OpenOptions::new()
             .write(true)

@@ -27,8 +27,8 @@ use eagernfs_client::{Cred, LocalLock, LockClient, LookupCache, NfsClient, NfsEr
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
@@ -143,6 +143,27 @@ fn rand_nonce() -> [u8; 8] {
     );
     h.write_u32(std::process::id());
     h.finish().to_be_bytes()
+}
+
+/// Attributes for the "." and ".." entries of a READDIRPLUS reply: the
+/// kernel links neither, it only needs a type for `d_type`.
+fn dir_placeholder() -> eagernfs_proto::nfs3::Fattr3 {
+    use eagernfs_proto::nfs3::{Fattr3, Ftype3, Nfstime3, Specdata3};
+    Fattr3 {
+        ftype: Ftype3::Dir,
+        mode: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        used: 0,
+        rdev: Specdata3::default(),
+        fsid: 0,
+        fileid: 0,
+        atime: Nfstime3::default(),
+        mtime: Nfstime3::default(),
+        ctime: Nfstime3::default(),
+    }
 }
 
 fn errno(e: &FsError) -> Errno {
@@ -267,6 +288,11 @@ fn lock_errno(e: &NfsError) -> i32 {
     }
 }
 
+/// Whether `lock_owner` holds locks on `ino` here (no call to the server).
+fn holds_locks<C: NfsOps>(fs: &CachedFs<C>, locks: &Locks, ino: u64, lock_owner: u64) -> bool {
+    fs.file_handle(ino).is_ok_and(|nfh| locks.client.holds(&nfh, &locks.owner(lock_owner)))
+}
+
 /// Release every lock `lock_owner` holds on `ino` (a close), if it holds any.
 async fn release_owner<C: NfsOps>(fs: &CachedFs<C>, locks: &Locks, ino: u64, lock_owner: u64) {
     let Ok(nfh) = fs.file_handle(ino) else { return };
@@ -323,6 +349,10 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             // forgot, and ".." to connect directories; `CachedFs::lookup`
             // answers both from the handles it remembers.
             InitFlags::FUSE_EXPORT_SUPPORT,
+            // Directory listings carry attributes and count as lookups
+            // (always, not the kernel's adaptive mode: our listings come
+            // with attributes from the server anyway).
+            InitFlags::FUSE_DO_READDIRPLUS,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -358,6 +388,11 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        // Answered from the cache on this reader thread when it can be
+        // (see `CachedFs::try_lookup`), as most lookups of an untar are.
+        if let Some(r) = self.fs.try_lookup(parent.0, name.as_bytes()) {
+            return Self::reply_entry(self.names_uncached, reply, r);
+        }
         let name = name_bytes(name);
         let uncached = self.names_uncached;
         self.spawn(req, move |fs, cred| async move {
@@ -371,6 +406,9 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(e) = self.fs.try_getattr(ino.0) {
+            return reply.attr(&e.ttl, &file_attr(e.ino, &e.attr));
+        }
         self.spawn(req, move |fs, cred| async move {
             match fs.getattr(ino.0, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
@@ -398,6 +436,12 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         reply: ReplyAttr,
     ) {
         let attrs = sattr(mode, uid, gid, size, atime, mtime);
+        if let Some(r) = self.fs.try_setattr(ino.0, &attrs, &self.cred(req)) {
+            return match r {
+                Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         self.spawn(req, move |fs, cred| async move {
             match fs.setattr(ino.0, attrs, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
@@ -516,16 +560,18 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             mask = libc::X_OK;
         }
         self.spawn(req, move |fs, cred| async move {
-            // CachedFs remembers the answer per caller while the file's
-            // attributes are trusted: most opens cost no ACCESS call.
-            if let Err(e) = fs.access(ino.0, mask, &cred).await {
-                return reply.error(errno(&e));
-            }
-            match fs.open(ino.0, flags.0, &cred).await {
-                // No FOPEN_KEEP_CACHE: the kernel drops its pages of the
-                // file at every open, and reads come to our cache, which
-                // open has just revalidated (close-to-open).
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            // CachedFs remembers ACCESS answers per caller while the file's
+            // attributes are trusted, and an ACCESS it sends brings the
+            // attributes close-to-open needs (see `open_checked`).
+            match fs.open_checked(ino.0, flags.0, mask, &cred).await {
+                // The kernel keeps its pages of the file only if nothing but
+                // its own writes changed the file since it cached them;
+                // otherwise they go at open, and reads come to our cache,
+                // which open has just revalidated (close-to-open).
+                Ok(o) => {
+                    let keep = if o.keep_cache { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+                    reply.opened(FileHandle(o.fh), keep)
+                }
                 Err(e) => reply.error(errno(&e)),
             }
         });
@@ -598,6 +644,13 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // release the closing process's fcntl locks on the file (POSIX:
         // any close drops them).
         let locks = self.locks.clone().filter(|_| self.local_lock.posix_remote());
+        let holds = locks.as_ref().is_some_and(|l| holds_locks(&self.fs, l, ino.0, lock_owner.0));
+        if !holds {
+            // Nothing to write back and no lock to drop: answered here.
+            if let Some(r) = self.fs.try_flush(fh.0) {
+                return Self::reply_empty(reply, r);
+            }
+        }
         self.spawn(req, move |fs, _cred| async move {
             let r = fs.flush(fh.0).await;
             if let Some(l) = locks {
@@ -622,6 +675,17 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         let flock = self.locks.clone().filter(|_| self.local_lock.flock_remote());
         let posix = self.locks.clone().filter(|_| self.local_lock.posix_remote());
         let ino = _ino;
+        let flock_held = match (&flock, lock_owner) {
+            (Some(l), Some(owner)) => holds_locks(&self.fs, l, ino.0, owner.0),
+            _ => false,
+        };
+        let ofd_held = posix.as_ref().is_some_and(|l| l.by_handle.lock().contains_key(&fh.0));
+        if !flock_held && !ofd_held {
+            // Nothing to write back and no lock to drop: done here.
+            if let Some(r) = self.fs.try_release(fh.0) {
+                return Self::reply_empty(reply, r);
+            }
+        }
         self.spawn(req, move |fs, _cred| async move {
             if let (Some(l), Some(owner)) = (flock, lock_owner) {
                 release_owner(&fs, &l, ino.0, owner.0).await;
@@ -762,6 +826,75 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                         None => entry_type(&fs, ino.0, &e.name, &cred).await,
                     };
                     if reply.add(INodeNo(e.ino), e.offset, kind, OsStr::from_bytes(&e.name)) {
+                        return reply.ok();
+                    }
+                    after = e.offset;
+                }
+            }
+        });
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        // As readdir, but each entry also carries its attributes and counts
+        // as a lookup, so `ls -l`, `find`, `rm -r` and the first open of each
+        // file after a listing cost the kernel no LOOKUP round trip to us
+        // (the server's READDIRPLUS already told us everything).
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            let mut after = offset;
+            loop {
+                let entries = match fs.readdir(fh.0, after).await {
+                    Ok(e) => e,
+                    Err(e) => return reply.error(errno(&e)),
+                };
+                if entries.is_empty() {
+                    return reply.ok();
+                }
+                for e in entries {
+                    let name = OsStr::from_bytes(&e.name);
+                    if &e.name[..] == b"." || &e.name[..] == b".." {
+                        // The kernel links neither (no reference is counted)
+                        // and takes only the type from the attributes.
+                        let attr = file_attr(e.ino, &dir_placeholder());
+                        if reply.add(INodeNo(e.ino), e.offset, name, &Duration::ZERO, &attr, Generation(0)) {
+                            return reply.ok();
+                        }
+                        after = e.offset;
+                        continue;
+                    }
+                    // A reference for the kernel: from the listing, or (an entry
+                    // that came without attributes) from a LOOKUP.
+                    let entry = match fs.listed_entry(e.ino) {
+                        Some(entry) => entry,
+                        None => match fs.lookup(ino.0, &e.name, &cred).await {
+                            Ok(entry) => entry,
+                            // Gone meanwhile: leave it out.
+                            Err(_) => {
+                                after = e.offset;
+                                continue;
+                            }
+                        },
+                    };
+                    let ttl = if uncached { Duration::ZERO } else { entry.ttl };
+                    let attr = file_attr(entry.ino, &entry.attr);
+                    let full = reply.add(
+                        INodeNo(entry.ino),
+                        e.offset,
+                        name,
+                        &ttl,
+                        &attr,
+                        Generation(u64::from(entry.generation)),
+                    );
+                    if full {
+                        // Not sent: the kernel holds no reference for it.
+                        fs.forget(entry.ino, 1);
                         return reply.ok();
                     }
                     after = e.offset;

@@ -38,6 +38,17 @@ pub struct Entry {
     pub generation: u32,
 }
 
+/// An open file, as the kernel is told about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    /// The handle id for read/write/flush/release.
+    pub fh: u64,
+    /// Nothing but our own kernel changed the file since the kernel last
+    /// opened it: it may keep the pages it cached then (FUSE's
+    /// `FOPEN_KEEP_CACHE`).
+    pub keep_cache: bool,
+}
+
 /// Filesystem statistics (FSSTAT), as `statfs` needs them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatFs {
@@ -130,6 +141,8 @@ pub(crate) struct OpenFile {
     /// Writes through this handle are synchronous (`O_SYNC`/`O_DSYNC`,
     /// `O_DIRECT`, or a `sync` mount).
     pub(crate) sync: bool,
+    /// Opened for writing (counted in the file's `write_opens`).
+    pub(crate) writable: bool,
     /// Opened `O_DIRECT`: reads go to the server, not through the data
     /// cache, and writes are on the server when they return (Linux's NFS
     /// client sends them at once and commits them before returning).
@@ -154,6 +167,9 @@ impl Drop for OpenFile {
             let mut st = self.inode.state.lock();
             if self.sync {
                 st.file.sync_opens -= 1;
+            }
+            if self.writable {
+                st.file.write_opens -= 1;
             }
             if st.open_count == 0 {
                 st.silly.take()
@@ -449,6 +465,15 @@ impl<C: NfsOps> CachedFs<C> {
                     s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
                     return Err(NfsError::Nfs(Nfsstat3::Noent).into());
                 }
+                None if s.cfg.lookupcache == LookupCache::All => {
+                    // Every name of a directory we know whole is cached: this
+                    // one does not exist (its attributes were just revalidated).
+                    let st = dir.state.lock();
+                    if st.complete && st.attr_valid(Instant::now()) {
+                        s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                        return Err(NfsError::Nfs(Nfsstat3::Noent).into());
+                    }
+                }
                 _ => {}
             }
         }
@@ -484,6 +509,80 @@ impl<C: NfsOps> CachedFs<C> {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    // ----- answers from the cache alone ----------------------------------
+    //
+    // For callers on a thread of their own (the FUSE request readers): a
+    // request the cache can answer without the server is answered there,
+    // with no hop to the async runtime (two context switches per request,
+    // most of an untar's client time). `None`: use the async method.
+
+    /// [`CachedFs::lookup`] if the cache knows the answer: a cached name
+    /// whose object's attributes are trusted, or a name known not to exist,
+    /// in a directory whose attributes are trusted.
+    pub fn try_lookup(&self, parent: u64, name: &[u8]) -> Option<FsResult<Entry>> {
+        let s = &self.shared;
+        if matches!(name, b"." | b"..") || s.cfg.lookupcache == LookupCache::None || check_name(name).is_err()
+        {
+            return None;
+        }
+        let dir = s.inodes.get(parent)?;
+        let now = Instant::now();
+        let st = dir.state.lock();
+        if !dir.is_dir() || !st.attr_valid(now) {
+            return None;
+        }
+        match st.names.get(name) {
+            Some(Dentry::Positive(fh)) => {
+                let child = s.inodes.by_fh(fh)?;
+                drop(st);
+                if !child.state.lock().attr_valid(now) {
+                    return None;
+                }
+                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                Some(Ok(s.reference(&child)))
+            }
+            Some(Dentry::Negative { until }) if s.cfg.lookupcache == LookupCache::All && now < *until => {
+                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                Some(Err(NfsError::Nfs(Nfsstat3::Noent).into()))
+            }
+            None if s.cfg.lookupcache == LookupCache::All && st.complete => {
+                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                Some(Err(NfsError::Nfs(Nfsstat3::Noent).into()))
+            }
+            _ => None,
+        }
+    }
+
+    /// [`CachedFs::getattr`] while the attributes are trusted.
+    pub fn try_getattr(&self, ino: u64) -> Option<Entry> {
+        let s = &self.shared;
+        let inode = s.inodes.get(ino)?;
+        if !inode.state.lock().attr_valid(Instant::now()) {
+            return None;
+        }
+        s.counters.attr_hits.fetch_add(1, Ordering::Relaxed);
+        Some(s.entry_for(&inode))
+    }
+
+    /// [`CachedFs::setattr`] when it changes nothing the server must see
+    /// now: an empty change with trusted attributes, or a change that waits
+    /// for the file's close (see `defer_setattr`).
+    pub fn try_setattr(&self, ino: u64, attrs: &Sattr3, cred: &Cred) -> Option<FsResult<Entry>> {
+        let s = &self.shared;
+        let inode = s.inodes.get(ino)?;
+        if *attrs == Sattr3::default() {
+            return self.try_getattr(ino).map(Ok);
+        }
+        if let Err(e) = s.check_writable() {
+            return Some(Err(e));
+        }
+        if inode.ftype == Ftype3::Reg && inode.state.lock().defer_setattr(attrs, cred) {
+            s.dirty_inodes.lock().insert(inode.ino, inode.clone());
+            return Some(Ok(s.entry_for(&inode)));
+        }
+        None
     }
 
     /// `ino` itself (LOOKUP of "."), even if the kernel forgot it: what the
@@ -549,11 +648,20 @@ impl<C: NfsOps> CachedFs<C> {
         let unused = {
             let mut st = inode.state.lock();
             st.nlookup = st.nlookup.saturating_sub(nlookup);
-            st.nlookup == 0 && st.open_count == 0 && st.file.clean()
+            st.nlookup == 0 && st.open_count == 0 && st.file.settled()
         };
         if unused {
             s.inodes.remove(ino);
         }
+    }
+
+    /// The attributes of `ino` for a directory listing that gives the
+    /// kernel the entry as if looked up (FUSE's READDIRPLUS): counts one
+    /// kernel reference, as [`CachedFs::lookup`] does. `None` if the inode
+    /// is not known here (a READDIR entry without attributes).
+    pub fn listed_entry(&self, ino: u64) -> Option<Entry> {
+        let inode = self.shared.inodes.get(ino)?;
+        Some(self.shared.reference(&inode))
     }
 
     /// Count one more kernel reference to `ino` (for each entry FUSE
@@ -587,6 +695,12 @@ impl<C: NfsOps> CachedFs<C> {
             return Ok(s.entry_for(&inode));
         }
         s.check_writable()?;
+        if inode.ftype == Ftype3::Reg && inode.state.lock().defer_setattr(&attrs, cred) {
+            // Goes with the data at close (see `InodeState::defer_setattr`);
+            // unmount and sync find it among the files with work to do.
+            s.dirty_inodes.lock().insert(inode.ino, inode.clone());
+            return Ok(s.entry_for(&inode));
+        }
         let touches_data = attrs.size.is_some() || attrs.mtime != SetTime::DontChange;
         if touches_data && inode.ftype == Ftype3::Reg {
             s.sync_inode(&inode).await?;
@@ -634,10 +748,17 @@ impl<C: NfsOps> CachedFs<C> {
     /// Check permission: `mask` is an access(2) mask (R_OK | W_OK | X_OK,
     /// or F_OK). Returns EACCES if the server denies any of it.
     pub async fn access(&self, ino: u64, mask: i32, cred: &Cred) -> FsResult<()> {
+        self.access_asking(ino, mask, cred).await.map(drop)
+    }
+
+    /// [`CachedFs::access`]; `true` if it asked the server and fresh
+    /// attributes came back with the answer (a close-to-open revalidation).
+    async fn access_asking(&self, ino: u64, mask: i32, cred: &Cred) -> FsResult<bool> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
         if mask == libc::F_OK {
-            return s.revalidate(&inode, cred).await;
+            s.revalidate(&inode, cred).await?;
+            return Ok(false);
         }
         let mut want = 0;
         if mask & libc::R_OK != 0 {
@@ -659,23 +780,24 @@ impl<C: NfsOps> CachedFs<C> {
             want |= exec_bit;
         }
         let cached = inode.state.lock().cached_access(cred, want, Instant::now());
-        let granted = match cached {
-            Some(granted) => granted,
+        let (granted, revalidated) = match cached {
+            Some(granted) => (granted, false),
             None => {
                 // Ask about everything access(2) can ask, as Linux does, so
                 // the one answer serves this caller's later masks too.
                 let asked = ACCESS3_READ | write_bits | exec_bit;
                 let gen = s.clock.tick();
                 let r = s.client.access(cred, &inode.fh, asked).await?;
+                let revalidated = r.obj_attributes.is_some();
                 if let Some(a) = r.obj_attributes {
-                    s.fresh_attrs(&inode, a, gen, false);
+                    s.fresh_attrs(&inode, a, gen, true);
                 }
                 inode.state.lock().remember_access(cred, asked, r.access);
-                r.access
+                (r.access, revalidated)
             }
         };
         if granted & want == want {
-            Ok(())
+            Ok(revalidated)
         } else {
             Err(NfsError::Nfs(Nfsstat3::Acces).into())
         }
@@ -687,23 +809,55 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn open(&self, ino: u64, flags: i32, cred: &Cred) -> FsResult<u64> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
+        if !inode.is_dir() {
+            if s.cfg.cto {
+                let gen = s.clock.tick();
+                let a = s.client.getattr(cred, &inode.fh).await?;
+                s.fresh_attrs(&inode, a, gen, true);
+            } else {
+                s.revalidate(&inode, cred).await?;
+            }
+        }
+        self.open_revalidated(&inode, flags, cred).await
+    }
+
+    /// The rest of an open once the attributes are fresh.
+    async fn open_revalidated(&self, inode: &Arc<Inode>, flags: i32, cred: &Cred) -> FsResult<u64> {
+        let s = &self.shared;
         if inode.is_dir() {
             return Err(NfsError::Nfs(Nfsstat3::Isdir).into());
         }
         if wants_write(flags) {
             s.check_writable()?;
         }
-        if s.cfg.cto {
-            let gen = s.clock.tick();
-            let a = s.client.getattr(cred, &inode.fh).await?;
-            s.fresh_attrs(&inode, a, gen, true);
-        } else {
-            s.revalidate(&inode, cred).await?;
-        }
         if flags & libc::O_TRUNC != 0 && wants_write(flags) {
-            self.setattr(ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
+            self.setattr(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
         }
-        Ok(s.open_handle(&inode, cred, flags))
+        Ok(s.open_handle(inode, cred, flags))
+    }
+
+    /// Open a file for a caller who needs `mask` (an access(2) mask) on it,
+    /// the way a kernel client does at open: the server decides (ACCESS,
+    /// its answer cached per caller while the attributes are trusted) and
+    /// close-to-open revalidates. An ACCESS sent here brings the file's
+    /// attributes with it, and they are the revalidation: one round trip,
+    /// not two; only a cached answer needs a GETATTR.
+    pub async fn open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> FsResult<Opened> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        let revalidated = self.access_asking(ino, mask, cred).await?;
+        let fh = if revalidated && s.cfg.cto {
+            self.open_revalidated(&inode, flags, cred).await?
+        } else {
+            self.open(ino, flags, cred).await?
+        };
+        let keep_cache = {
+            let mut st = inode.state.lock();
+            let keep = st.kernel_epoch == Some(st.data_epoch);
+            st.kernel_epoch = Some(st.data_epoch);
+            keep
+        };
+        Ok(Opened { fh, keep_cache })
     }
 
     /// Create and open a regular file (`O_EXCL` in `flags`: fail if it
@@ -731,6 +885,11 @@ impl<C: NfsOps> CachedFs<C> {
             .finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred)
             .await?;
         let inode = s.inode(r.ino)?;
+        if r.attr.uid == cred.uid {
+            // The server made the caller the owner: their own later changes
+            // to mode, owner and times it will accept (`defer_setattr`).
+            inode.state.lock().file.creator = Some(cred.clone());
+        }
         if flags & libc::O_TRUNC != 0 && r.attr.size != 0 {
             self.setattr(r.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
         }
@@ -746,7 +905,17 @@ impl<C: NfsOps> CachedFs<C> {
         check_name(name)?;
         let gen = dir.state.lock().begin_change();
         let r = s.client.mkdir(cred, &dir.fh, name, sattr_mode(mode)).await;
-        s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        let e = s
+            .finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred)
+            .await?;
+        if let Some(new) = s.inodes.get(e.ino) {
+            // Just made, so empty: every name it will have, we will make.
+            let mut st = new.state.lock();
+            if st.names.is_empty() {
+                st.complete = true;
+            }
+        }
+        Ok(e)
     }
 
     /// Make a special file. `mode` carries the file type bits (S_IFIFO,
@@ -883,6 +1052,9 @@ impl<C: NfsOps> CachedFs<C> {
         let mut st = dir.state.lock();
         let old = st.names.remove(&key);
         st.end_change(r.as_ref().ok(), gen, now, s.cfg.ac_bounds(true).0);
+        if r.is_err() {
+            st.complete = false;
+        }
         drop(st);
         // The removed object's link count and ctime changed (even a failed
         // call may have removed it: a retransmission answered NOENT).
@@ -938,6 +1110,9 @@ impl<C: NfsOps> CachedFs<C> {
             let mut st = from.state.lock();
             let moved = st.names.remove(name);
             st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), from_gen, now, min);
+            if r.is_err() {
+                st.complete = false;
+            }
             moved
         };
         // The moved object's ctime changed, and the replaced one lost a
@@ -955,12 +1130,18 @@ impl<C: NfsOps> CachedFs<C> {
             if newparent != parent {
                 st.end_change(r.as_ref().ok().map(|r| &r.todir_wcc), to_gen, now, min);
             }
+            let mut kept = false;
             if r.is_ok() && s.cfg.lookupcache != LookupCache::None {
                 if let Some(d @ Dentry::Positive(_)) = moved {
                     if st.names.len() < DIR_ENTRIES_MAX {
                         st.names.insert(Bytes::copy_from_slice(newname), d);
+                        kept = true;
                     }
                 }
+            }
+            if !kept {
+                // The new name exists (or may), and is not in `names`.
+                st.complete = false;
             }
         }
         r?;
@@ -1034,11 +1215,15 @@ impl<C: NfsOps> Shared<C> {
         // O_SYNC includes O_DSYNC's bit; either asks for synchronous writes.
         let direct = flags & libc::O_DIRECT != 0;
         let sync = self.cfg.sync || direct || flags & libc::O_DSYNC != 0;
+        let writable = wants_write(flags);
         let seen = {
             let mut st = inode.state.lock();
             st.open_count += 1;
             if sync {
                 st.file.sync_opens += 1;
+            }
+            if writable {
+                st.file.write_opens += 1;
             }
             st.file.err_seq
         };
@@ -1050,6 +1235,7 @@ impl<C: NfsOps> Shared<C> {
             fsync_err_seen: AtomicU64::new(seen),
             owner,
             sync,
+            writable,
             direct,
         };
         self.handles.lock().insert(id, Arc::new(of));
@@ -1126,7 +1312,9 @@ impl<C: NfsOps> Shared<C> {
                 st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), gen, Instant::now(), min);
                 if r.is_ok() {
                     st.names.remove(name);
-                    st.names.remove(&hidden);
+                    st.names.insert(hidden.clone(), Dentry::Positive(child.fh.clone()));
+                } else {
+                    st.complete = false;
                 }
             }
             match r {
@@ -1263,6 +1451,7 @@ impl<C: NfsOps> Shared<C> {
         let mut st = dir.state.lock();
         if st.names.len() >= DIR_ENTRIES_MAX {
             st.names.clear();
+            st.complete = false;
         }
         st.names.insert(name, d);
     }
@@ -1283,6 +1472,10 @@ impl<C: NfsOps> Shared<C> {
             let mut st = dir.state.lock();
             st.names.remove(&key);
             st.end_change(r.as_ref().ok().map(|r| &r.2), gen, now, self.cfg.ac_bounds(true).0);
+            if r.is_err() {
+                // Whether the name exists now is not known for sure.
+                st.complete = false;
+            }
         }
         let (fh, attr, _) = r?;
         // A server may leave out the handle or attributes: find them.

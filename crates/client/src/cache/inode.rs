@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, WccAttr, WccData, Writeverf3};
+use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, Sattr3, SetTime, WccAttr, WccData, Writeverf3};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
@@ -132,6 +132,16 @@ impl Chunk {
     }
 }
 
+/// Attribute changes to a file open for writing here, not sent yet (see
+/// `InodeState::defer_setattr`).
+#[derive(Clone, Debug)]
+pub(crate) struct PendingAttrs {
+    /// Every change so far, later ones over earlier ones.
+    pub(crate) attrs: Sattr3,
+    /// Whose changes they are (the file's creator here).
+    pub(crate) cred: Cred,
+}
+
 /// Data acknowledged by an UNSTABLE WRITE, kept until a COMMIT returns the
 /// same verifier.
 #[derive(Clone, Debug)]
@@ -202,6 +212,14 @@ pub(crate) struct FileData {
     /// Open handles that write synchronously (`O_SYNC`/`O_DSYNC`, or the
     /// `sync` mount option): while there are any, WRITEs go FILE_SYNC.
     pub(crate) sync_opens: u32,
+    /// Open handles that may write.
+    pub(crate) write_opens: u32,
+    /// Who created the file through this mount, if the server made them
+    /// its owner (CREATE's reply named their uid): the server will take
+    /// their mode, owner and time changes, so those can wait for close.
+    pub(crate) creator: Option<Cred>,
+    /// Attribute changes waiting to go with the data at close.
+    pub(crate) pending_attrs: Option<PendingAttrs>,
 
     /// Write-back errors so far (Linux's errseq): an open handle reports
     /// each error once, on its next write, flush or fsync.
@@ -236,6 +254,9 @@ impl FileData {
             written_settled: None,
             setid_dropped: None,
             sync_opens: 0,
+            write_opens: 0,
+            creator: None,
+            pending_attrs: None,
             err_seq: 0,
             last_err: None,
         }
@@ -276,6 +297,12 @@ impl FileData {
     #[cfg(test)]
     pub(crate) fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Nothing dirty, in flight or uncommitted, and no attribute change
+    /// waiting: the server has everything.
+    pub(crate) fn settled(&self) -> bool {
+        self.clean() && self.pending_attrs.is_none()
     }
 
     /// Nothing dirty, in flight or uncommitted.
@@ -361,6 +388,12 @@ pub(crate) struct InodeState {
     pub(crate) file: FileData,
     /// Directories: name → cached lookup result.
     pub(crate) names: HashMap<Bytes, Dentry>,
+    /// Directories: `names` holds every name the directory has (we made
+    /// it, and every change since was ours), so a name not there does not
+    /// exist: a lookup of a new name is answered without asking (an untar
+    /// looks up every name it is about to create). Cleared with `names`,
+    /// and after any namespace call whose outcome is not known.
+    pub(crate) complete: bool,
     /// Set once the file was unlinked (or renamed over) while open and
     /// lives on under a hidden name until its last close.
     pub(crate) silly: Option<SillyName>,
@@ -371,6 +404,12 @@ pub(crate) struct InodeState {
     /// client drops `nlink` locally (`nfs_drop_nlink`) and a local file
     /// system shows 0 for an open file with no name left.
     pub(crate) hidden_link: bool,
+    /// Bumped whenever cached data is dropped because the object changed in
+    /// a way that was not (only) ours: what the kernel cached may be stale.
+    pub(crate) data_epoch: u64,
+    /// `data_epoch` when the kernel last opened the file: if it has not
+    /// moved since, the kernel may keep its page cache at the next open.
+    pub(crate) kernel_epoch: Option<u64>,
     /// ACCESS answers by caller, oldest first, at most
     /// `ACCESS_ENTRIES_MAX`. Each expires with the attributes it came
     /// with; all are cleared when fresh attributes show a new mode or
@@ -400,6 +439,9 @@ impl InodeState {
             nlookup: 0,
             file: FileData::new(mem_bytes),
             names: HashMap::new(),
+            complete: false,
+            data_epoch: 0,
+            kernel_epoch: None,
             silly: None,
             hidden_link: false,
             access: Vec::new(),
@@ -456,7 +498,68 @@ impl InodeState {
             let in_group = writer.gid == a.gid || writer.groups.contains(&a.gid);
             a.mode = mode_without_setid(a.mode, in_group);
         }
+        if let Some(p) = &self.file.pending_attrs {
+            let s = &p.attrs;
+            a.mode = s.mode.map_or(a.mode, |m| m & 0o7777);
+            a.uid = s.uid.unwrap_or(a.uid);
+            a.gid = s.gid.unwrap_or(a.gid);
+            if let SetTime::SetToClientTime(t) = s.atime {
+                a.atime = t;
+            }
+            if let SetTime::SetToClientTime(t) = s.mtime {
+                a.mtime = t;
+            }
+        }
         a
+    }
+
+    /// A SETATTR by `cred` of a file open for writing here that can wait
+    /// and go with the data when the file is closed (or synced): tar sets
+    /// times, owner and mode on every file it extracts, one call each, while
+    /// the file is open. Only what the server is known to accept: the
+    /// caller created the file here and the server made them its owner
+    /// (`creator`), nothing changes the size, times are explicit (a
+    /// "now" would be later at close), an owner change is root's or a
+    /// group change to one of the caller's groups, and no set-id bit is
+    /// involved (the server's rules for clearing them are its own).
+    /// Returns whether the change was taken.
+    pub(crate) fn defer_setattr(&mut self, attrs: &Sattr3, cred: &Cred) -> bool {
+        let f = &self.file;
+        if f.write_opens == 0 || attrs.size.is_some() || f.creator.as_ref() != Some(cred) {
+            return false;
+        }
+        if matches!(attrs.atime, SetTime::SetToServerTime) || matches!(attrs.mtime, SetTime::SetToServerTime)
+        {
+            return false;
+        }
+        let now = self.visible_attr();
+        if now.mode & SETID_BITS != 0 || attrs.mode.is_some_and(|m| m & SETID_BITS != 0) {
+            return false;
+        }
+        let owner_change = attrs.uid.is_some_and(|u| u != now.uid);
+        let group_change = attrs.gid.is_some_and(|g| g != now.gid);
+        if (owner_change || group_change) && cred.uid != 0 {
+            if owner_change || !attrs.gid.is_some_and(|g| cred.gid == g || cred.groups.contains(&g)) {
+                return false;
+            }
+        }
+        let p = self
+            .file
+            .pending_attrs
+            .get_or_insert_with(|| PendingAttrs { attrs: Sattr3::default(), cred: cred.clone() });
+        let into = &mut p.attrs;
+        into.mode = attrs.mode.or(into.mode);
+        into.uid = attrs.uid.or(into.uid);
+        into.gid = attrs.gid.or(into.gid);
+        if attrs.atime != SetTime::DontChange {
+            into.atime = attrs.atime;
+        }
+        if attrs.mtime != SetTime::DontChange {
+            into.mtime = attrs.mtime;
+        }
+        // Who may do what follows mode and owner.
+        self.access.clear();
+        true
     }
 
     /// Drop clean cached data (not our unwritten data).
@@ -464,6 +567,8 @@ impl InodeState {
         self.file.clear_chunks();
         self.file.gen += 1;
         self.names.clear();
+        self.complete = false;
+        self.data_epoch += 1;
     }
 
     /// New attributes are about to replace `self.attr`: a new mode or

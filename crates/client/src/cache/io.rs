@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use eagernfs_proto::nfs3::{Commit3ResOk, NfsFh3, Nfsstat3, StableHow, Write3ResOk};
+use eagernfs_proto::nfs3::{Commit3ResOk, NfsFh3, Nfsstat3, SetTime, StableHow, Write3ResOk};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -125,6 +125,36 @@ impl<C: NfsOps> CachedFs<C> {
         Ok(st.visible_attr().mode != before)
     }
 
+    /// [`CachedFs::flush`] when the file has nothing to write back and no
+    /// error to report: answered at once (see `try_lookup`).
+    pub fn try_flush(&self, fh: u64) -> Option<FsResult<()>> {
+        let s = self.shared();
+        let of = match s.handle(fh) {
+            Ok(of) => of,
+            Err(e) => return Some(Err(e)),
+        };
+        let st = of.inode.state.lock();
+        let quiet = st.file.settled() && st.file.err_seq <= of.err_seen.load(Ordering::Relaxed);
+        quiet.then_some(Ok(()))
+    }
+
+    /// [`CachedFs::release`] when the file has nothing to write back and no
+    /// error to report: done at once (see `try_lookup`).
+    pub fn try_release(&self, fh: u64) -> Option<FsResult<()>> {
+        self.try_flush(fh)?.ok()?;
+        let s = self.shared();
+        let of = s.handles.lock().remove(&fh)?;
+        let unused = {
+            let mut st = of.inode.state.lock();
+            st.open_count -= 1;
+            st.nlookup == 0 && st.open_count == 0 && st.file.settled()
+        };
+        if unused && of.inode.ino != super::inode::ROOT_INO {
+            s.inodes.remove(of.inode.ino);
+        }
+        Some(Ok(()))
+    }
+
     /// Close-to-open: write back and COMMIT everything before returning
     /// (FUSE calls this on every close of a file descriptor).
     pub async fn flush(&self, fh: u64) -> FsResult<()> {
@@ -159,7 +189,7 @@ impl<C: NfsOps> CachedFs<C> {
         let unused = {
             let mut st = of.inode.state.lock();
             st.open_count -= 1;
-            st.nlookup == 0 && st.open_count == 0 && st.file.clean()
+            st.nlookup == 0 && st.open_count == 0 && st.file.settled()
         };
         if unused && of.inode.ino != super::inode::ROOT_INO {
             // The kernel forgot it while it was open.
@@ -547,7 +577,7 @@ impl<C: NfsOps> Shared<C> {
     }
 
     /// Account freshly cached chunks and evict the oldest beyond the bound.
-    fn note_inserted(&self, inserted: Vec<(u64, u64)>) {
+    pub(crate) fn note_inserted(&self, inserted: Vec<(u64, u64)>) {
         if inserted.is_empty() {
             return;
         }
@@ -651,6 +681,10 @@ impl<C: NfsOps> Shared<C> {
             // Not settled any more: this write is not on the server yet.
             f.written_settled = None;
             f.write_cred = cred.clone();
+            if let Some(p) = &mut f.pending_attrs {
+                // A write after a deferred explicit mtime sets the time itself.
+                p.attrs.mtime = SetTime::DontChange;
+            }
             // Past half the mount's bound: write-behind starts here.
             let starts = !f.background && self.budget.used() * 2 >= self.budget.limit();
             f.background |= starts;
@@ -680,8 +714,21 @@ impl<C: NfsOps> Shared<C> {
         for f in files {
             now.insert(f.ino);
             if seen_before.contains(&f.ino) {
-                f.state.lock().file.expired = true;
+                let attrs_waiting = {
+                    let mut st = f.state.lock();
+                    st.file.expired = true;
+                    st.file.pending_attrs.is_some()
+                };
                 self.ensure_flusher(&f);
+                if attrs_waiting {
+                    // Attribute changes of a file kept open for long go out
+                    // with its expired data, not only at close.
+                    let (me, f, counted) = (self.clone(), f.clone(), self.background.start());
+                    tokio::spawn(async move {
+                        let _counted = counted;
+                        let _ = me.sync_inode(&f).await;
+                    });
+                }
             }
         }
         now
@@ -730,11 +777,11 @@ impl<C: NfsOps> Shared<C> {
     /// Write back and COMMIT everything the file holds; returns when it is
     /// clean. Errors are recorded on the file (see `take_error`).
     pub(crate) async fn sync_inode(self: &Arc<Self>, inode: &Arc<Inode>) -> FsResult<()> {
-        if inode.state.lock().file.clean() {
+        if inode.state.lock().file.settled() {
             return Ok(());
         }
         inode.state.lock().file.flush_waiters += 1;
-        let _guard = FlushWaiter(inode.clone());
+        let guard = FlushWaiter(inode.clone());
         loop {
             let notified = inode.progress.notified();
             tokio::pin!(notified);
@@ -745,8 +792,29 @@ impl<C: NfsOps> Shared<C> {
             self.ensure_flusher(inode);
             notified.await;
         }
+        drop(guard);
+        // Deferred attribute changes go after the data: an explicit mtime
+        // must be the last word, after the WRITEs that move it.
+        let pending = inode.state.lock().file.pending_attrs.take();
+        if let Some(p) = pending {
+            self.send_pending_attrs(inode, p).await;
+        }
         self.unregister_if_clean(inode);
         Ok(())
+    }
+
+    /// One SETATTR with every deferred change; a failure is recorded on the
+    /// file and reported by the next write, close or fsync, as a write-back
+    /// error is.
+    async fn send_pending_attrs(&self, inode: &Arc<Inode>, p: super::inode::PendingAttrs) {
+        let gen = inode.state.lock().begin_change();
+        let r = self.client.setattr(&p.cred, &inode.fh, p.attrs, None).await;
+        let mut st = inode.state.lock();
+        st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(false).0);
+        st.access.clear();
+        if let Err(e) = r {
+            st.file.record_error(e);
+        }
     }
 
     /// Drop a file from the write-back registry once it is clean. The
@@ -754,7 +822,7 @@ impl<C: NfsOps> Shared<C> {
     /// again cannot be lost between the check and the removal.
     fn unregister_if_clean(&self, inode: &Inode) {
         let mut reg = self.dirty_inodes.lock();
-        if inode.state.lock().file.clean() {
+        if inode.state.lock().file.settled() {
             reg.remove(&inode.ino);
         }
     }
@@ -827,6 +895,15 @@ impl<C: NfsOps> Shared<C> {
             return None;
         }
         f.stalled = false;
+        // Someone waits for all of it to be stable (close, fsync) and this
+        // one WRITE is all there is: FILE_SYNC, and no COMMIT after it (the
+        // Linux client's FLUSH_COND_STABLE). One round trip instead of two
+        // for every small file closed after writing.
+        let last_and_only = f.flush_waiters > 0
+            && f.dirty.bytes() == n
+            && f.inflight.is_empty()
+            && f.unstable.is_empty()
+            && f.commit_in_flight.is_none();
         let data = f.dirty.take_front(start, n as usize);
         f.inflight.insert(start, data.clone());
         self.inflight_total.fetch_add(n, Ordering::Relaxed);
@@ -835,8 +912,11 @@ impl<C: NfsOps> Shared<C> {
         let gen = st.begin_change();
         // Synchronous writers get FILE_SYNC: their data is stable when the
         // WRITE returns, with no COMMIT (nfs(5) `sync`, O_SYNC, noac).
-        let stable =
-            if cfg.noac || cfg.sync || sync_opens > 0 { StableHow::FileSync } else { StableHow::Unstable };
+        let stable = if cfg.noac || cfg.sync || sync_opens > 0 || last_and_only {
+            StableHow::FileSync
+        } else {
+            StableHow::Unstable
+        };
 
         Some(Job::Write { offset: start, data, stable, cred, gen })
     }
