@@ -538,10 +538,9 @@ impl InodeState {
         }
         let owner_change = attrs.uid.is_some_and(|u| u != now.uid);
         let group_change = attrs.gid.is_some_and(|g| g != now.gid);
-        if (owner_change || group_change) && cred.uid != 0 {
-            if owner_change || !attrs.gid.is_some_and(|g| cred.gid == g || cred.groups.contains(&g)) {
-                return false;
-            }
+        let own_group = attrs.gid.is_some_and(|g| cred.gid == g || cred.groups.contains(&g));
+        if (owner_change || group_change) && cred.uid != 0 && (owner_change || !own_group) {
+            return false;
         }
         let p = self
             .file
