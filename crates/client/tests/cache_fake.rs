@@ -414,7 +414,7 @@ impl NfsOps for Fake {
                     _ => return Err(NfsError::Nfs(Nfsstat3::Isdir)),
                 }
             }
-            let (pre, mut post) = st.touch(id);
+            let (pre, _) = st.touch(id);
             let n = st.nodes.get_mut(&id).expect("just touched");
             if attrs.size.is_none() {
                 // Only a size change moves mtime by itself.
@@ -427,8 +427,7 @@ impl NfsOps for Fake {
                     SetTime::DontChange => {}
                 }
             }
-            post = n.attr;
-            Ok(WccData { before: Some(pre), after: Some(post) })
+            Ok(WccData { before: Some(pre), after: Some(n.attr) })
         })
     }
 
