@@ -18,7 +18,10 @@
 #
 #   scripts/bench-mount.sh [--out DIR] [--rounds N]
 #                          [--targets "ext4 ext4-fsync bindfs eagernfs eagernfs-async ganesha"]
-#                          [--tree DIR] [--dd-mib N] [--mount-options OPTS]
+#                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
+#
+# --before BIN adds the target `before`: BIN's server and mount, in the same rounds (an A/B of
+# a change: build the old revision somewhere and name its binary).
 #
 # Writes DIR/results.tsv (one line per target, round and step: seconds, calls), DIR/table.md
 # (medians and ranges, ratios to bindfs, calls per file) and DIR/mount.svg, and DIR/command.txt.
@@ -34,6 +37,7 @@ targets="ext4 ext4-fsync bindfs eagernfs eagernfs-async ganesha"
 tree=/usr/include
 dd_mib=1024
 mount_options=
+before_bin=
 orig_args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -43,7 +47,8 @@ while [ $# -gt 0 ]; do
         --tree) tree=$2; shift 2 ;;
         --dd-mib) dd_mib=$2; shift 2 ;;
         --mount-options) mount_options=$2; shift 2 ;;
-        -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --before) before_bin=$(realpath "$2"); targets="$targets before"; shift 2 ;;
+        -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-mount: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -61,6 +66,7 @@ work=$(mktemp -d /var/tmp/eagernfs-benchmount.XXXXXX)
 chmod 755 "$work"
 server_pid=
 async_pid=
+before_pid=
 cleanup() {
     for m in "$work"/mnt-*; do
         mountpoint -q "$m" 2>/dev/null || continue
@@ -69,7 +75,7 @@ cleanup() {
             *) "$bin" umount "$m" >/dev/null 2>&1 || "$bin" umount -z "$m" >/dev/null 2>&1 || true ;;
         esac
     done
-    for p in $server_pid $async_pid; do
+    for p in $server_pid $async_pid $before_pid; do
         kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
     done
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
@@ -116,10 +122,11 @@ tar -cf "$work/proj.tar" -C "$work" proj
 mkdir -p "$work/ext4" "$work/ext4-fsync" "$work/bindfs-src" "$work/export" "$work/export-async"
 mkdir -p "$work/ganesha-export" "$work/state" "$work/state-async"
 mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-async" "$work/mnt-ganesha"
-chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export"
+mkdir -p "$work/export-before" "$work/state-before" "$work/mnt-before"
+chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export" "$work/export-before"
 port=$((20000 + RANDOM % 20000))
-start_server() { # export state port options -> pid in $started
-    taskset -c 1 "$bin" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" >"$2/server.out" 2>"$2/server.log" &
+start_server() { # export state port options [binary] -> pid in $started
+    taskset -c 1 "${5:-$bin}" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" >"$2/server.out" 2>"$2/server.log" &
     started=$!
     until grep -q "listening on" "$2/server.out" 2>/dev/null; do
         kill -0 "$started" 2>/dev/null || { cat "$2/server.log" >&2; exit 1; }
@@ -134,6 +141,12 @@ if [[ " $targets " == *" eagernfs-async "* ]]; then
     start_server "$work/export-async" "$work/state-async" $((port + 3)) rw,no_root_squash,async
     async_pid=$started
     eagernfs_async_url="nfs://127.0.0.1:$((port + 3))$work/export-async"
+fi
+before_url=
+if [ -n "$before_bin" ]; then
+    start_server "$work/export-before" "$work/state-before" $((port + 4)) rw,no_root_squash "$before_bin"
+    before_pid=$started
+    before_url="nfs://127.0.0.1:$((port + 4))$work/export-before"
 fi
 ganesha_url=
 if [[ " $targets " == *" ganesha "* ]]; then
@@ -157,6 +170,7 @@ do_mount() {
         eagernfs) url=$eagernfs_url ;;
         eagernfs-async) url=$eagernfs_async_url ;;
         ganesha) url=$ganesha_url ;;
+        before) taskset -c 0 "$before_bin" mount "$before_url" "$work/mnt-before" ${mount_options:+-o "$mount_options"}; return ;;
     esac
     taskset -c 0 "$bin" mount "$url" "$work/mnt-$1" ${mount_options:+-o "$mount_options"}
 }
@@ -204,7 +218,7 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 # calls the mount made so far, by NFS procedure ("NAME COUNT" lines), from its statistics socket
 mount_ops() {
     case $1 in
-        eagernfs | eagernfs-async | ganesha)
+        eagernfs | eagernfs-async | ganesha | before)
             "$bin" stat "$work/mnt-$1" 2>/dev/null | awk '/^ *[A-Z]+ +[0-9]+/ && $1 != "NULL" {print $1, $2}' ;;
     esac
 }
@@ -290,7 +304,7 @@ for target, rnd, step, s, c in rows:
     if step not in steps:
         steps.append(step)
 med = lambda v: statistics.median(v) if v else float("nan")
-ratio_targets = [t for t in targets if t in ("eagernfs", "ganesha")]
+ratio_targets = [t for t in targets if t in ("eagernfs", "ganesha", "before")]
 lines = ["| step | " + " | ".join(targets) + " | " + " | ".join(f"{t} / bindfs" for t in ratio_targets) + " |",
          "|---|" + "---:|" * (len(targets) + len(ratio_targets))]
 for step in steps:
@@ -306,7 +320,7 @@ for step in steps:
 lines.append("")
 lines.append(f"Seconds, median of the rounds (range). Calls the mount sent, median per step ({files} files in the tree):")
 lines.append("")
-nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-async", "ganesha")]
+nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-async", "ganesha", "before")]
 lines.append("| step | " + " | ".join(nfs_targets) + " |")
 lines.append("|---|" + "---:|" * len(nfs_targets))
 for step in steps:
@@ -332,7 +346,7 @@ print("\n".join(lines))
 # A grouped bar chart: seconds per step, relative to bindfs (log-free, capped at 10x).
 W, H, left, bottom, top = 780, 360, 60, 60, 30
 colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "eagernfs": "#1f77b4",
-          "eagernfs-async": "#17becf", "ganesha": "#d62728"}
+          "eagernfs-async": "#17becf", "ganesha": "#d62728", "before": "#9467bd"}
 cap = 10.0
 plot_h = H - top - bottom
 group_w = (W - left - 20) / len(steps)
