@@ -123,9 +123,24 @@ pub(crate) struct Chunk {
     pub(crate) data: Bytes,
     /// The server said end-of-file within this chunk.
     pub(crate) eof: bool,
+    /// The buffer of the READ the chunk came in, and where in it the chunk
+    /// starts: consecutive chunks of one READ are consecutive there, so a
+    /// read spanning them is a slice of it, not a copy.
+    pub(crate) whole: Bytes,
+    pub(crate) at: usize,
 }
 
 impl Chunk {
+    /// A chunk that is `data[at..at + len]` of one READ's `data`.
+    pub(crate) fn of_read(whole: &Bytes, at: usize, len: usize, eof: bool) -> Self {
+        Chunk { data: whole.slice(at..at + len), eof, whole: whole.clone(), at }
+    }
+
+    /// A chunk that came alone (from the disk cache).
+    pub(crate) fn alone(data: Bytes, eof: bool) -> Self {
+        Chunk { whole: data.clone(), data, eof, at: 0 }
+    }
+
     /// A chunk is usable if it is full or ends at end of file.
     pub(crate) fn complete(&self, chunk_bytes: u64) -> bool {
         self.eof || self.data.len() as u64 == chunk_bytes
@@ -874,7 +889,7 @@ mod tests {
     fn state_with_chunk(a: Fattr3) -> InodeState {
         let mut s =
             InodeState::new(a, Instant::now(), Duration::from_secs(3), Arc::default(), Arc::default());
-        s.file.insert_chunk(0, Chunk { data: Bytes::from_static(b"x"), eof: true });
+        s.file.insert_chunk(0, Chunk::alone(Bytes::from_static(b"x"), true));
         s
     }
 

@@ -429,7 +429,7 @@ impl<C: NfsOps> Shared<C> {
                 }
                 // Past end of file a chunk is empty and final: the reader
                 // sees zeros there unless we wrote something.
-                got.push((start + k, Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() }));
+                got.push((start + k, Chunk::of_read(&data, lo, hi - lo, eof && hi == data.len())));
             }
         }
         Ok(got)
@@ -496,7 +496,7 @@ impl<C: NfsOps> Shared<C> {
                 match hit {
                     Some((data, eof)) => {
                         self.counters.disk_hits.fetch_add(1, Ordering::Relaxed);
-                        got.push((i, Chunk { data, eof }));
+                        got.push((i, Chunk::alone(data, eof)));
                     }
                     None => need.push(i),
                 }
@@ -1067,14 +1067,12 @@ fn assemble(
     chunks: &[Option<Chunk>],
 ) -> Bytes {
     let len = (end - offset) as usize;
-    // One chunk, nothing of ours over it: hand out a slice, no copy.
-    if first == (end - 1) / CHUNK_BYTES && !overlap_any(f, offset, end) {
-        if let Some(Some(c)) = chunks.first() {
-            let lo = (offset - first * CHUNK_BYTES) as usize;
-            let hi = (end - first * CHUNK_BYTES) as usize;
-            if hi <= c.data.len() {
-                return c.data.slice(lo..hi);
-            }
+    // Chunks of one READ, consecutive in its buffer, nothing of ours over
+    // them: hand out a slice of that buffer, no copy (a 1 MiB kernel read
+    // spans 16 chunks of one 1 MiB READ).
+    if let Some(slice) = one_buffer(chunks, offset - first * CHUNK_BYTES, len) {
+        if !overlap_any(f, offset, end) {
+            return slice;
         }
     }
     let mut out = BytesMut::zeroed(len);
@@ -1098,6 +1096,25 @@ fn overlay_unwritten(f: &super::inode::FileData, offset: u64, out: &mut [u8]) {
         copy_overlap(*o, d, offset, out);
     }
     f.dirty.overlay(offset, out);
+}
+
+/// `len` bytes from `skip` into the concatenation of `chunks`, if they are
+/// all present and lie back to back in one READ's buffer.
+fn one_buffer(chunks: &[Option<Chunk>], skip: u64, len: usize) -> Option<Bytes> {
+    let first = chunks.first()?.as_ref()?;
+    let mut next = first.at + first.data.len();
+    let mut have = first.data.len();
+    for c in &chunks[1..] {
+        let c = c.as_ref()?;
+        let same = c.whole.as_ptr() == first.whole.as_ptr() && c.whole.len() == first.whole.len();
+        if !same || c.at != next {
+            return None;
+        }
+        next += c.data.len();
+        have += c.data.len();
+    }
+    let lo = first.at + skip as usize;
+    (skip as usize + len <= have).then(|| first.whole.slice(lo..lo + len))
 }
 
 /// Whether any of our unwritten data overlaps `[lo, hi)`.
