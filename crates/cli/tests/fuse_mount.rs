@@ -904,3 +904,30 @@ fn a_killed_mount_loses_nothing_fsynced_and_writes_no_garbage() {
         }
     }
 }
+
+/// The kernel read-ahead of a mount's backing device (`MAJ:MIN` from mountinfo).
+fn read_ahead_kb(mountpoint: &Path) -> u32 {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = mountpoint.to_str().unwrap();
+    let dev = info
+        .lines()
+        .filter(|l| l.split_whitespace().nth(4) == Some(want))
+        .last()
+        .and_then(|l| l.split_whitespace().nth(2))
+        .expect("the mount is in mountinfo")
+        .to_string();
+    fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap().trim().parse().unwrap()
+}
+
+/// A mount reads ahead 4 MiB (FUSE's own 128 KiB keeps a sequential reader waiting on one
+/// small request after another), or what `read_ahead_kb=` says.
+#[test]
+fn mounts_read_ahead_what_they_are_told() {
+    require_fuse!("mounts_read_ahead_what_they_are_told");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    assert_eq!(read_ahead_kb(&m.path("")), 4096);
+    let small = FuseMount::new(&server.url(""), "read_ahead_kb=256");
+    assert_eq!(read_ahead_kb(&small.path("")), 256);
+}

@@ -205,6 +205,23 @@ mod tests {
     }
 
     #[test]
+    fn read_ahead_is_ours_and_bounded() {
+        let mut nfs = MountOptions::default();
+        let mut fuse = FuseOptions::new();
+        assert_eq!(fuse.read_ahead_kb, READ_AHEAD_KB_DEFAULT);
+        apply_mount_options("read_ahead_kb=512", &mut nfs, &mut fuse).unwrap();
+        assert_eq!(fuse.read_ahead_kb, 512);
+        assert!(matches!(
+            apply_mount_options("read_ahead_kb=99999999", &mut nfs, &mut fuse),
+            Err(OptionError::BadValue { .. })
+        ));
+        assert!(matches!(
+            apply_mount_options("read_ahead_kb", &mut nfs, &mut fuse),
+            Err(OptionError::MissingValue(_))
+        ));
+    }
+
+    #[test]
     fn later_options_win() {
         let mut nfs = MountOptions::default();
         let mut fuse = FuseOptions::new();

@@ -1205,3 +1205,26 @@ async fn flusher<C: NfsOps>(shared: Arc<Shared<C>>, inode: Arc<Inode>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_chunks_of_one_read_are_handed_out_without_a_copy() {
+        let read = Bytes::from((0..=255u8).cycle().take(4 * CHUNK_BYTES as usize).collect::<Vec<_>>());
+        let c = CHUNK_BYTES as usize;
+        let chunks: Vec<Option<Chunk>> =
+            (0..4).map(|i| Some(Chunk::of_read(&read, i * c, c, i == 3))).collect();
+        let got = one_buffer(&chunks[1..3], 100, c + 50).expect("one buffer");
+        assert_eq!(got.as_ptr(), read[c + 100..].as_ptr(), "a slice of the READ's buffer");
+        assert_eq!(&got[..], &read[c + 100..2 * c + 150]);
+        // A chunk from elsewhere (another READ, the disk cache) breaks the run.
+        let mut mixed = chunks.clone();
+        mixed[2] = Some(Chunk::alone(read.slice(2 * c..3 * c), false));
+        assert!(one_buffer(&mixed[1..3], 0, 2 * c).is_none());
+        // A missing chunk, or more than the chunks hold.
+        assert!(one_buffer(&[chunks[0].clone(), None], 0, 10).is_none());
+        assert!(one_buffer(&chunks[3..], 0, c + 1).is_none());
+    }
+}
