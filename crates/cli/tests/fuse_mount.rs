@@ -911,8 +911,7 @@ fn read_ahead_kb(mountpoint: &Path) -> u32 {
     let want = mountpoint.to_str().unwrap();
     let dev = info
         .lines()
-        .filter(|l| l.split_whitespace().nth(4) == Some(want))
-        .last()
+        .rfind(|l| l.split_whitespace().nth(4) == Some(want))
         .and_then(|l| l.split_whitespace().nth(2))
         .expect("the mount is in mountinfo")
         .to_string();
