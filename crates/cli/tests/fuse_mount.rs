@@ -930,3 +930,33 @@ fn mounts_read_ahead_what_they_are_told() {
     let small = FuseMount::new(&server.url(""), "read_ahead_kb=256");
     assert_eq!(read_ahead_kb(&small.path("")), 256);
 }
+
+/// A `stat` of a file with written data not yet on the server shows the write's times, as a
+/// local file system (and Linux's NFS client, which writes back first) does; and so does a
+/// `stat` right after the close. The file's times start far in the past so that any write moves
+/// them, whatever the clock's resolution.
+#[test]
+fn stat_after_a_write_shows_the_new_times() {
+    require_fuse!("stat_after_a_write_shows_the_new_times");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    let path = m.path("f");
+    fs::write(&path, b"before").unwrap();
+    let old = std::time::UNIX_EPOCH + Duration::from_secs(946_684_800); // 2000-01-01
+    File::options().write(true).open(&path).unwrap().set_modified(old).unwrap();
+    let before = fs::metadata(&path).unwrap();
+    assert_eq!(before.mtime(), 946_684_800);
+    let f = File::options().write(true).open(&path).unwrap();
+    f.write_at(b"x", 3).unwrap();
+    let during = fs::metadata(&path).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!(during.mtime() >= now - 60, "stat after pwrite, before close: mtime {}", during.mtime());
+    assert!(during.ctime() >= now - 60, "stat after pwrite, before close: ctime {}", during.ctime());
+    drop(f);
+    let after = fs::metadata(&path).unwrap();
+    assert!(after.mtime() >= during.mtime() && after.mtime() >= now - 60, "after close: {}", after.mtime());
+    assert_eq!(fs::read(&path).unwrap(), b"befxre");
+    let on_server = fs::metadata(export.path().join("f")).unwrap();
+    assert_eq!(on_server.mtime(), after.mtime(), "the mount shows the server's time once it has it");
+}

@@ -1433,10 +1433,14 @@ impl<C: NfsOps> Shared<C> {
     /// The inode's attributes for FUSE.
     pub(crate) fn entry_for(&self, inode: &Inode) -> Entry {
         let st = inode.state.lock();
+        // While our writes are not all on the server (or their times not
+        // in attributes from it yet), the kernel must ask again each time:
+        // the times and size it would keep are about to change.
+        let moving = st.file.written_at.is_some() || !st.file.settled();
         Entry {
             ino: inode.ino,
             attr: st.visible_attr(),
-            ttl: st.attr_ttl(Instant::now()),
+            ttl: if moving { Duration::ZERO } else { st.attr_ttl(Instant::now()) },
             generation: inode.generation(),
         }
     }

@@ -103,6 +103,16 @@ fn time_key(t: Nfstime3) -> (u32, u32) {
     (t.seconds, t.nseconds)
 }
 
+/// Now, on the clock Linux file systems stamp times with
+/// (`CLOCK_REALTIME_COARSE`): a time we show for a write of ours is then
+/// never later than the one the server (on the same clock) gives it.
+pub(crate) fn coarse_now() -> Nfstime3 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    Nfstime3 { seconds: ts.tv_sec.clamp(0, u32::MAX as i64) as u32, nseconds: ts.tv_nsec as u32 }
+}
+
 /// The mount's attribute clock: a tick is taken before each call whose
 /// reply may carry attributes, so replies can be ordered by when their
 /// calls were sent (see the module docs).
@@ -219,8 +229,13 @@ pub(crate) struct FileData {
     pub(crate) written_end: u64,
     /// The clock's tick when the file last became clean with `written_end`
     /// set: attributes from a call sent after it include all our writes,
-    /// and `written_end` is dropped when they arrive.
+    /// and `written_end` (and `written_at`) are dropped when they arrive.
     pub(crate) written_settled: Option<u64>,
+    /// When we last wrote (the system's coarse clock, the one Linux file
+    /// systems stamp times with): a `stat` of a file with data not on the
+    /// server yet shows it as mtime and ctime, as a local file system
+    /// would, instead of the times from before the write.
+    pub(crate) written_at: Option<Nfstime3>,
     /// A write by a caller who may not keep set-id bits (this one) is not
     /// on the server yet: show the mode without them (`visible_attr`).
     pub(crate) setid_dropped: Option<Cred>,
@@ -267,6 +282,7 @@ impl FileData {
             write_cred: Cred::default(),
             written_end: 0,
             written_settled: None,
+            written_at: None,
             setid_dropped: None,
             sync_opens: 0,
             write_opens: 0,
@@ -506,6 +522,13 @@ impl InodeState {
     pub(crate) fn visible_attr(&self) -> Fattr3 {
         let mut a = self.attr;
         a.size = a.size.max(self.file.written_end);
+        if let Some(t) = self.file.written_at {
+            for time in [&mut a.mtime, &mut a.ctime] {
+                if time_key(t) > time_key(*time) {
+                    *time = t;
+                }
+            }
+        }
         if self.hidden_link {
             a.nlink = a.nlink.saturating_sub(1);
         }
@@ -615,13 +638,15 @@ impl InodeState {
             // includes them (or someone truncated since, which counts).
             self.file.written_end = 0;
             self.file.written_settled = None;
+            self.file.written_at = None;
         }
     }
 
     /// The file has no write-back state left: from now on the server's
     /// attributes will say what our writes did.
     pub(crate) fn settle_writes(&mut self) {
-        if self.file.written_end > 0 && self.file.written_settled.is_none() {
+        let f = &self.file;
+        if (f.written_end > 0 || f.written_at.is_some()) && f.written_settled.is_none() {
             self.file.written_settled = Some(self.clock.tick());
         }
     }

@@ -680,6 +680,7 @@ impl<C: NfsOps> Shared<C> {
             f.written_end = f.written_end.max(end);
             // Not settled any more: this write is not on the server yet.
             f.written_settled = None;
+            f.written_at = Some(super::inode::coarse_now());
             f.write_cred = cred.clone();
             if let Some(p) = &mut f.pending_attrs {
                 // A write after a deferred explicit mtime sets the time itself.
