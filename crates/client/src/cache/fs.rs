@@ -578,11 +578,7 @@ impl<C: NfsOps> CachedFs<C> {
         if let Err(e) = s.check_writable() {
             return Some(Err(e));
         }
-        if inode.ftype == Ftype3::Reg && inode.state.lock().defer_setattr(attrs, cred) {
-            s.dirty_inodes.lock().insert(inode.ino, inode.clone());
-            return Some(Ok(s.entry_for(&inode)));
-        }
-        None
+        s.defer_setattr(&inode, attrs, cred).map(Ok)
     }
 
     /// `ino` itself (LOOKUP of "."), even if the kernel forgot it: what the
@@ -664,14 +660,6 @@ impl<C: NfsOps> CachedFs<C> {
         Some(self.shared.reference(&inode))
     }
 
-    /// Count one more kernel reference to `ino` (for each entry FUSE
-    /// returns from READDIRPLUS, which the kernel treats as a lookup).
-    pub fn note_lookup(&self, ino: u64) {
-        if let Some(i) = self.shared.inodes.get(ino) {
-            i.state.lock().nlookup += 1;
-        }
-    }
-
     /// Attributes of `ino`, from the cache while they are trusted.
     pub async fn getattr(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
@@ -695,11 +683,8 @@ impl<C: NfsOps> CachedFs<C> {
             return Ok(s.entry_for(&inode));
         }
         s.check_writable()?;
-        if inode.ftype == Ftype3::Reg && inode.state.lock().defer_setattr(&attrs, cred) {
-            // Goes with the data at close (see `InodeState::defer_setattr`);
-            // unmount and sync find it among the files with work to do.
-            s.dirty_inodes.lock().insert(inode.ino, inode.clone());
-            return Ok(s.entry_for(&inode));
+        if let Some(e) = s.defer_setattr(&inode, &attrs, cred) {
+            return Ok(e);
         }
         let touches_data = attrs.size.is_some() || attrs.mtime != SetTime::DontChange;
         if touches_data && inode.ftype == Ftype3::Reg {
@@ -1428,6 +1413,17 @@ impl<C: NfsOps> Shared<C> {
             self.fresh_attrs(&inode, *attr, gen, false);
         }
         inode
+    }
+
+    /// Take `attrs` to go with the data at close if they may wait (see
+    /// `InodeState::defer_setattr`): the inode is then among the files with
+    /// work to do, where unmount and sync find it. `None`: send them now.
+    fn defer_setattr(&self, inode: &Arc<Inode>, attrs: &Sattr3, cred: &Cred) -> Option<Entry> {
+        if inode.ftype != Ftype3::Reg || !inode.state.lock().defer_setattr(attrs, cred) {
+            return None;
+        }
+        self.dirty_inodes.lock().insert(inode.ino, inode.clone());
+        Some(self.entry_for(inode))
     }
 
     /// The inode's attributes for FUSE.
