@@ -301,6 +301,42 @@ async fn an_open_is_one_round_trip_and_the_kernel_keeps_pages_of_an_unchanged_fi
     fs.release(o.fh).await.unwrap();
 }
 
+/// One file's slow COMMIT (a big file's close waiting for the server's
+/// disk) holds up nothing else: another file is created, written, closed
+/// and read back, and names are looked up, while it is still out.
+#[tokio::test]
+async fn a_slow_commit_holds_up_no_other_file() {
+    let fake = Fake::new();
+    fake.add_file("big", b"");
+    let fs = mount(&fake, config()).await;
+    let (_, big) = open_file(&fs, "big", libc::O_WRONLY).await;
+    fs.write(big, 0, &pattern(4 * 64 * 1024, 1)).await.unwrap();
+    let gate = fake.gate(NFSPROC3_COMMIT);
+    let closing = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.flush(big).await })
+    };
+    // Wait until the COMMIT is out (held at the server).
+    while fake.calls(NFSPROC3_COMMIT) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let root = Cred { uid: 0, gid: 0, groups: vec![] };
+    let other = async {
+        let (e, fh) = fs.create(ROOT_INO, b"small", 0o644, libc::O_RDWR | libc::O_EXCL, &root).await.unwrap();
+        fs.write(fh, 0, b"not held up").await.unwrap();
+        fs.flush(fh).await.unwrap();
+        assert_eq!(&fs.read(fh, 0, 100).await.unwrap()[..], b"not held up");
+        fs.release(fh).await.unwrap();
+        fs.lookup(ROOT_INO, b"big", &cred()).await.unwrap();
+        e.ino
+    };
+    tokio::time::timeout(Duration::from_secs(10), other).await.expect("the other file's work finished");
+    assert!(!closing.is_finished(), "the big file's close is still waiting for its COMMIT");
+    gate.add_permits(1);
+    fake.ungate(NFSPROC3_COMMIT);
+    closing.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn verifier_change_between_write_and_commit_resends_everything() {
     let fake = Fake::new();
