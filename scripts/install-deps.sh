@@ -13,7 +13,7 @@ set -euo pipefail
 packages=(
     libnfs-utils libnfs-dev
     nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
-    rpcbind nfs-common fuse3 pkg-config build-essential
+    rpcbind nfs-common fuse3 pkg-config build-essential fio
     chromium
     python3-venv
 )

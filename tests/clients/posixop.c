@@ -24,6 +24,11 @@
  *   rewind-unlink DIR NAME       opendir, read all (NAME must be there), unlink DIR/NAME,
  *                                rewinddir, read all: payload "gone" or "seen"
  *   utime PATH SECONDS           utimensat(mtime = atime = SECONDS), then stat: payload the mtime
+ *   handle PATH                  name_to_handle_at: payload "TYPE:HEX" (the file handle)
+ *   open-handle DIR TYPE:HEX     open_by_handle_at(DIR's mount, handle, O_RDONLY), read up to 255
+ *                                bytes: payload what was read (text), or "dir" for a directory
+ *   exec PATH                    fork, execv(PATH) in the child; ok if the program ran and exited
+ *                                0, err ERRNO if execv failed, err EXIT_N if it exited N
  *
  * Written in C so that nothing between the test and the system call (a runtime, a shell)
  * changes which calls are made.
@@ -37,6 +42,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -192,6 +198,83 @@ int main(int argc, char **argv) {
             return fail();
         snprintf(buf, sizeof buf, "%lld", (long long)st.st_mtim.tv_sec);
         return ok(buf);
+    }
+    if (!strcmp(op, "handle") && argc == 3) {
+        char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        struct file_handle *fh = (struct file_handle *)space;
+        int mount_id;
+        fh->handle_bytes = MAX_HANDLE_SZ;
+        if (name_to_handle_at(AT_FDCWD, path, fh, &mount_id, 0))
+            return fail();
+        int n = snprintf(buf, sizeof buf, "%d:", fh->handle_type);
+        for (unsigned i = 0; i < fh->handle_bytes && n + 3 < (int)sizeof buf; i++)
+            n += snprintf(buf + n, sizeof buf - n, "%02x", fh->f_handle[i]);
+        return ok(buf);
+    }
+    if (!strcmp(op, "open-handle") && argc == 4) {
+        char space[sizeof(struct file_handle) + MAX_HANDLE_SZ];
+        struct file_handle *fh = (struct file_handle *)space;
+        const char *hex = strchr(argv[3], ':');
+        if (!hex)
+            return usage();
+        fh->handle_type = atoi(argv[3]);
+        hex++;
+        size_t len = strlen(hex) / 2;
+        if (len > MAX_HANDLE_SZ)
+            return usage();
+        for (size_t i = 0; i < len; i++) {
+            unsigned v;
+            if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+                return usage();
+            fh->f_handle[i] = (unsigned char)v;
+        }
+        fh->handle_bytes = (unsigned)len;
+        int mount_fd = open(path, O_RDONLY | O_DIRECTORY);
+        if (mount_fd < 0)
+            return fail();
+        int fd = open_by_handle_at(mount_fd, fh, O_RDONLY);
+        if (fd < 0)
+            return fail();
+        struct stat st;
+        if (fstat(fd, &st))
+            return fail();
+        if (S_ISDIR(st.st_mode))
+            return ok("dir");
+        ssize_t got = read(fd, buf, 255);
+        if (got < 0)
+            return fail();
+        buf[got] = 0;
+        return ok(buf);
+    }
+    if (!strcmp(op, "exec") && argc == 3) {
+        int report[2];
+        if (pipe2(report, O_CLOEXEC))
+            return fail();
+        fflush(stdout);
+        pid_t child = fork();
+        if (child < 0)
+            return fail();
+        if (child == 0) {
+            char *args[] = {(char *)path, NULL};
+            execv(path, args);
+            int e = errno;
+            (void)!write(report[1], &e, sizeof e);
+            _exit(127);
+        }
+        close(report[1]);
+        int e = 0, status = 0;
+        ssize_t n = read(report[0], &e, sizeof e);
+        if (waitpid(child, &status, 0) < 0)
+            return fail();
+        if (n == (ssize_t)sizeof e) {
+            errno = e;
+            return fail();
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            printf("err EXIT_%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+            return 1;
+        }
+        return ok(NULL);
     }
     return usage();
 }

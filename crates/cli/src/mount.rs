@@ -141,6 +141,7 @@ fn observe(mount: &Mount, spec: &MountSpec) -> Option<crate::observe::control::S
         cache: mount.cache().clone(),
         source: spec.source(),
         mountpoint: mount.mountpoint().display().to_string(),
+        runtime: mount.runtime().handle().clone(),
     });
     let _rt = mount.runtime().enter();
     if let Some(addr) = &spec.fuse.metrics {
@@ -205,8 +206,104 @@ pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
     // fstab's and systemd's options (_netdev, nofail, x-systemd.*…) are theirs: accepted here
     // too, so one option string works in fstab, the systemd template and on the command line.
     let (options, _) = crate::mount_helper::without_system_options(&args.options.join(","));
+    if options.iter().any(|o| o == "remount") {
+        return remount(&args.mountpoint, &options, false);
+    }
     let spec = MountSpec::parse(&args.url, &args.mountpoint, Some(&options.join(",")))?;
     mount(&spec, args.foreground)
+}
+
+/// The mount flags a remount can change, by option name: (flag, set by the
+/// option or cleared by it). Everything else is fixed for the mount's life.
+const REMOUNT_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
+    ("ro", libc::MS_RDONLY, true),
+    ("rw", libc::MS_RDONLY, false),
+    ("nosuid", libc::MS_NOSUID, true),
+    ("suid", libc::MS_NOSUID, false),
+    ("nodev", libc::MS_NODEV, true),
+    ("dev", libc::MS_NODEV, false),
+    ("noexec", libc::MS_NOEXEC, true),
+    ("exec", libc::MS_NOEXEC, false),
+    ("noatime", libc::MS_NOATIME, true),
+    ("atime", libc::MS_NOATIME, false),
+    ("relatime", libc::MS_RELATIME, true),
+    ("norelatime", libc::MS_RELATIME, false),
+];
+
+/// `mount -o remount,OPTIONS MOUNTPOINT` of an eagernfs mount: change the
+/// per-mount flags (ro/rw, nosuid/suid, nodev/dev, noexec/exec, atime
+/// variants) with mount(2)'s MS_REMOUNT, keeping the others as they are,
+/// and tell the mount daemon about ro/rw (a mount made `ro` refuses
+/// changes itself; remounted `ro`, it first writes back what it holds).
+/// Options that cannot change without a new mount (the NFS ones, FUSE's
+/// own) are accepted when mount(8) repeats them from fstab, and ignored;
+/// an option nobody knows is an error. `verbose`: say what is done.
+pub(crate) fn remount(mountpoint: &Path, options: &[String], verbose: bool) -> anyhow::Result<()> {
+    let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
+    // SAFETY: statvfs fills the zeroed struct; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("{}", mountpoint.display()));
+    }
+    let mut flags: libc::c_ulong = libc::MS_REMOUNT;
+    for (st_flag, ms_flag) in [
+        (libc::ST_RDONLY, libc::MS_RDONLY),
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if st.f_flag & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    let mut ignored = Vec::new();
+    for o in options.iter().filter(|o| o.as_str() != "remount") {
+        match REMOUNT_FLAGS.iter().find(|(name, _, _)| *name == o) {
+            Some(&(_, flag, true)) => flags |= flag,
+            Some(&(_, flag, false)) => flags &= !flag,
+            None if crate::mount_helper::is_known(o) => ignored.push(o.as_str()),
+            None => anyhow::bail!("unknown mount option '{o}'"),
+        }
+    }
+    if verbose && !ignored.is_empty() {
+        eprintln!("remount: kept as mounted (a remount cannot change them): {}", ignored.join(","));
+    }
+    let read_only = flags & libc::MS_RDONLY != 0;
+    let socket = daemon_socket_path(mountpoint);
+    let tell_daemon = |ro: bool| -> anyhow::Result<()> {
+        let command = if ro { "remount-ro" } else { "remount-rw" };
+        let path = socket.as_ref().context("no control socket path for this mount point")?;
+        let answer = crate::observe::control::request(path, command)
+            .with_context(|| format!("telling the daemon serving {} ({command})", mountpoint.display()))?;
+        if answer["ok"] != serde_json::Value::Bool(true) {
+            anyhow::bail!(
+                "the daemon serving {} refused {command}: {}",
+                mountpoint.display(),
+                answer["error"]
+            );
+        }
+        Ok(())
+    };
+    // Writable: the daemon first, so writes the kernel lets through are taken.
+    if !read_only {
+        tell_daemon(false)?;
+    }
+    // SAFETY: a remount of an existing mount point: no source, type or data.
+    let r =
+        unsafe { libc::mount(std::ptr::null(), path.as_ptr(), std::ptr::null(), flags, std::ptr::null()) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("remounting {}", mountpoint.display()));
+    }
+    // Read-only: the kernel now refuses new writes (and refused the remount
+    // while files were open for writing); the daemon writes back the rest.
+    if read_only {
+        tell_daemon(true)?;
+    }
+    Ok(())
 }
 
 /// Mount `spec`: in this process until unmounted (`foreground`), or in a

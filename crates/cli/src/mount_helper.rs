@@ -92,7 +92,10 @@ impl Helper {
         Give _netdev: systemd does not know fuse.eagernfs is a network file system, and without it \
         mounts it before the network is up. Options of mount(8) and systemd (_netdev, nofail, auto, \
         noauto, user, users, owner, group, defaults, comment=, x-*, X-*) are accepted and left to \
-        them; the rest are those of eagernfs-mount(1)."
+        them; the rest are those of eagernfs-mount(1). Run by root, the mount gets suid and dev \
+        (which mount(8) does not pass on) unless nosuid or nodev is given, as mount.fuse does. \
+        `mount -o remount,ro|rw|[no]suid|[no]dev|[no]exec|[no]atime DIR` changes those flags of \
+        a mounted file system; other options stay as mounted."
 )]
 pub(crate) struct MountHelperArgs {
     /// The export: nfs://host[:port]/export[/path][?options].
@@ -126,6 +129,27 @@ impl MountHelperArgs {
     fn run(self) -> anyhow::Result<()> {
         let given = self.options.join(",");
         let (mut kept, mut left) = without_system_options(&given);
+        if kept.iter().any(|o| o == "remount") {
+            if let Some(ns) = &self.namespace {
+                enter_mount_namespace(ns)?;
+            }
+            if self.fake {
+                return Ok(());
+            }
+            return crate::mount::remount(&self.mountpoint, &kept, self.verbose);
+        }
+        // mount(8) leaves `suid` and `dev` out of what it passes a helper (they are the
+        // kernel's defaults, not flags to set) and passes `nosuid`/`nodev` when asked for:
+        // as libfuse's mount.fuse does, a mount made by root gets them back unless refused.
+        // (A user's mount is always nosuid,nodev: mount(8) adds both for `user`.)
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            for (on, off) in [("suid", "nosuid"), ("dev", "nodev")] {
+                if !kept.iter().any(|o| o == off || o == on) {
+                    kept.insert(0, on.to_string());
+                }
+            }
+        }
         if self.sloppy {
             let (known, unknown): (Vec<String>, Vec<String>) = kept.into_iter().partition(|o| is_known(o));
             kept = known;
@@ -257,8 +281,9 @@ fn is_system_option(option: &str) -> bool {
     )
 }
 
-/// Whether eagernfs's own option parser accepts `option` (for `-s`).
-fn is_known(option: &str) -> bool {
+/// Whether eagernfs's own option parser accepts `option` (for `-s`, and
+/// for what a remount may repeat).
+pub(crate) fn is_known(option: &str) -> bool {
     let (name, _) = option.split_once('=').unwrap_or((option, ""));
     let mut nfs = eagernfs_client::MountOptions::default();
     let mut fuse = eagernfs_fuse::FuseOptions::new();

@@ -56,6 +56,38 @@ fn getlk(f: &File, typ: i32, start: i64, len: i64) -> Option<(i32, i64, i64)> {
     (fl.l_type as i32 != libc::F_UNLCK).then_some((fl.l_type as i32, fl.l_start, fl.l_len))
 }
 
+/// `fcntl(F_OFD_SETLK/F_OFD_SETLKW)` on the descriptor's open file description.
+fn ofd_setlk(fd: libc::c_int, typ: i32, start: i64, len: i64, wait: bool) -> Result<(), i32> {
+    // SAFETY: as in `setlk`; OFD locks want l_pid 0, which zeroed gives.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    let cmd = if wait { libc::F_OFD_SETLKW } else { libc::F_OFD_SETLK };
+    // SAFETY: a valid descriptor and a valid flock struct.
+    let r = unsafe { libc::fcntl(fd, cmd, &mut fl) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+    }
+}
+
+/// `F_OFD_SETLKW` of a write lock on the whole of `f`, given at most `timeout`.
+fn ofd_lock_within(f: &File, timeout: Duration) -> Result<(), String> {
+    let fd = f.as_raw_fd();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(ofd_setlk(fd, libc::F_WRLCK, 0, 0, true));
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(errno)) => Err(format!("F_OFD_SETLKW failed: errno {errno}")),
+        Err(_) => Err(format!("F_OFD_SETLKW still waiting after {timeout:?}")),
+    }
+}
+
 fn flock(f: &File, op: i32) -> Result<(), i32> {
     // SAFETY: a valid descriptor.
     let r = unsafe { libc::flock(f.as_raw_fd(), op) };
@@ -143,6 +175,73 @@ fn contend(server: &Server) {
     drop(gb);
     // FUSE sends the release of a closed file after close(2) returns, so wait for it.
     flock(&ga, libc::LOCK_EX).expect("B's last close released its flock");
+}
+
+/// Open-file-description locks belong to the open file: another open
+/// file (on this mount or another) is refused while it is open anywhere
+/// (a dup keeps it open), they go with its last close, and a waiter in
+/// `F_OFD_SETLKW` then gets the lock.
+#[test]
+fn ofd_locks_go_with_the_last_close_of_their_open_file() {
+    require_fuse!("ofd_locks_go_with_the_last_close_of_their_open_file");
+    let _serial = serial();
+    let (_export, server) = eagernfs_server(&[]);
+    let (a, b) = two_mounts(&server, "");
+    let holder = open(&a.path("f"));
+    ofd_setlk(holder.as_raw_fd(), libc::F_WRLCK, 0, 100, false).expect("first OFD lock");
+    let other = open(&a.path("f"));
+    assert_eq!(ofd_setlk(other.as_raw_fd(), libc::F_WRLCK, 10, 10, false), Err(libc::EAGAIN), "same mount");
+    let remote = open(&b.path("f"));
+    assert_eq!(ofd_setlk(remote.as_raw_fd(), libc::F_RDLCK, 99, 1, false), Err(libc::EAGAIN), "other mount");
+    // A duplicate keeps the open file, and so its lock.
+    // SAFETY: dup of a valid descriptor.
+    let dup = unsafe { libc::dup(holder.as_raw_fd()) };
+    assert!(dup >= 0);
+    drop(holder);
+    assert_eq!(
+        ofd_setlk(other.as_raw_fd(), libc::F_WRLCK, 10, 10, false),
+        Err(libc::EAGAIN),
+        "the lock stays while a duplicate is open"
+    );
+    // A waiter on the other mount, woken by the last close.
+    let (tx, rx) = mpsc::channel();
+    let remote_fd = remote.as_raw_fd();
+    let waiter = std::thread::spawn(move || {
+        let r = ofd_setlk(remote_fd, libc::F_WRLCK, 0, 100, true);
+        tx.send(r).unwrap();
+    });
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err(), "the waiter waits while the lock is held");
+    // SAFETY: closing the descriptor dup returned.
+    assert_eq!(unsafe { libc::close(dup) }, 0);
+    let got = rx.recv_timeout(Duration::from_secs(30)).expect("the waiter got the lock after the last close");
+    assert_eq!(got, Ok(()));
+    waiter.join().unwrap();
+    assert_eq!(
+        ofd_setlk(other.as_raw_fd(), libc::F_WRLCK, 10, 10, false),
+        Err(libc::EAGAIN),
+        "the waiter holds it"
+    );
+    drop(remote);
+    // FUSE sends the release of a closed file in the background, so the
+    // lock is freed just after close(2) returns: wait for it, as a program
+    // using F_OFD_SETLKW would.
+    ofd_lock_within(&other, Duration::from_secs(30)).expect("free once the waiter's file closed");
+    // A process that exits with an OFD lock loses it (python3: struct flock
+    // is packed by hand; 37 is F_OFD_SETLK).
+    drop(other);
+    let path = a.path("f");
+    let script = format!(
+        "exec 3<>{p}; python3 -c 'import fcntl,struct,os; fcntl.fcntl(3, 37, struct.pack(\"hhqqi\", fcntl.F_WRLCK, 0, 0, 0, 0)); print(\"locked\", flush=True)'",
+        p = path.display()
+    );
+    let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("locked"),
+        "child: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = open(&b.path("f"));
+    ofd_lock_within(&again, Duration::from_secs(30)).expect("an exited process's OFD lock is gone");
 }
 
 #[test]

@@ -798,11 +798,18 @@ fn sync_mounts_and_o_sync_opens_write_file_sync() {
             f.write_all(&block).unwrap();
         }
     };
+    // More than one WRITE's worth (a file closed with less goes as one FILE_SYNC WRITE, with no
+    // COMMIT: see the cache's a_small_file_closes_with_one_file_sync_write_and_no_commit).
+    let write_plain = |f: &mut File| {
+        for _ in 0..40 {
+            f.write_all(&block).unwrap();
+        }
+    };
     {
         let m = FuseMount::new(&server.url(""), "");
         let mut f =
             fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("plain")).unwrap();
-        write_blocks(&mut f);
+        write_plain(&mut f);
         drop(f);
         let mut f = fs::OpenOptions::new()
             .write(true)
@@ -896,4 +903,60 @@ fn a_killed_mount_loses_nothing_fsynced_and_writes_no_garbage() {
             assert!(on_server == want, "{name}: bytes on the server that were never written");
         }
     }
+}
+
+/// The kernel read-ahead of a mount's backing device (`MAJ:MIN` from mountinfo).
+fn read_ahead_kb(mountpoint: &Path) -> u32 {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = mountpoint.to_str().unwrap();
+    let dev = info
+        .lines()
+        .rfind(|l| l.split_whitespace().nth(4) == Some(want))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .expect("the mount is in mountinfo")
+        .to_string();
+    fs::read_to_string(format!("/sys/class/bdi/{dev}/read_ahead_kb")).unwrap().trim().parse().unwrap()
+}
+
+/// A mount reads ahead 4 MiB (FUSE's own 128 KiB keeps a sequential reader waiting on one
+/// small request after another), or what `read_ahead_kb=` says.
+#[test]
+fn mounts_read_ahead_what_they_are_told() {
+    require_fuse!("mounts_read_ahead_what_they_are_told");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    assert_eq!(read_ahead_kb(&m.path("")), 4096);
+    let small = FuseMount::new(&server.url(""), "read_ahead_kb=256");
+    assert_eq!(read_ahead_kb(&small.path("")), 256);
+}
+
+/// A `stat` of a file with written data not yet on the server shows the write's times, as a
+/// local file system (and Linux's NFS client, which writes back first) does; and so does a
+/// `stat` right after the close. The file's times start far in the past so that any write moves
+/// them, whatever the clock's resolution.
+#[test]
+fn stat_after_a_write_shows_the_new_times() {
+    require_fuse!("stat_after_a_write_shows_the_new_times");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    let path = m.path("f");
+    fs::write(&path, b"before").unwrap();
+    let old = std::time::UNIX_EPOCH + Duration::from_secs(946_684_800); // 2000-01-01
+    File::options().write(true).open(&path).unwrap().set_modified(old).unwrap();
+    let before = fs::metadata(&path).unwrap();
+    assert_eq!(before.mtime(), 946_684_800);
+    let f = File::options().write(true).open(&path).unwrap();
+    f.write_at(b"x", 3).unwrap();
+    let during = fs::metadata(&path).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert!(during.mtime() >= now - 60, "stat after pwrite, before close: mtime {}", during.mtime());
+    assert!(during.ctime() >= now - 60, "stat after pwrite, before close: ctime {}", during.ctime());
+    drop(f);
+    let after = fs::metadata(&path).unwrap();
+    assert!(after.mtime() >= during.mtime() && after.mtime() >= now - 60, "after close: {}", after.mtime());
+    assert_eq!(fs::read(&path).unwrap(), b"befxre");
+    let on_server = fs::metadata(export.path().join("f")).unwrap();
+    assert_eq!(on_server.mtime(), after.mtime(), "the mount shows the server's time once it has it");
 }

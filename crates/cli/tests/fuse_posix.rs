@@ -442,3 +442,88 @@ fn rewinddir_after_unlink_no_longer_lists_the_name_ganesha() {
     require_fuse!("rewinddir_after_unlink_no_longer_lists_the_name_ganesha");
     rewinddir_after_unlink_no_longer_lists_the_name(Peer::Ganesha);
 }
+
+// ----- execute-only programs (issue 22, item 4) -------------------------------------------------
+
+/// A program another user may execute but not read (mode 0111, 0001) runs through the mount, as
+/// through a kernel NFS mount (the client asks for execute, not read, at execve's open; the
+/// server lets such a caller READ it). Reading it is still refused.
+fn execute_only_programs_run(peer: Peer) {
+    let Some(s) = Setup::with_peer(peer, "") else { return };
+    let nobody = As::nobody();
+    let prog = s.mount.path("prog");
+    fs::copy("/bin/true", &prog).unwrap();
+    for mode in [0o111, 0o001] {
+        chmod(&prog, mode);
+        ok(posixop(&nobody, &["exec", &s.at("prog")]), &format!("exec of a mode {mode:o} program"));
+        denied(
+            posixop(&nobody, &["open", &s.at("prog"), "rdonly"]),
+            &format!("reading a mode {mode:o} program"),
+        );
+    }
+    // Without execute permission for the caller it does not run.
+    chmod(&prog, 0o110);
+    denied(posixop(&nobody, &["exec", &s.at("prog")]), "exec without the x bit for others");
+}
+
+#[test]
+fn execute_only_programs_run_eagernfs() {
+    require_fuse!("execute_only_programs_run_eagernfs");
+    execute_only_programs_run(Peer::Eagernfs);
+}
+
+#[test]
+fn execute_only_programs_run_eagernfs_memory() {
+    require_fuse!("execute_only_programs_run_eagernfs_memory");
+    execute_only_programs_run(Peer::EagernfsMemory);
+}
+
+#[test]
+fn execute_only_programs_run_ganesha() {
+    require_fuse!("execute_only_programs_run_ganesha");
+    execute_only_programs_run(Peer::Ganesha);
+}
+
+// ----- file handles (issue 22, item 7) ---------------------------------------------------------
+
+/// Drop the kernel's unused dentries and inodes (the mount then gets FORGETs).
+fn drop_kernel_caches() {
+    fs::write("/proc/sys/vm/drop_caches", "2").expect("write /proc/sys/vm/drop_caches (needs root)");
+}
+
+/// `name_to_handle_at` on the mount gives handles that `open_by_handle_at` opens again after the
+/// kernel has forgotten the inodes (the mount answers LOOKUP of "." and ".." by inode number),
+/// for a file and for a directory (which the kernel reconnects to the tree through ".."); a
+/// removed file's handle is stale.
+fn file_handles_outlive_the_kernel_s_inodes(peer: Peer) {
+    let Some(s) = Setup::with_peer(peer, "") else { return };
+    let root = As::root();
+    fs::create_dir_all(s.mount.path("d/e")).unwrap();
+    fs::write(s.mount.path("d/e/f"), b"opened by handle").unwrap();
+    fs::write(s.mount.path("gone"), b"x").unwrap();
+    let file = ok(posixop(&root, &["handle", &s.at("d/e/f")]), "name_to_handle_at of a file");
+    let dir = ok(posixop(&root, &["handle", &s.at("d/e")]), "name_to_handle_at of a directory");
+    let gone = ok(posixop(&root, &["handle", &s.at("gone")]), "name_to_handle_at of a file to remove");
+    fs::remove_file(s.mount.path("gone")).unwrap();
+    drop_kernel_caches();
+    assert_eq!(
+        ok(posixop(&root, &["open-handle", &s.at(""), &file]), "open_by_handle_at"),
+        "opened by handle"
+    );
+    drop_kernel_caches();
+    assert_eq!(ok(posixop(&root, &["open-handle", &s.at(""), &dir]), "open_by_handle_at of a dir"), "dir");
+    let r = posixop(&root, &["open-handle", &s.at(""), &gone]);
+    assert_eq!(r.err_kind(), Some("ESTALE"), "a removed file's handle: {r:?}");
+}
+
+#[test]
+fn file_handles_outlive_the_kernel_s_inodes_eagernfs() {
+    require_fuse!("file_handles_outlive_the_kernel_s_inodes_eagernfs");
+    file_handles_outlive_the_kernel_s_inodes(Peer::Eagernfs);
+}
+
+#[test]
+fn file_handles_outlive_the_kernel_s_inodes_ganesha() {
+    require_fuse!("file_handles_outlive_the_kernel_s_inodes_ganesha");
+    file_handles_outlive_the_kernel_s_inodes(Peer::Ganesha);
+}

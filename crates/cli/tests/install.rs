@@ -539,3 +539,93 @@ fn an_fstab_line_mounts_and_unmounts_through_mount8() {
     // umount(8) returned after the helper waited for the daemon: the data is on the server.
     assert_eq!(std::fs::read(export.path().join("from-fstab")).unwrap(), b"through fstab\n");
 }
+
+/// What fstab asks of mount(8) for a mount's flags and remounts (issue 22, items 5 and 6), run
+/// through real mount(8) and our helper as in [`an_fstab_line_mounts_and_unmounts_through_mount8`]:
+/// - `suid,dev` in fstab (which mount(8) does not pass to helpers) gives a mount without
+///   `nosuid`/`nodev`, as libfuse's mount.fuse does for root; `nosuid,nodev` are kept;
+/// - `mount -o remount,ro DIR` makes writes fail with EROFS and `remount,rw` allows them again;
+/// - an `ro` fstab mount remounted `rw` takes writes (the daemon is told, not only the kernel).
+#[test]
+fn fstab_flags_and_remounts_go_through_the_helper() {
+    require_fuse!("fstab_flags_and_remounts_go_through_the_helper");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let helpers = Helpers::new();
+    let (_keep_a, a) = mountpoint();
+    let (_keep_b, b) = mountpoint();
+    let (_keep_c, c) = mountpoint();
+    let fstab = helpers.dir.path().join("fstab");
+    let url = server.url("");
+    std::fs::write(
+        &fstab,
+        format!(
+            "{url} {a} fuse.eagernfs suid,dev,allow_other 0 0\n\
+             {url} {b} fuse.eagernfs nosuid,nodev 0 0\n\
+             {url} {c} fuse.eagernfs ro 0 0\n",
+            a = a.display(),
+            b = b.display(),
+            c = c.display()
+        ),
+    )
+    .unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "set -e\n\
+         mount --bind {helpers} /usr/sbin\n\
+         mount -T {fstab} {a}\n\
+         mount -T {fstab} {b}\n\
+         grep ' {a} ' /proc/self/mounts > {out}/a-flags\n\
+         grep ' {b} ' /proc/self/mounts > {out}/b-flags\n\
+         mknod {a}/null c 1 3\n\
+         echo through-a-device > {a}/null\n\
+         echo before > {a}/before\n\
+         mount -T {fstab} -o remount,ro {a}\n\
+         grep ' {a} ' /proc/self/mounts > {out}/a-ro-flags\n\
+         if {{ echo refused > {a}/refused; }} 2> {out}/a-ro-err; then echo 'a write after remount,ro succeeded'; exit 1; fi\n\
+         mount -T {fstab} -o remount,rw {a}\n\
+         echo after > {a}/after\n\
+         mount -T {fstab} {c}\n\
+         if echo refused > {c}/refused-c 2>/dev/null; then echo 'a write to an ro mount succeeded'; exit 1; fi\n\
+         mount -T {fstab} -o remount,rw {c}\n\
+         echo from-c > {c}/from-c\n\
+         umount {a}\n\
+         umount {b}\n\
+         umount {c}\n",
+        helpers = helpers.dir.path().display(),
+        fstab = fstab.display(),
+        a = a.display(),
+        b = b.display(),
+        c = c.display(),
+        out = out_dir.path().display(),
+    );
+    let out = run_command(
+        {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+            cmd
+        },
+        MOUNT_TIMEOUT,
+    );
+    out.assert_success("mounts, remounts and unmounts through mount(8) in a private namespace");
+    let read = |name: &str| {
+        std::fs::read_to_string(out_dir.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let flags = |line: String| {
+        line.split_whitespace().nth(3).unwrap().split(',').map(str::to_owned).collect::<Vec<_>>()
+    };
+    let a_flags = flags(read("a-flags"));
+    assert!(!a_flags.iter().any(|f| f == "nosuid" || f == "nodev"), "suid,dev in fstab: {a_flags:?}");
+    let b_flags = flags(read("b-flags"));
+    assert!(b_flags.iter().any(|f| f == "nosuid") && b_flags.iter().any(|f| f == "nodev"), "{b_flags:?}");
+    let a_ro = flags(read("a-ro-flags"));
+    assert!(a_ro.iter().any(|f| f == "ro"), "remount,ro: {a_ro:?}");
+    assert!(!a_ro.iter().any(|f| f == "nosuid"), "a remount keeps the other flags: {a_ro:?}");
+    assert!(read("a-ro-err").contains("Read-only file system"), "{}", read("a-ro-err"));
+    assert_eq!(std::fs::read(export.path().join("before")).unwrap(), b"before\n");
+    assert_eq!(std::fs::read(export.path().join("after")).unwrap(), b"after\n");
+    assert!(!export.path().join("refused").exists());
+    assert!(!export.path().join("refused-c").exists());
+    assert_eq!(std::fs::read(export.path().join("from-c")).unwrap(), b"from-c\n");
+}

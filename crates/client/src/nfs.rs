@@ -39,6 +39,9 @@ struct Inner {
     fsinfo: Fsinfo3ResOk,
     rsize: u32,
     wsize: u32,
+    /// Modifying calls fail with ROFS: `ro` at mount, then what a remount
+    /// of the FUSE mount last said.
+    read_only: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for NfsClient {
@@ -194,7 +197,8 @@ impl NfsClient {
         let fsinfo = decode::<Fsinfo3Res>(NFSPROC3_FSINFO, body)?.into_result()?;
         let rsize = transfer_size(fsinfo.rtmax, options.rsize, options.transfer_size_max());
         let wsize = transfer_size(fsinfo.wtmax, options.wsize, options.transfer_size_max());
-        Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize }) })
+        let read_only = std::sync::atomic::AtomicBool::new(options.ro);
+        Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize, read_only }) })
     }
 
     /// Whether `self` and `other` send their calls over the same
@@ -287,10 +291,16 @@ impl NfsClient {
         decode::<R>(proc_, body)?.into_result()
     }
 
+    /// Refuse modifying calls (`true`), or allow them again: the FUSE
+    /// mount's remount. Only this client: one made by `rooted_at` keeps its own.
+    pub fn set_read_only(&self, read_only: bool) {
+        self.inner.read_only.store(read_only, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A modifying call on a `ro` mount fails here, as a read-only local
     /// file system would.
     fn writable(&self) -> NfsResult<()> {
-        if self.inner.options.ro {
+        if self.inner.read_only.load(std::sync::atomic::Ordering::Relaxed) {
             Err(NfsError::Nfs(Nfsstat3::Rofs))
         } else {
             Ok(())

@@ -197,6 +197,146 @@ async fn small_writes_become_wsize_unstable_writes_and_one_commit() {
     assert_eq!(fs.getattr(fake.lookup_id("f").unwrap(), &cred()).await.unwrap().attr.size, data.len() as u64);
 }
 
+/// A file closed with less than one WRITE of data: one FILE_SYNC WRITE,
+/// no COMMIT (the data is stable when close returns, in one round trip).
+#[tokio::test]
+async fn a_small_file_closes_with_one_file_sync_write_and_no_commit() {
+    let fake = Fake::new();
+    let id = fake.add_file("f", b"");
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_WRONLY).await;
+    fs.write(fh, 0, &pattern(20_000, 1)).await.unwrap();
+    fs.write(fh, 20_000, &pattern(5_000, 2)).await.unwrap();
+    fs.flush(fh).await.unwrap();
+    let writes = fake.writes();
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0].stable, StableHow::FileSync);
+    assert_eq!(fake.calls(NFSPROC3_COMMIT), 0);
+    assert_eq!(fake.stable(id).len(), 25_000, "stable on the server");
+    // More than one WRITE's worth: UNSTABLE WRITEs and one COMMIT, as before.
+    fs.write(fh, 0, &pattern(3 * 64 * 1024, 3)).await.unwrap();
+    fs.flush(fh).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_COMMIT), 1);
+    assert_eq!(fake.stable(id), pattern(3 * 64 * 1024, 3));
+}
+
+/// What tar does to every file it extracts: create, write, then set times,
+/// owner and mode through the open file, then close. The three changes go
+/// in one SETATTR after the data, at close; until then the mount shows them.
+#[tokio::test]
+async fn attribute_changes_to_a_file_open_for_writing_go_in_one_setattr_at_close() {
+    let fake = Fake::new();
+    let fs = mount(&fake, config()).await;
+    let root = Cred { uid: 0, gid: 0, groups: vec![] };
+    let (e, fh) = fs.create(ROOT_INO, b"f", 0o600, libc::O_WRONLY | libc::O_EXCL, &root).await.unwrap();
+    fs.write(fh, 0, &pattern(9000, 4)).await.unwrap();
+    fake.reset_counts();
+    let mtime = Nfstime3 { seconds: 1_700_000_000, nseconds: 0 };
+    let times = Sattr3 { mtime: SetTime::SetToClientTime(mtime), ..Sattr3::default() };
+    fs.setattr(e.ino, times, &root).await.unwrap();
+    fs.setattr(e.ino, Sattr3 { uid: Some(0), gid: Some(0), ..Sattr3::default() }, &root).await.unwrap();
+    let a = fs.setattr(e.ino, Sattr3 { mode: Some(0o644), ..Sattr3::default() }, &root).await.unwrap();
+    assert_eq!(fake.call_order(), Vec::<u32>::new(), "nothing sent before close");
+    assert_eq!((a.attr.mode, a.attr.mtime, a.attr.size), (0o644, mtime, 9000), "what the mount shows now");
+    fs.flush(fh).await.unwrap();
+    assert_eq!(fake.call_order(), vec![NFSPROC3_WRITE, NFSPROC3_SETATTR], "the data, then the attributes");
+    let on_server = fake.attr(e.ino);
+    assert_eq!((on_server.mode, on_server.mtime, on_server.size), (0o644, mtime, 9000));
+    fs.release(fh).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_SETATTR), 1);
+}
+
+/// A write after a deferred explicit mtime moves the time, as on a local
+/// file system: the earlier time is not applied after it. And only the
+/// file's creator's changes wait (another caller's go at once).
+#[tokio::test]
+async fn deferred_times_do_not_outlive_a_later_write_and_only_the_creator_s_changes_wait() {
+    let fake = Fake::new();
+    let fs = mount(&fake, config()).await;
+    let root = Cred { uid: 0, gid: 0, groups: vec![] };
+    let (e, fh) = fs.create(ROOT_INO, b"f", 0o600, libc::O_WRONLY | libc::O_EXCL, &root).await.unwrap();
+    let old = Nfstime3 { seconds: 1_000_000_000, nseconds: 0 };
+    fs.setattr(e.ino, Sattr3 { mtime: SetTime::SetToClientTime(old), ..Sattr3::default() }, &root)
+        .await
+        .unwrap();
+    fs.write(fh, 0, b"later").await.unwrap();
+    fs.flush(fh).await.unwrap();
+    assert_ne!(fake.attr(e.ino).mtime, old, "the write's time, not the earlier explicit one");
+    fake.reset_counts();
+    // Someone who did not create the file: their chmod goes to the server now.
+    let other = Cred { uid: 1000, gid: 1000, groups: vec![] };
+    fs.setattr(e.ino, Sattr3 { mode: Some(0o640), ..Sattr3::default() }, &other).await.unwrap();
+    assert_eq!(fake.calls(NFSPROC3_SETATTR), 1);
+    fs.release(fh).await.unwrap();
+}
+
+/// An open asks the server once: the ACCESS check brings the attributes
+/// close-to-open needs, so no GETATTR follows it; with the answer cached,
+/// a GETATTR alone. The kernel may keep its pages at the next open only if
+/// nothing but our own writes changed the file.
+#[tokio::test]
+async fn an_open_is_one_round_trip_and_the_kernel_keeps_pages_of_an_unchanged_file() {
+    let fake = Fake::new();
+    fake.add_file("f", &pattern(10_000, 5));
+    let fs = mount(&fake, config()).await;
+    let e = fs.lookup(ROOT_INO, b"f", &cred()).await.unwrap();
+    fake.reset_counts();
+    let o = fs.open_checked(e.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
+    assert_eq!(fake.call_order(), vec![NFSPROC3_ACCESS], "no GETATTR after the ACCESS");
+    assert!(!o.keep_cache, "the kernel had nothing cached");
+    assert_eq!(read_all(&fs, o.fh, 10_000).await, pattern(10_000, 5));
+    fs.release(o.fh).await.unwrap();
+    // Unchanged: the ACCESS answer is cached, one GETATTR revalidates,
+    // and the kernel may keep its pages.
+    fake.reset_counts();
+    let o = fs.open_checked(e.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
+    assert_eq!(fake.call_order(), vec![NFSPROC3_GETATTR]);
+    assert!(o.keep_cache);
+    fs.release(o.fh).await.unwrap();
+    // Changed by someone else: the kernel must drop its pages.
+    fake.poke(fake.lookup_id("f").unwrap(), 0, b"changed");
+    let o = fs.open_checked(e.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
+    assert!(!o.keep_cache, "a foreign change drops the kernel's pages");
+    assert_eq!(&read_all(&fs, o.fh, 10_000).await[..7], b"changed");
+    fs.release(o.fh).await.unwrap();
+}
+
+/// One file's slow COMMIT (a big file's close waiting for the server's
+/// disk) holds up nothing else: another file is created, written, closed
+/// and read back, and names are looked up, while it is still out.
+#[tokio::test]
+async fn a_slow_commit_holds_up_no_other_file() {
+    let fake = Fake::new();
+    fake.add_file("big", b"");
+    let fs = mount(&fake, config()).await;
+    let (_, big) = open_file(&fs, "big", libc::O_WRONLY).await;
+    fs.write(big, 0, &pattern(4 * 64 * 1024, 1)).await.unwrap();
+    let gate = fake.gate(NFSPROC3_COMMIT);
+    let closing = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.flush(big).await })
+    };
+    // Wait until the COMMIT is out (held at the server).
+    while fake.calls(NFSPROC3_COMMIT) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let root = Cred { uid: 0, gid: 0, groups: vec![] };
+    let other = async {
+        let (e, fh) = fs.create(ROOT_INO, b"small", 0o644, libc::O_RDWR | libc::O_EXCL, &root).await.unwrap();
+        fs.write(fh, 0, b"not held up").await.unwrap();
+        fs.flush(fh).await.unwrap();
+        assert_eq!(&fs.read(fh, 0, 100).await.unwrap()[..], b"not held up");
+        fs.release(fh).await.unwrap();
+        fs.lookup(ROOT_INO, b"big", &cred()).await.unwrap();
+        e.ino
+    };
+    tokio::time::timeout(Duration::from_secs(10), other).await.expect("the other file's work finished");
+    assert!(!closing.is_finished(), "the big file's close is still waiting for its COMMIT");
+    gate.add_permits(1);
+    fake.ungate(NFSPROC3_COMMIT);
+    closing.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn verifier_change_between_write_and_commit_resends_everything() {
     let fake = Fake::new();
@@ -249,7 +389,9 @@ async fn write_and_commit_errors_are_reported_once_per_handle() {
     // The other handle learns about it too, on its next write.
     assert_eq!(fs.write(fh2, 0, b"x").await.unwrap_err().errno(), libc::ENOSPC);
     fake.fail(NFSPROC3_COMMIT, Nfsstat3::Dquot, Some(1));
-    fs.write(fh, 0, b"y").await.unwrap();
+    // More than one WRITE's worth, so the fsync sends UNSTABLE + COMMIT (a
+    // single WRITE would go FILE_SYNC, with no COMMIT to fail).
+    fs.write(fh, 0, &[2u8; 128 * 1024]).await.unwrap();
     assert_eq!(fs.fsync(fh).await.unwrap_err().errno(), libc::EDQUOT);
     fs.release(fh).await.unwrap();
     assert_eq!(fs.release(fh2).await.unwrap_err().errno(), libc::EDQUOT);
@@ -521,6 +663,30 @@ async fn lookupcache_modes() {
             assert_eq!(fake.calls(NFSPROC3_LOOKUP), 3);
         }
     }
+}
+
+/// Names in a directory made here are all known: looking up a new name
+/// there (as an untar does before each create) asks nobody, until someone
+/// else changes the directory.
+#[tokio::test(start_paused = true)]
+async fn a_directory_made_here_answers_lookups_of_new_names_itself() {
+    let fake = Fake::new();
+    let fs = mount(&fake, config()).await;
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, &cred()).await.unwrap();
+    fake.reset_counts();
+    for i in 0..5 {
+        let name = format!("f{i}");
+        let e = fs.lookup(d.ino, name.as_bytes(), &cred()).await.unwrap_err();
+        assert_eq!(e.errno(), libc::ENOENT);
+        fs.create(d.ino, name.as_bytes(), 0o644, libc::O_EXCL, &cred()).await.unwrap();
+    }
+    assert_eq!(fake.calls(NFSPROC3_LOOKUP), 0, "every negative answer came from the cache");
+    assert!(fs.lookup(d.ino, b"f3", &cred()).await.is_ok());
+    // Another client creates a name: once the directory's attributes are
+    // checked again, the cache no longer claims to know every name.
+    fake.add_file_in("d", "theirs", b"x");
+    tokio::time::advance(Duration::from_secs(120)).await;
+    assert!(fs.lookup(d.ino, b"theirs", &cred()).await.is_ok(), "a foreign create is found");
 }
 
 #[tokio::test]

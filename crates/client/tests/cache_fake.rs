@@ -49,6 +49,8 @@ struct State {
     clock: u32,
     verf: u64,
     calls: HashMap<u32, u64>,
+    /// Every call's procedure, in the order calls arrived.
+    order: Vec<u32>,
     writes: Vec<WriteRec>,
     reads: Vec<(u64, u64, u32)>,
     /// Procedure → (status, remaining times; None = always).
@@ -183,6 +185,18 @@ impl Fake {
         id
     }
 
+    /// A file `name` in the root's subdirectory `dir`, made "by another
+    /// client" (nothing of ours is told).
+    pub fn add_file_in(&self, dir: &str, name: &str, data: &[u8]) -> u64 {
+        let dir_id = self.lookup_id(dir).expect("the directory exists");
+        let mut st = self.st.lock();
+        let id =
+            st.new_node(Ftype3::Reg, 0o644, Content::File { stable: data.to_vec(), volatile: data.to_vec() });
+        st.nodes.get_mut(&id).unwrap().attr.size = data.len() as u64;
+        st.add_entry(&fh_of(dir_id), name.as_bytes(), id).unwrap();
+        id
+    }
+
     /// The fileid the next created object gets.
     pub fn set_next_fileid(&self, id: u64) {
         self.st.lock().next_fileid = id;
@@ -241,6 +255,16 @@ impl Fake {
         self.st.lock().calls.get(&proc).copied().unwrap_or(0)
     }
 
+    /// The procedures called so far, in order.
+    pub fn call_order(&self) -> Vec<u32> {
+        self.st.lock().order.clone()
+    }
+
+    /// Attributes of `id` on the server.
+    pub fn attr(&self, id: u64) -> Fattr3 {
+        self.st.lock().nodes[&id].attr
+    }
+
     /// Every WRITE so far, in the order they reached the server.
     pub fn writes(&self) -> Vec<WriteRec> {
         self.st.lock().writes.clone()
@@ -254,6 +278,7 @@ impl Fake {
     pub fn reset_counts(&self) {
         let mut st = self.st.lock();
         st.calls.clear();
+        st.order.clear();
         st.writes.clear();
         st.reads.clear();
     }
@@ -311,6 +336,7 @@ impl Fake {
         let gate = {
             let mut st = self.st.lock();
             *st.calls.entry(proc).or_default() += 1;
+            st.order.push(proc);
             if let Some((status, times)) = st.failures.get_mut(&proc) {
                 let status = *status;
                 match times {
@@ -377,6 +403,8 @@ impl NfsOps for Fake {
             if let Some(m) = attrs.mode {
                 n.attr.mode = m;
             }
+            n.attr.uid = attrs.uid.unwrap_or(n.attr.uid);
+            n.attr.gid = attrs.gid.unwrap_or(n.attr.gid);
             if let Some(size) = attrs.size {
                 match &mut n.content {
                     Content::File { stable, volatile } => {
@@ -386,8 +414,20 @@ impl NfsOps for Fake {
                     _ => return Err(NfsError::Nfs(Nfsstat3::Isdir)),
                 }
             }
-            let (pre, post) = st.touch(id);
-            Ok(WccData { before: Some(pre), after: Some(post) })
+            let (pre, _) = st.touch(id);
+            let n = st.nodes.get_mut(&id).expect("just touched");
+            if attrs.size.is_none() {
+                // Only a size change moves mtime by itself.
+                n.attr.mtime = pre.mtime;
+            }
+            for (set, field) in [(attrs.atime, &mut n.attr.atime), (attrs.mtime, &mut n.attr.mtime)] {
+                match set {
+                    SetTime::SetToClientTime(t) => *field = t,
+                    SetTime::SetToServerTime => *field = n.attr.ctime,
+                    SetTime::DontChange => {}
+                }
+            }
+            Ok(WccData { before: Some(pre), after: Some(n.attr) })
         })
     }
 

@@ -243,10 +243,17 @@ async fn soft_mount_times_out_after_timeo_times_retrans_plus_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_fails_at_once_with_a_clear_message() {
-    // A port nothing listens on.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    // A port nothing listens on: bound (so no other process can take it
+    // meanwhile, as a released port can be on a busy machine) but never
+    // listening, so a connect is refused.
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = reserved.local_addr().unwrap();
     let start = Instant::now();
-    let e = within(NfsClient::connect(&format!("nfs://127.0.0.1:{}/export", addr.port()))).await.unwrap_err();
+    // MOUNT there too: otherwise the client falls back to the portmapper on
+    // port 111, which on a machine running rpcbind may name another server.
+    let url = format!("nfs://127.0.0.1:{p}/export?mountport={p}", p = addr.port());
+    let e = within(NfsClient::connect(&url)).await.unwrap_err();
     let msg = e.to_string();
     assert!(msg.contains(&format!("cannot connect to {addr}: connection refused")), "{msg}");
     assert!(start.elapsed() < Duration::from_secs(5), "hard mount must not retry a first connect for ever");

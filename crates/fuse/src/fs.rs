@@ -27,8 +27,8 @@ use eagernfs_client::{Cred, LocalLock, LockClient, LookupCache, NfsClient, NfsEr
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    Request, TimeOrNow, WriteFlags,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use tokio::runtime::Handle;
 
@@ -41,6 +41,9 @@ pub const MAX_WRITE_BYTES: u32 = 1 << 20;
 /// Read-ahead and write-back requests the kernel may have outstanding at
 /// once (its default is 12, too few to keep a network pipe busy).
 pub const MAX_BACKGROUND: u16 = 64;
+/// The kernel's `__FMODE_EXEC`, set in the open flags FUSE passes on for
+/// the open execve(2) makes of a program.
+const FMODE_EXEC: i32 = 0x20;
 /// `statfs` block unit: `df` multiplies block counts by it.
 const STATFS_FRAGMENT_BYTES: u32 = 4096;
 
@@ -73,6 +76,14 @@ struct Locks {
     nonce: [u8; 8],
     /// The process that took each owner's locks (what F_GETLK reports).
     pids: Arc<parking_lot::Mutex<std::collections::HashMap<u64, u32>>>,
+    /// Owners that took locks through each open file (FUSE handle).
+    /// Open-file-description locks (`F_OFD_SETLK`) belong to the open file
+    /// itself and must go at its last close, but FUSE tells us nothing
+    /// then (the kernel only drops locks it keeps itself): `release`
+    /// unlocks every owner listed for the handle. POSIX owners' locks are
+    /// already gone by then (every close drops them, in `flush`), so this
+    /// frees exactly the open file's own locks.
+    by_handle: Arc<parking_lot::Mutex<std::collections::HashMap<u64, std::collections::HashSet<u64>>>>,
 }
 
 impl Locks {
@@ -134,6 +145,27 @@ fn rand_nonce() -> [u8; 8] {
     h.finish().to_be_bytes()
 }
 
+/// Attributes for the "." and ".." entries of a READDIRPLUS reply: the
+/// kernel links neither, it only needs a type for `d_type`.
+fn dir_placeholder() -> eagernfs_proto::nfs3::Fattr3 {
+    use eagernfs_proto::nfs3::{Fattr3, Ftype3, Nfstime3, Specdata3};
+    Fattr3 {
+        ftype: Ftype3::Dir,
+        mode: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        used: 0,
+        rdev: Specdata3::default(),
+        fsid: 0,
+        fileid: 0,
+        atime: Nfstime3::default(),
+        mtime: Nfstime3::default(),
+        ctime: Nfstime3::default(),
+    }
+}
+
 fn errno(e: &FsError) -> Errno {
     let code = e.errno();
     // A server or transport failure is worth a line in the log; ENOENT
@@ -170,7 +202,12 @@ impl<C: NfsOps> NfsFuse<C> {
     /// local) to the server through `locks`; with `None` they fail with
     /// ENOLCK unless kept local.
     pub fn with_locks(mut self, locks: Option<LockClient>, local_lock: LocalLock) -> Self {
-        self.locks = locks.map(|client| Locks { client, nonce: rand_nonce(), pids: Default::default() });
+        self.locks = locks.map(|client| Locks {
+            client,
+            nonce: rand_nonce(),
+            pids: Default::default(),
+            by_handle: Default::default(),
+        });
         self.local_lock = local_lock;
         self
     }
@@ -217,7 +254,12 @@ impl<C: NfsOps> NfsFuse<C> {
         match r {
             Ok(e) => {
                 let entry_ttl = if names_uncached { Duration::ZERO } else { e.ttl };
-                reply.entry_with_ttls(&e.ttl, &entry_ttl, &file_attr(e.ino, &e.attr), Generation(0))
+                reply.entry_with_ttls(
+                    &e.ttl,
+                    &entry_ttl,
+                    &file_attr(e.ino, &e.attr),
+                    Generation(u64::from(e.generation)),
+                )
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -244,6 +286,11 @@ fn lock_errno(e: &NfsError) -> i32 {
         NfsError::Nfs(_) | NfsError::NoLocks => e.errno(),
         _ => libc::ENOLCK,
     }
+}
+
+/// Whether `lock_owner` holds locks on `ino` here (no call to the server).
+fn holds_locks<C: NfsOps>(fs: &CachedFs<C>, locks: &Locks, ino: u64, lock_owner: u64) -> bool {
+    fs.file_handle(ino).is_ok_and(|nfh| locks.client.holds(&nfh, &locks.owner(lock_owner)))
 }
 
 /// Release every lock `lock_owner` holds on `ino` (a close), if it holds any.
@@ -297,6 +344,15 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             InitFlags::FUSE_AUTO_INVAL_DATA,
             InitFlags::FUSE_MAX_PAGES,
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            // File handles (name_to_handle_at/open_by_handle_at, NFS
+            // re-export): the kernel asks LOOKUP "." of an inode number it
+            // forgot, and ".." to connect directories; `CachedFs::lookup`
+            // answers both from the handles it remembers.
+            InitFlags::FUSE_EXPORT_SUPPORT,
+            // Directory listings carry attributes and count as lookups
+            // (always, not the kernel's adaptive mode: our listings come
+            // with attributes from the server anyway).
+            InitFlags::FUSE_DO_READDIRPLUS,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -332,6 +388,11 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        // Answered from the cache on this reader thread when it can be
+        // (see `CachedFs::try_lookup`), as most lookups of an untar are.
+        if let Some(r) = self.fs.try_lookup(parent.0, name.as_bytes()) {
+            return Self::reply_entry(self.names_uncached, reply, r);
+        }
         let name = name_bytes(name);
         let uncached = self.names_uncached;
         self.spawn(req, move |fs, cred| async move {
@@ -345,6 +406,9 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        if let Some(e) = self.fs.try_getattr(ino.0) {
+            return reply.attr(&e.ttl, &file_attr(e.ino, &e.attr));
+        }
         self.spawn(req, move |fs, cred| async move {
             match fs.getattr(ino.0, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
@@ -372,6 +436,12 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         reply: ReplyAttr,
     ) {
         let attrs = sattr(mode, uid, gid, size, atime, mtime);
+        if let Some(r) = self.fs.try_setattr(ino.0, &attrs, &self.cred(req)) {
+            return match r {
+                Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         self.spawn(req, move |fs, cred| async move {
             match fs.setattr(ino.0, attrs, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
@@ -481,17 +551,27 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         if flags.0 & libc::O_TRUNC != 0 {
             mask |= libc::W_OK;
         }
+        if flags.0 & FMODE_EXEC != 0 {
+            // execve opens the program to read it, but what the caller
+            // needs is the right to execute it: an execute-only program
+            // (mode 0111) must run. Linux's NFS client asks exactly this
+            // (nfs_open_permission_mask); the server lets such a caller
+            // READ the file, as knfsd does.
+            mask = libc::X_OK;
+        }
         self.spawn(req, move |fs, cred| async move {
-            // CachedFs remembers the answer per caller while the file's
-            // attributes are trusted: most opens cost no ACCESS call.
-            if let Err(e) = fs.access(ino.0, mask, &cred).await {
-                return reply.error(errno(&e));
-            }
-            match fs.open(ino.0, flags.0, &cred).await {
-                // No FOPEN_KEEP_CACHE: the kernel drops its pages of the
-                // file at every open, and reads come to our cache, which
-                // open has just revalidated (close-to-open).
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            // CachedFs remembers ACCESS answers per caller while the file's
+            // attributes are trusted, and an ACCESS it sends brings the
+            // attributes close-to-open needs (see `open_checked`).
+            match fs.open_checked(ino.0, flags.0, mask, &cred).await {
+                // The kernel keeps its pages of the file only if nothing but
+                // its own writes changed the file since it cached them;
+                // otherwise they go at open, and reads come to our cache,
+                // which open has just revalidated (close-to-open).
+                Ok(o) => {
+                    let keep = if o.keep_cache { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+                    reply.opened(FileHandle(o.fh), keep)
+                }
                 Err(e) => reply.error(errno(&e)),
             }
         });
@@ -564,6 +644,13 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // release the closing process's fcntl locks on the file (POSIX:
         // any close drops them).
         let locks = self.locks.clone().filter(|_| self.local_lock.posix_remote());
+        let holds = locks.as_ref().is_some_and(|l| holds_locks(&self.fs, l, ino.0, lock_owner.0));
+        if !holds {
+            // Nothing to write back and no lock to drop: answered here.
+            if let Some(r) = self.fs.try_flush(fh.0) {
+                return Self::reply_empty(reply, r);
+            }
+        }
         self.spawn(req, move |fs, _cred| async move {
             let r = fs.flush(fh.0).await;
             if let Some(l) = locks {
@@ -583,12 +670,31 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        // The last close of an open file description drops its flock lock.
-        let locks = self.locks.clone().filter(|_| self.local_lock.flock_remote());
+        // The last close of an open file description drops its flock lock
+        // and its OFD locks (see `Locks::by_handle`).
+        let flock = self.locks.clone().filter(|_| self.local_lock.flock_remote());
+        let posix = self.locks.clone().filter(|_| self.local_lock.posix_remote());
         let ino = _ino;
+        let flock_held = match (&flock, lock_owner) {
+            (Some(l), Some(owner)) => holds_locks(&self.fs, l, ino.0, owner.0),
+            _ => false,
+        };
+        let ofd_held = posix.as_ref().is_some_and(|l| l.by_handle.lock().contains_key(&fh.0));
+        if !flock_held && !ofd_held {
+            // Nothing to write back and no lock to drop: done here.
+            if let Some(r) = self.fs.try_release(fh.0) {
+                return Self::reply_empty(reply, r);
+            }
+        }
         self.spawn(req, move |fs, _cred| async move {
-            if let (Some(l), Some(owner)) = (locks, lock_owner) {
+            if let (Some(l), Some(owner)) = (flock, lock_owner) {
                 release_owner(&fs, &l, ino.0, owner.0).await;
+            }
+            if let Some(l) = posix {
+                let owners = l.by_handle.lock().remove(&fh.0).unwrap_or_default();
+                for owner in owners {
+                    release_owner(&fs, &l, ino.0, owner).await;
+                }
             }
             Self::reply_empty(reply, fs.release(fh.0).await)
         });
@@ -638,7 +744,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
         end: u64,
@@ -661,6 +767,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             }
             // Before the call: the lock may be granted the moment it is asked.
             locks.pids.lock().insert(lock_owner.0, pid);
+            locks.by_handle.lock().entry(fh.0).or_default().insert(lock_owner.0);
             let exclusive = typ == libc::F_WRLCK;
             let mut wait = BLOCKED_POLL_MIN;
             loop {
@@ -719,6 +826,75 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                         None => entry_type(&fs, ino.0, &e.name, &cred).await,
                     };
                     if reply.add(INodeNo(e.ino), e.offset, kind, OsStr::from_bytes(&e.name)) {
+                        return reply.ok();
+                    }
+                    after = e.offset;
+                }
+            }
+        });
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        // As readdir, but each entry also carries its attributes and counts
+        // as a lookup, so `ls -l`, `find`, `rm -r` and the first open of each
+        // file after a listing cost the kernel no LOOKUP round trip to us
+        // (the server's READDIRPLUS already told us everything).
+        let uncached = self.names_uncached;
+        self.spawn(req, move |fs, cred| async move {
+            let mut after = offset;
+            loop {
+                let entries = match fs.readdir(fh.0, after).await {
+                    Ok(e) => e,
+                    Err(e) => return reply.error(errno(&e)),
+                };
+                if entries.is_empty() {
+                    return reply.ok();
+                }
+                for e in entries {
+                    let name = OsStr::from_bytes(&e.name);
+                    if &e.name[..] == b"." || &e.name[..] == b".." {
+                        // The kernel links neither (no reference is counted)
+                        // and takes only the type from the attributes.
+                        let attr = file_attr(e.ino, &dir_placeholder());
+                        if reply.add(INodeNo(e.ino), e.offset, name, &Duration::ZERO, &attr, Generation(0)) {
+                            return reply.ok();
+                        }
+                        after = e.offset;
+                        continue;
+                    }
+                    // A reference for the kernel: from the listing, or (an entry
+                    // that came without attributes) from a LOOKUP.
+                    let entry = match fs.listed_entry(e.ino) {
+                        Some(entry) => entry,
+                        None => match fs.lookup(ino.0, &e.name, &cred).await {
+                            Ok(entry) => entry,
+                            // Gone meanwhile: leave it out.
+                            Err(_) => {
+                                after = e.offset;
+                                continue;
+                            }
+                        },
+                    };
+                    let ttl = if uncached { Duration::ZERO } else { entry.ttl };
+                    let attr = file_attr(entry.ino, &entry.attr);
+                    let full = reply.add(
+                        INodeNo(entry.ino),
+                        e.offset,
+                        name,
+                        &ttl,
+                        &attr,
+                        Generation(u64::from(entry.generation)),
+                    );
+                    if full {
+                        // Not sent: the kernel holds no reference for it.
+                        fs.forget(entry.ino, 1);
                         return reply.ok();
                     }
                     after = e.offset;
@@ -790,7 +966,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                     reply.created(
                         &ttl,
                         &file_attr(e.ino, &e.attr),
-                        Generation(0),
+                        Generation(u64::from(e.generation)),
                         FileHandle(fh),
                         FopenFlags::empty(),
                     )

@@ -386,6 +386,7 @@ impl Mount {
             None => (Session::new(fsfs, &mountpoint, &config).map_err(fuse_err)?, None),
         };
         let _ = notifier.set(session.notifier());
+        set_read_ahead(&mountpoint, spec.fuse.read_ahead_kb);
         Ok(Mount { session, cache, runtime, mountpoint, _direct: direct })
     }
 
@@ -419,6 +420,18 @@ impl Mount {
         // Tasks still running answer requests nobody waits for any more.
         runtime.shutdown_timeout(std::time::Duration::from_secs(5));
         r
+    }
+}
+
+/// Set the kernel's read-ahead for the FUSE mount at `mountpoint` (its
+/// backing device's `read_ahead_kb`). After the INIT handshake, which caps
+/// it at what the kernel offered (128 KiB). Only root may; anyone else
+/// keeps the kernel's value, which is logged, not an error.
+fn set_read_ahead(mountpoint: &Path, kib: u32) {
+    let Some(device) = top_mount_device(mountpoint) else { return };
+    let knob = PathBuf::from(format!("/sys/class/bdi/{device}/read_ahead_kb"));
+    if let Err(e) = std::fs::write(&knob, kib.to_string()) {
+        tracing::info!("read-ahead stays the kernel's: cannot write {}: {e}", knob.display());
     }
 }
 

@@ -52,7 +52,20 @@ pub struct FuseOptions {
     /// `metrics=ADDR` (ours): the mount daemon serves Prometheus `/metrics`
     /// and `/api/stats` there (a bare port means 127.0.0.1:PORT).
     pub metrics: Option<String>,
+    /// `read_ahead_kb=N` (ours): the kernel's read-ahead for the mount, in
+    /// KiB (its `/sys/class/bdi/…/read_ahead_kb`, set when mounted as root).
+    /// FUSE starts every mount at 128 KiB, which keeps a sequential reader
+    /// of a fast server waiting on one 128 KiB request after another.
+    pub read_ahead_kb: u32,
 }
+
+/// The kernel read-ahead a mount gets unless `read_ahead_kb=` says: four
+/// 1 MiB READs ahead of a sequential reader (1 GiB `dd` after dropping the
+/// caches, on this project's test machine: 128 KiB 2.7–4.7 s, 1 MiB
+/// 2.1–2.8 s, 4 MiB 1.6–2.3 s).
+pub const READ_AHEAD_KB_DEFAULT: u32 = 4096;
+/// Largest `read_ahead_kb=`.
+pub const READ_AHEAD_KB_MAX: u32 = 1 << 20;
 
 /// Request reader threads when `threads=` is not given.
 pub const READER_THREADS_DEFAULT: usize = 2;
@@ -66,6 +79,7 @@ impl FuseOptions {
         FuseOptions {
             reader_threads: READER_THREADS_DEFAULT,
             default_permissions: true,
+            read_ahead_kb: READ_AHEAD_KB_DEFAULT,
             ..FuseOptions::default()
         }
     }
@@ -93,6 +107,14 @@ impl FuseOptions {
             "fsname" => self.fsname = Some(need(name, value)?.to_string()),
             "subtype" => self.subtype = Some(need(name, value)?.to_string()),
             "metrics" => self.metrics = Some(need(name, value)?.to_string()),
+            "read_ahead_kb" => {
+                let v = need(name, value)?;
+                let n: u32 = v.parse().map_err(|_| bad(name, v, "not a number"))?;
+                if n > READ_AHEAD_KB_MAX {
+                    return Err(bad(name, v, &format!("must be at most {READ_AHEAD_KB_MAX}")));
+                }
+                self.read_ahead_kb = n;
+            }
             "threads" => {
                 let v = need(name, value)?;
                 let n: usize = v.parse().map_err(|_| bad(name, v, "not a number"))?;
@@ -179,6 +201,23 @@ mod tests {
         assert!(matches!(
             apply_mount_options("timeo=x", &mut nfs, &mut fuse),
             Err(OptionError::BadValue { .. })
+        ));
+    }
+
+    #[test]
+    fn read_ahead_is_ours_and_bounded() {
+        let mut nfs = MountOptions::default();
+        let mut fuse = FuseOptions::new();
+        assert_eq!(fuse.read_ahead_kb, READ_AHEAD_KB_DEFAULT);
+        apply_mount_options("read_ahead_kb=512", &mut nfs, &mut fuse).unwrap();
+        assert_eq!(fuse.read_ahead_kb, 512);
+        assert!(matches!(
+            apply_mount_options("read_ahead_kb=99999999", &mut nfs, &mut fuse),
+            Err(OptionError::BadValue { .. })
+        ));
+        assert!(matches!(
+            apply_mount_options("read_ahead_kb", &mut nfs, &mut fuse),
+            Err(OptionError::MissingValue(_))
         ));
     }
 

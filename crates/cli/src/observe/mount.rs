@@ -58,6 +58,8 @@ pub(crate) struct MountObserver {
     pub(crate) cache: CachedFs<NfsClient>,
     pub(crate) source: String,
     pub(crate) mountpoint: String,
+    /// Where the cache's own tasks run (a remount waits for write-back).
+    pub(crate) runtime: tokio::runtime::Handle,
 }
 
 fn proc_name(prog: u32, proc_: u32) -> String {
@@ -126,9 +128,27 @@ impl control::Responder for MountObserver {
     fn respond(&self, command: &str) -> serde_json::Value {
         match command {
             "stats" => serde_json::to_value(self.snapshot()).unwrap_or_default(),
-            other => {
-                serde_json::json!({ "ok": false, "error": format!("unknown command {other:?} (stats)") })
+            // `mount -o remount,ro|rw`: the kernel refuses writes to a read-only
+            // mount itself, but a mount made `ro` refuses them here too, and
+            // must stop when it is remounted writable.
+            "remount-ro" | "remount-rw" => {
+                let ro = command == "remount-ro";
+                let cache = self.cache.clone();
+                if !ro {
+                    cache.client().set_read_only(false);
+                }
+                match self.runtime.block_on(cache.set_read_only(ro)) {
+                    Ok(()) => {
+                        cache.client().set_read_only(ro);
+                        serde_json::json!({ "ok": true, "read_only": ro })
+                    }
+                    Err(e) => serde_json::json!({ "ok": false, "error": e.to_string() }),
+                }
             }
+            other => serde_json::json!({
+                "ok": false,
+                "error": format!("unknown command {other:?} (stats, remount-ro, remount-rw)")
+            }),
         }
     }
 }

@@ -654,6 +654,12 @@ pub(crate) fn nfsop_binary() -> &'static Path {
     })
 }
 
+/// Path of the compiled fsx checker (tests/clients/fsx.c), built once per test process.
+pub(crate) fn fsx_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| compile_c_client("fsx", &[]))
+}
+
 /// Who runs a [`posixop`]: root, or a uid with a primary gid and supplementary groups.
 #[derive(Clone, Debug)]
 pub(crate) struct As {

@@ -82,7 +82,8 @@ pub struct CacheConfig {
     /// Bound on the disk cache's size; least recently used chunks are
     /// culled beyond it.
     pub disk_cache_bytes_max: u64,
-    /// `ro`: refuse every modification locally with EROFS.
+    /// `ro`: refuse every modification locally with EROFS (at mount; a
+    /// remount changes it with `CachedFs::set_read_only`).
     pub read_only: bool,
     /// Bytes of directory entries asked for per READDIR(PLUS).
     pub readdir_bytes: u32,

@@ -111,10 +111,11 @@ impl<C: NfsOps> Shared<C> {
         if self.readdirplus.load(Ordering::Relaxed) {
             // dircount bounds the names, maxcount the whole reply with
             // attributes and handles.
+            let gen = self.clock.tick();
             match self.client.readdirplus(&h.cred, &dir.fh, cookie, verf, count / 4, count).await {
                 Ok(r) => {
                     if let Some(a) = r.dir_attributes {
-                        self.fresh_attrs(&dir, a, false);
+                        self.fresh_attrs(&dir, a, gen, false);
                     }
                     h.verf = r.cookieverf;
                     let mut page = Vec::with_capacity(r.reply.entries.len());
@@ -123,7 +124,7 @@ impl<C: NfsOps> Shared<C> {
                         let dot = is_dot(&name);
                         let (ino, attr) = match (&e.name_handle, &e.name_attributes) {
                             (Some(fh), Some(a)) if !dot => {
-                                let child = self.intern(fh, a);
+                                let child = self.intern(fh, a, gen);
                                 if self.cfg.lookupcache != LookupCache::None {
                                     self.remember_name(&dir, name.clone(), Dentry::Positive(fh.clone()));
                                 }
@@ -151,9 +152,10 @@ impl<C: NfsOps> Shared<C> {
                 Err(e) => return Err(e.into()),
             }
         }
+        let gen = self.clock.tick();
         let r = self.client.readdir(&h.cred, &dir.fh, cookie, verf, count).await?;
         if let Some(a) = r.dir_attributes {
-            self.fresh_attrs(&dir, a, false);
+            self.fresh_attrs(&dir, a, gen, false);
         }
         h.verf = r.cookieverf;
         h.page = r

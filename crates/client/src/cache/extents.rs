@@ -55,7 +55,6 @@ impl Extents {
     }
 
     /// Total dirty bytes.
-    #[cfg(test)]
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }

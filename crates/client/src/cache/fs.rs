@@ -16,7 +16,7 @@ use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dir::DirHandle;
 use super::disk::{file_key, DiskCache};
-use super::inode::{Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO};
+use super::inode::{AttrClock, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 use crate::options::{LookupCache, MountOptions};
@@ -33,6 +33,20 @@ pub struct Entry {
     /// How long the kernel may cache these attributes (and, for a lookup,
     /// the name): what is left of our own attribute-cache period.
     pub ttl: Duration,
+    /// The generation a FUSE file handle for this inode carries (derived
+    /// from the NFS file handle; never 0).
+    pub generation: u32,
+}
+
+/// An open file, as the kernel is told about it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Opened {
+    /// The handle id for read/write/flush/release.
+    pub fh: u64,
+    /// Nothing but our own kernel changed the file since the kernel last
+    /// opened it: it may keep the pages it cached then (FUSE's
+    /// `FOPEN_KEEP_CACHE`).
+    pub keep_cache: bool,
 }
 
 /// Filesystem statistics (FSSTAT), as `statfs` needs them.
@@ -124,8 +138,15 @@ pub(crate) struct OpenFile {
     /// is REMOVEd at its last close). Weak: a handle must not keep the
     /// cache alive.
     pub(crate) owner: Weak<dyn LastClose>,
-    /// Writes through this handle are synchronous (`O_SYNC`/`O_DSYNC`, or a `sync` mount).
+    /// Writes through this handle are synchronous (`O_SYNC`/`O_DSYNC`,
+    /// `O_DIRECT`, or a `sync` mount).
     pub(crate) sync: bool,
+    /// Opened for writing (counted in the file's `write_opens`).
+    pub(crate) writable: bool,
+    /// Opened `O_DIRECT`: reads go to the server, not through the data
+    /// cache, and writes are on the server when they return (Linux's NFS
+    /// client sends them at once and commits them before returning).
+    pub(crate) direct: bool,
 }
 
 /// What an [`OpenFile`] needs from the cache when it goes away; a trait
@@ -146,6 +167,9 @@ impl Drop for OpenFile {
             let mut st = self.inode.state.lock();
             if self.sync {
                 st.file.sync_opens -= 1;
+            }
+            if self.writable {
+                st.file.write_opens -= 1;
             }
             if st.open_count == 0 {
                 st.silly.take()
@@ -192,6 +216,11 @@ pub(crate) struct Shared<C> {
     /// hidden names, read-ahead fetches and their disk-cache stores), so
     /// unmount (and a test) can wait for them.
     pub(crate) background: BackgroundTasks,
+    /// Orders attribute replies by when their calls were sent.
+    pub(crate) clock: Arc<AttrClock>,
+    /// Refuse every change with EROFS: `ro` at mount, then whatever a
+    /// remount last said.
+    pub(crate) read_only: AtomicBool,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -316,6 +345,8 @@ impl<C: NfsOps> CachedFs<C> {
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),
+            clock: Arc::new(AttrClock::default()),
+            read_only: AtomicBool::new(cfg.read_only),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -333,6 +364,22 @@ impl<C: NfsOps> CachedFs<C> {
     /// The settings in use.
     pub fn config(&self) -> &CacheConfig {
         &self.shared.cfg
+    }
+
+    /// Make the mount read-only or writable again (a remount). Going
+    /// read-only first writes back and commits everything dirty, so
+    /// nothing is left that could no longer be sent.
+    pub async fn set_read_only(&self, read_only: bool) -> FsResult<()> {
+        if read_only {
+            self.sync_all().await?;
+        }
+        self.shared.read_only.store(read_only, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether the mount refuses changes now.
+    pub fn read_only(&self) -> bool {
+        self.shared.read_only.load(Ordering::Relaxed)
     }
 
     /// The underlying client.
@@ -382,6 +429,11 @@ impl<C: NfsOps> CachedFs<C> {
     /// reference to the result (undo with [`CachedFs::forget`]).
     pub async fn lookup(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
+        match name {
+            b"." => return self.lookup_self(parent, cred).await,
+            b".." => return self.lookup_parent(parent, cred).await,
+            _ => {}
+        }
         let dir = s.inode(parent)?;
         check_name(name)?;
         if !dir.is_dir() {
@@ -413,20 +465,33 @@ impl<C: NfsOps> CachedFs<C> {
                     s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
                     return Err(NfsError::Nfs(Nfsstat3::Noent).into());
                 }
+                None if s.cfg.lookupcache == LookupCache::All => {
+                    // Every name of a directory we know whole is cached: this
+                    // one does not exist (its attributes were just revalidated).
+                    let st = dir.state.lock();
+                    if st.complete && st.attr_valid(Instant::now()) {
+                        s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                        return Err(NfsError::Nfs(Nfsstat3::Noent).into());
+                    }
+                }
                 _ => {}
             }
         }
         s.counters.lookup_misses.fetch_add(1, Ordering::Relaxed);
+        let gen = s.clock.tick();
         match s.client.lookup(cred, &dir.fh, name).await {
             Ok(r) => {
                 if let Some(da) = r.dir_attributes {
-                    s.fresh_attrs(&dir, da, false);
+                    s.fresh_attrs(&dir, da, gen, false);
                 }
-                let attr = match r.obj_attributes {
-                    Some(a) => a,
-                    None => s.client.getattr(cred, &r.object).await?,
+                let (attr, gen) = match r.obj_attributes {
+                    Some(a) => (a, gen),
+                    None => {
+                        let gen = s.clock.tick();
+                        (s.client.getattr(cred, &r.object).await?, gen)
+                    }
                 };
-                let child = s.intern(&r.object, &attr);
+                let child = s.intern(&r.object, &attr, gen);
                 if s.cfg.lookupcache != LookupCache::None {
                     s.remember_name(&dir, key, Dentry::Positive(r.object.clone()));
                 }
@@ -446,6 +511,128 @@ impl<C: NfsOps> CachedFs<C> {
         }
     }
 
+    // ----- answers from the cache alone ----------------------------------
+    //
+    // For callers on a thread of their own (the FUSE request readers): a
+    // request the cache can answer without the server is answered there,
+    // with no hop to the async runtime (two context switches per request,
+    // most of an untar's client time). `None`: use the async method.
+
+    /// [`CachedFs::lookup`] if the cache knows the answer: a cached name
+    /// whose object's attributes are trusted, or a name known not to exist,
+    /// in a directory whose attributes are trusted.
+    pub fn try_lookup(&self, parent: u64, name: &[u8]) -> Option<FsResult<Entry>> {
+        let s = &self.shared;
+        if matches!(name, b"." | b"..") || s.cfg.lookupcache == LookupCache::None || check_name(name).is_err()
+        {
+            return None;
+        }
+        let dir = s.inodes.get(parent)?;
+        let now = Instant::now();
+        let st = dir.state.lock();
+        if !dir.is_dir() || !st.attr_valid(now) {
+            return None;
+        }
+        match st.names.get(name) {
+            Some(Dentry::Positive(fh)) => {
+                let child = s.inodes.by_fh(fh)?;
+                drop(st);
+                if !child.state.lock().attr_valid(now) {
+                    return None;
+                }
+                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                Some(Ok(s.reference(&child)))
+            }
+            Some(Dentry::Negative { until }) if s.cfg.lookupcache == LookupCache::All && now < *until => {
+                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                Some(Err(NfsError::Nfs(Nfsstat3::Noent).into()))
+            }
+            None if s.cfg.lookupcache == LookupCache::All && st.complete => {
+                s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
+                Some(Err(NfsError::Nfs(Nfsstat3::Noent).into()))
+            }
+            _ => None,
+        }
+    }
+
+    /// [`CachedFs::getattr`] while the attributes are trusted.
+    pub fn try_getattr(&self, ino: u64) -> Option<Entry> {
+        let s = &self.shared;
+        let inode = s.inodes.get(ino)?;
+        if !inode.state.lock().attr_valid(Instant::now()) {
+            return None;
+        }
+        s.counters.attr_hits.fetch_add(1, Ordering::Relaxed);
+        Some(s.entry_for(&inode))
+    }
+
+    /// [`CachedFs::setattr`] when it changes nothing the server must see
+    /// now: an empty change with trusted attributes, or a change that waits
+    /// for the file's close (see `defer_setattr`).
+    pub fn try_setattr(&self, ino: u64, attrs: &Sattr3, cred: &Cred) -> Option<FsResult<Entry>> {
+        let s = &self.shared;
+        let inode = s.inodes.get(ino)?;
+        if *attrs == Sattr3::default() {
+            return self.try_getattr(ino).map(Ok);
+        }
+        if let Err(e) = s.check_writable() {
+            return Some(Err(e));
+        }
+        s.defer_setattr(&inode, attrs, cred).map(Ok)
+    }
+
+    /// `ino` itself (LOOKUP of "."), even if the kernel forgot it: what the
+    /// kernel asks to open a FUSE file handle (`open_by_handle_at`, an NFS
+    /// re-export) whose inode it no longer has. Counts as a reference.
+    async fn lookup_self(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        let inode = self.known_or_forgotten(ino, cred).await?;
+        s.revalidate(&inode, cred).await?;
+        Ok(s.reference(&inode))
+    }
+
+    /// The parent of directory `ino` (LOOKUP of ".."): what the kernel asks
+    /// to connect a directory opened by file handle to the tree.
+    async fn lookup_parent(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
+        let s = &self.shared;
+        let dir = self.known_or_forgotten(ino, cred).await?;
+        if !dir.is_dir() {
+            return Err(NfsError::Nfs(Nfsstat3::Notdir).into());
+        }
+        if ino == ROOT_INO {
+            // The mount's root has no parent inside the mount.
+            s.revalidate(&dir, cred).await?;
+            return Ok(s.reference(&dir));
+        }
+        let gen = s.clock.tick();
+        let r = s.client.lookup(cred, &dir.fh, b"..").await?;
+        let attr = match r.obj_attributes {
+            Some(a) => a,
+            None => s.client.getattr(cred, &r.object).await?,
+        };
+        let parent = s.intern(&r.object, &attr, gen);
+        Ok(s.reference(&parent))
+    }
+
+    /// The inode numbered `ino`, brought back under that number from its
+    /// remembered file handle if the kernel had forgotten it.
+    async fn known_or_forgotten(&self, ino: u64, cred: &Cred) -> FsResult<Arc<Inode>> {
+        let s = &self.shared;
+        if let Some(inode) = s.inodes.get(ino) {
+            return Ok(inode);
+        }
+        let fh = s.inodes.forgotten(ino).ok_or(FsError::UnknownInode(ino))?;
+        let gen = s.clock.tick();
+        let attr = s.client.getattr(cred, &fh).await?;
+        let (inode, new) = s.inodes.intern(&fh, &attr, |n| s.make_inode(n, &fh, &attr), false, Some(ino));
+        if new {
+            inode.state.lock().attr_gen = gen;
+        } else {
+            s.fresh_attrs(&inode, attr, gen, false);
+        }
+        Ok(inode)
+    }
+
     /// The kernel dropped `nlookup` references to `ino`. The inode is
     /// forgotten once nothing references it and it holds no unwritten data.
     pub fn forget(&self, ino: u64, nlookup: u64) {
@@ -457,19 +644,20 @@ impl<C: NfsOps> CachedFs<C> {
         let unused = {
             let mut st = inode.state.lock();
             st.nlookup = st.nlookup.saturating_sub(nlookup);
-            st.nlookup == 0 && st.open_count == 0 && st.file.clean()
+            st.nlookup == 0 && st.open_count == 0 && st.file.settled()
         };
         if unused {
             s.inodes.remove(ino);
         }
     }
 
-    /// Count one more kernel reference to `ino` (for each entry FUSE
-    /// returns from READDIRPLUS, which the kernel treats as a lookup).
-    pub fn note_lookup(&self, ino: u64) {
-        if let Some(i) = self.shared.inodes.get(ino) {
-            i.state.lock().nlookup += 1;
-        }
+    /// The attributes of `ino` for a directory listing that gives the
+    /// kernel the entry as if looked up (FUSE's READDIRPLUS): counts one
+    /// kernel reference, as [`CachedFs::lookup`] does. `None` if the inode
+    /// is not known here (a READDIR entry without attributes).
+    pub fn listed_entry(&self, ino: u64) -> Option<Entry> {
+        let inode = self.shared.inodes.get(ino)?;
+        Some(self.shared.reference(&inode))
     }
 
     /// Attributes of `ino`, from the cache while they are trusted.
@@ -495,17 +683,20 @@ impl<C: NfsOps> CachedFs<C> {
             return Ok(s.entry_for(&inode));
         }
         s.check_writable()?;
+        if let Some(e) = s.defer_setattr(&inode, &attrs, cred) {
+            return Ok(e);
+        }
         let touches_data = attrs.size.is_some() || attrs.mtime != SetTime::DontChange;
         if touches_data && inode.ftype == Ftype3::Reg {
             s.sync_inode(&inode).await?;
         }
-        inode.state.lock().begin_change();
+        let gen = inode.state.lock().begin_change();
         let r = s.client.setattr(cred, &inode.fh, attrs, None).await;
         let now = Instant::now();
         let (min, _) = s.cfg.ac_bounds(inode.is_dir());
         {
             let mut st = inode.state.lock();
-            st.end_change(r.as_ref().ok(), now, min);
+            st.end_change(r.as_ref().ok(), gen, now, min);
             // A chmod or chown changes who may do what; even a failed
             // SETATTR may have changed something before failing.
             st.access.clear();
@@ -532,8 +723,9 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let wcc = r?;
         if wcc.after.is_none() {
+            let gen = s.clock.tick();
             let a = s.client.getattr(cred, &inode.fh).await?;
-            s.fresh_attrs(&inode, a, false);
+            s.fresh_attrs(&inode, a, gen, false);
         }
         Ok(s.entry_for(&inode))
     }
@@ -541,10 +733,17 @@ impl<C: NfsOps> CachedFs<C> {
     /// Check permission: `mask` is an access(2) mask (R_OK | W_OK | X_OK,
     /// or F_OK). Returns EACCES if the server denies any of it.
     pub async fn access(&self, ino: u64, mask: i32, cred: &Cred) -> FsResult<()> {
+        self.access_asking(ino, mask, cred).await.map(drop)
+    }
+
+    /// [`CachedFs::access`]; `true` if it asked the server and fresh
+    /// attributes came back with the answer (a close-to-open revalidation).
+    async fn access_asking(&self, ino: u64, mask: i32, cred: &Cred) -> FsResult<bool> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
         if mask == libc::F_OK {
-            return s.revalidate(&inode, cred).await;
+            s.revalidate(&inode, cred).await?;
+            return Ok(false);
         }
         let mut want = 0;
         if mask & libc::R_OK != 0 {
@@ -556,7 +755,7 @@ impl<C: NfsOps> CachedFs<C> {
             ACCESS3_MODIFY | ACCESS3_EXTEND
         };
         if mask & libc::W_OK != 0 {
-            if s.cfg.read_only {
+            if s.read_only.load(Ordering::Relaxed) {
                 return Err(FsError::ReadOnly);
             }
             want |= write_bits;
@@ -566,22 +765,24 @@ impl<C: NfsOps> CachedFs<C> {
             want |= exec_bit;
         }
         let cached = inode.state.lock().cached_access(cred, want, Instant::now());
-        let granted = match cached {
-            Some(granted) => granted,
+        let (granted, revalidated) = match cached {
+            Some(granted) => (granted, false),
             None => {
                 // Ask about everything access(2) can ask, as Linux does, so
                 // the one answer serves this caller's later masks too.
                 let asked = ACCESS3_READ | write_bits | exec_bit;
+                let gen = s.clock.tick();
                 let r = s.client.access(cred, &inode.fh, asked).await?;
+                let revalidated = r.obj_attributes.is_some();
                 if let Some(a) = r.obj_attributes {
-                    s.fresh_attrs(&inode, a, false);
+                    s.fresh_attrs(&inode, a, gen, true);
                 }
                 inode.state.lock().remember_access(cred, asked, r.access);
-                r.access
+                (r.access, revalidated)
             }
         };
         if granted & want == want {
-            Ok(())
+            Ok(revalidated)
         } else {
             Err(NfsError::Nfs(Nfsstat3::Acces).into())
         }
@@ -593,22 +794,55 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn open(&self, ino: u64, flags: i32, cred: &Cred) -> FsResult<u64> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
+        if !inode.is_dir() {
+            if s.cfg.cto {
+                let gen = s.clock.tick();
+                let a = s.client.getattr(cred, &inode.fh).await?;
+                s.fresh_attrs(&inode, a, gen, true);
+            } else {
+                s.revalidate(&inode, cred).await?;
+            }
+        }
+        self.open_revalidated(&inode, flags, cred).await
+    }
+
+    /// The rest of an open once the attributes are fresh.
+    async fn open_revalidated(&self, inode: &Arc<Inode>, flags: i32, cred: &Cred) -> FsResult<u64> {
+        let s = &self.shared;
         if inode.is_dir() {
             return Err(NfsError::Nfs(Nfsstat3::Isdir).into());
         }
         if wants_write(flags) {
             s.check_writable()?;
         }
-        if s.cfg.cto {
-            let a = s.client.getattr(cred, &inode.fh).await?;
-            s.fresh_attrs(&inode, a, true);
-        } else {
-            s.revalidate(&inode, cred).await?;
-        }
         if flags & libc::O_TRUNC != 0 && wants_write(flags) {
-            self.setattr(ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
+            self.setattr(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
         }
-        Ok(s.open_handle(&inode, cred, flags))
+        Ok(s.open_handle(inode, cred, flags))
+    }
+
+    /// Open a file for a caller who needs `mask` (an access(2) mask) on it,
+    /// the way a kernel client does at open: the server decides (ACCESS,
+    /// its answer cached per caller while the attributes are trusted) and
+    /// close-to-open revalidates. An ACCESS sent here brings the file's
+    /// attributes with it, and they are the revalidation: one round trip,
+    /// not two; only a cached answer needs a GETATTR.
+    pub async fn open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> FsResult<Opened> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        let revalidated = self.access_asking(ino, mask, cred).await?;
+        let fh = if revalidated && s.cfg.cto {
+            self.open_revalidated(&inode, flags, cred).await?
+        } else {
+            self.open(ino, flags, cred).await?
+        };
+        let keep_cache = {
+            let mut st = inode.state.lock();
+            let keep = st.kernel_epoch == Some(st.data_epoch);
+            st.kernel_epoch = Some(st.data_epoch);
+            keep
+        };
+        Ok(Opened { fh, keep_cache })
     }
 
     /// Create and open a regular file (`O_EXCL` in `flags`: fail if it
@@ -630,11 +864,17 @@ impl<C: NfsOps> CachedFs<C> {
         } else {
             Createhow3::Unchecked(sattr_mode(mode))
         };
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.create(cred, &dir.fh, name, how).await;
-        let r =
-            s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await?;
+        let r = s
+            .finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred)
+            .await?;
         let inode = s.inode(r.ino)?;
+        if r.attr.uid == cred.uid {
+            // The server made the caller the owner: their own later changes
+            // to mode, owner and times it will accept (`defer_setattr`).
+            inode.state.lock().file.creator = Some(cred.clone());
+        }
         if flags & libc::O_TRUNC != 0 && r.attr.size != 0 {
             self.setattr(r.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
         }
@@ -648,9 +888,19 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.mkdir(cred, &dir.fh, name, sattr_mode(mode)).await;
-        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        let e = s
+            .finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred)
+            .await?;
+        if let Some(new) = s.inodes.get(e.ino) {
+            // Just made, so empty: every name it will have, we will make.
+            let mut st = new.state.lock();
+            if st.names.is_empty() {
+                st.complete = true;
+            }
+        }
+        Ok(e)
     }
 
     /// Make a special file. `mode` carries the file type bits (S_IFIFO,
@@ -688,9 +938,9 @@ impl<C: NfsOps> CachedFs<C> {
         };
         let dir = s.inode(parent)?;
         check_name(name)?;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.mknod(cred, &dir.fh, name, what).await;
-        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
     }
 
     /// Make a symbolic link `name` → `target`.
@@ -702,18 +952,19 @@ impl<C: NfsOps> CachedFs<C> {
         if target.len() > NFS3_PATH_MAX {
             return Err(NfsError::Nfs(Nfsstat3::Nametoolong).into());
         }
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = s.client.symlink(cred, &dir.fh, name, target, Sattr3::default()).await;
-        s.finish_dir_change(&dir, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
+        s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
     }
 
     /// The target of a symbolic link.
     pub async fn readlink(&self, ino: u64, cred: &Cred) -> FsResult<Bytes> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
+        let gen = s.clock.tick();
         let r = s.client.readlink(cred, &inode.fh).await?;
         if let Some(a) = r.symlink_attributes {
-            s.fresh_attrs(&inode, a, false);
+            s.fresh_attrs(&inode, a, gen, false);
         }
         Ok(r.data.0)
     }
@@ -725,8 +976,8 @@ impl<C: NfsOps> CachedFs<C> {
         let inode = s.inode(ino)?;
         let dir = s.inode(newparent)?;
         check_name(newname)?;
-        dir.state.lock().begin_change();
-        inode.state.lock().begin_change();
+        let dir_gen = dir.state.lock().begin_change();
+        let gen = inode.state.lock().begin_change();
         let r = s.client.link(cred, &inode.fh, &dir.fh, newname).await;
         let now = Instant::now();
         {
@@ -734,10 +985,10 @@ impl<C: NfsOps> CachedFs<C> {
             // attributes are its new state, with no pre-op to chain.
             let mut st = inode.state.lock();
             let w = r.as_ref().ok().map(|r| WccData { before: None, after: r.file_attributes });
-            st.end_change(w.as_ref(), now, s.cfg.ac_bounds(false).0);
+            st.end_change(w.as_ref(), gen, now, s.cfg.ac_bounds(false).0);
         }
         let r = r.map(|r| (Some(inode.fh.clone()), r.file_attributes, r.linkdir_wcc));
-        s.finish_dir_change(&dir, r, newname, cred).await
+        s.finish_dir_change(&dir, dir_gen, r, newname, cred).await
     }
 
     /// Remove a file. A file still open here is not removed but renamed
@@ -775,7 +1026,7 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = if is_dir {
             s.client.rmdir(cred, &dir.fh, name).await
         } else {
@@ -785,7 +1036,10 @@ impl<C: NfsOps> CachedFs<C> {
         let now = Instant::now();
         let mut st = dir.state.lock();
         let old = st.names.remove(&key);
-        st.end_change(r.as_ref().ok(), now, s.cfg.ac_bounds(true).0);
+        st.end_change(r.as_ref().ok(), gen, now, s.cfg.ac_bounds(true).0);
+        if r.is_err() {
+            st.complete = false;
+        }
         drop(st);
         // The removed object's link count and ctime changed (even a failed
         // call may have removed it: a retransmission answered NOENT).
@@ -832,17 +1086,18 @@ impl<C: NfsOps> CachedFs<C> {
                 s.silly_rename(&to, newname, &target, cred).await?;
             }
         }
-        from.state.lock().begin_change();
-        if newparent != parent {
-            to.state.lock().begin_change();
-        }
+        let from_gen = from.state.lock().begin_change();
+        let to_gen = if newparent != parent { to.state.lock().begin_change() } else { from_gen };
         let r = s.client.rename(cred, &from.fh, name, &to.fh, newname).await;
         let now = Instant::now();
         let min = s.cfg.ac_bounds(true).0;
         let moved = {
             let mut st = from.state.lock();
             let moved = st.names.remove(name);
-            st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), now, min);
+            st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), from_gen, now, min);
+            if r.is_err() {
+                st.complete = false;
+            }
             moved
         };
         // The moved object's ctime changed, and the replaced one lost a
@@ -858,14 +1113,20 @@ impl<C: NfsOps> CachedFs<C> {
             // Whatever had the new name is gone; the moved object has it.
             st.names.remove(newname);
             if newparent != parent {
-                st.end_change(r.as_ref().ok().map(|r| &r.todir_wcc), now, min);
+                st.end_change(r.as_ref().ok().map(|r| &r.todir_wcc), to_gen, now, min);
             }
+            let mut kept = false;
             if r.is_ok() && s.cfg.lookupcache != LookupCache::None {
                 if let Some(d @ Dentry::Positive(_)) = moved {
                     if st.names.len() < DIR_ENTRIES_MAX {
                         st.names.insert(Bytes::copy_from_slice(newname), d);
+                        kept = true;
                     }
                 }
+            }
+            if !kept {
+                // The new name exists (or may), and is not in `names`.
+                st.complete = false;
             }
         }
         r?;
@@ -927,7 +1188,7 @@ impl<C: NfsOps> Shared<C> {
     }
 
     pub(crate) fn check_writable(&self) -> FsResult<()> {
-        if self.cfg.read_only {
+        if self.read_only.load(Ordering::Relaxed) {
             Err(FsError::ReadOnly)
         } else {
             Ok(())
@@ -937,12 +1198,17 @@ impl<C: NfsOps> Shared<C> {
     fn open_handle(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred, flags: i32) -> u64 {
         let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
         // O_SYNC includes O_DSYNC's bit; either asks for synchronous writes.
-        let sync = self.cfg.sync || flags & libc::O_DSYNC != 0;
+        let direct = flags & libc::O_DIRECT != 0;
+        let sync = self.cfg.sync || direct || flags & libc::O_DSYNC != 0;
+        let writable = wants_write(flags);
         let seen = {
             let mut st = inode.state.lock();
             st.open_count += 1;
             if sync {
                 st.file.sync_opens += 1;
+            }
+            if writable {
+                st.file.write_opens += 1;
             }
             st.file.err_seq
         };
@@ -954,6 +1220,8 @@ impl<C: NfsOps> Shared<C> {
             fsync_err_seen: AtomicU64::new(seen),
             owner,
             sync,
+            writable,
+            direct,
         };
         self.handles.lock().insert(id, Arc::new(of));
         id
@@ -1022,14 +1290,16 @@ impl<C: NfsOps> Shared<C> {
                 Err(NfsError::Nfs(Nfsstat3::Noent)) => {}
                 Err(e) => return Err(e.into()),
             }
-            dir.state.lock().begin_change();
+            let gen = dir.state.lock().begin_change();
             let r = self.client.rename(cred, &dir.fh, name, &dir.fh, &hidden).await;
             {
                 let mut st = dir.state.lock();
-                st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), Instant::now(), min);
+                st.end_change(r.as_ref().ok().map(|r| &r.fromdir_wcc), gen, Instant::now(), min);
                 if r.is_ok() {
                     st.names.remove(name);
-                    st.names.remove(&hidden);
+                    st.names.insert(hidden.clone(), Dentry::Positive(child.fh.clone()));
+                } else {
+                    st.complete = false;
                 }
             }
             match r {
@@ -1064,12 +1334,12 @@ impl<C: NfsOps> Shared<C> {
     /// are logged: the unlink that asked for this has long returned.
     async fn remove_silly(&self, child: &Inode, silly: SillyName) {
         let SillyName { dir, name, cred } = silly;
-        dir.state.lock().begin_change();
+        let gen = dir.state.lock().begin_change();
         let r = self.client.remove(&cred, &dir.fh, &name).await;
         {
             let mut st = dir.state.lock();
             st.names.remove(&name);
-            st.end_change(r.as_ref().ok(), Instant::now(), self.cfg.ac_bounds(true).0);
+            st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(true).0);
         }
         {
             // The hidden name is gone (or, after an error, stays and is
@@ -1094,14 +1364,17 @@ impl<C: NfsOps> Shared<C> {
             return Ok(());
         }
         self.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
+        let gen = self.clock.tick();
         let a = self.client.getattr(cred, &inode.fh).await?;
-        self.fresh_attrs(inode, a, true);
+        self.fresh_attrs(inode, a, gen, true);
         Ok(())
     }
 
-    pub(crate) fn fresh_attrs(&self, inode: &Inode, a: Fattr3, revalidation: bool) {
+    /// Attributes `a` from a call sent at clock tick `gen` (not one of our
+    /// changes); ignored if older than the cached ones.
+    pub(crate) fn fresh_attrs(&self, inode: &Inode, a: Fattr3, gen: u64, revalidation: bool) {
         let bounds = self.cfg.ac_bounds(inode.is_dir());
-        inode.state.lock().fresh_attrs(a, Instant::now(), bounds, revalidation);
+        inode.state.lock().fresh_attrs(a, gen, Instant::now(), bounds, revalidation);
     }
 
     fn make_inode(&self, ino: u64, fh: &NfsFh3, attr: &Fattr3) -> Inode {
@@ -1113,7 +1386,13 @@ impl<C: NfsOps> Shared<C> {
             fh: fh.clone(),
             ftype: attr.ftype,
             disk_key: file_key(attr.fileid, fh.data.as_bytes()),
-            state: Mutex::new(InodeState::new(*attr, Instant::now(), min, self.mem_bytes.clone())),
+            state: Mutex::new(InodeState::new(
+                *attr,
+                Instant::now(),
+                min,
+                self.mem_bytes.clone(),
+                self.clock.clone(),
+            )),
             kick: Notify::new(),
             progress: Notify::new(),
             file_budget,
@@ -1121,22 +1400,45 @@ impl<C: NfsOps> Shared<C> {
     }
 
     pub(crate) fn intern_inode(&self, fh: &NfsFh3, attr: &Fattr3, root: bool) -> (Arc<Inode>, bool) {
-        self.inodes.intern(fh, attr, |ino| self.make_inode(ino, fh, attr), root)
+        self.inodes.intern(fh, attr, |ino| self.make_inode(ino, fh, attr), root, None)
     }
 
-    /// The inode for a handle the server just gave us with its attributes.
-    pub(crate) fn intern(&self, fh: &NfsFh3, attr: &Fattr3) -> Arc<Inode> {
+    /// The inode for a handle the server just gave us with its attributes,
+    /// from a call sent at clock tick `gen`.
+    pub(crate) fn intern(&self, fh: &NfsFh3, attr: &Fattr3, gen: u64) -> Arc<Inode> {
         let (inode, new) = self.intern_inode(fh, attr, false);
-        if !new {
-            self.fresh_attrs(&inode, *attr, false);
+        if new {
+            inode.state.lock().attr_gen = gen;
+        } else {
+            self.fresh_attrs(&inode, *attr, gen, false);
         }
         inode
+    }
+
+    /// Take `attrs` to go with the data at close if they may wait (see
+    /// `InodeState::defer_setattr`): the inode is then among the files with
+    /// work to do, where unmount and sync find it. `None`: send them now.
+    fn defer_setattr(&self, inode: &Arc<Inode>, attrs: &Sattr3, cred: &Cred) -> Option<Entry> {
+        if inode.ftype != Ftype3::Reg || !inode.state.lock().defer_setattr(attrs, cred) {
+            return None;
+        }
+        self.dirty_inodes.lock().insert(inode.ino, inode.clone());
+        Some(self.entry_for(inode))
     }
 
     /// The inode's attributes for FUSE.
     pub(crate) fn entry_for(&self, inode: &Inode) -> Entry {
         let st = inode.state.lock();
-        Entry { ino: inode.ino, attr: st.visible_attr(), ttl: st.attr_ttl(Instant::now()) }
+        // While our writes are not all on the server (or their times not
+        // in attributes from it yet), the kernel must ask again each time:
+        // the times and size it would keep are about to change.
+        let moving = st.file.written_at.is_some() || !st.file.settled();
+        Entry {
+            ino: inode.ino,
+            attr: st.visible_attr(),
+            ttl: if moving { Duration::ZERO } else { st.attr_ttl(Instant::now()) },
+            generation: inode.generation(),
+        }
     }
 
     /// As `entry_for`, counting one kernel reference.
@@ -1149,6 +1451,7 @@ impl<C: NfsOps> Shared<C> {
         let mut st = dir.state.lock();
         if st.names.len() >= DIR_ENTRIES_MAX {
             st.names.clear();
+            st.complete = false;
         }
         st.names.insert(name, d);
     }
@@ -1158,6 +1461,7 @@ impl<C: NfsOps> Shared<C> {
     async fn finish_dir_change(
         &self,
         dir: &Arc<Inode>,
+        gen: u64,
         r: Result<(PostOpFh3, PostOpAttr, WccData), NfsError>,
         name: &[u8],
         cred: &Cred,
@@ -1167,7 +1471,11 @@ impl<C: NfsOps> Shared<C> {
         {
             let mut st = dir.state.lock();
             st.names.remove(&key);
-            st.end_change(r.as_ref().ok().map(|r| &r.2), now, self.cfg.ac_bounds(true).0);
+            st.end_change(r.as_ref().ok().map(|r| &r.2), gen, now, self.cfg.ac_bounds(true).0);
+            if r.is_err() {
+                // Whether the name exists now is not known for sure.
+                st.complete = false;
+            }
         }
         let (fh, attr, _) = r?;
         // A server may leave out the handle or attributes: find them.
@@ -1175,11 +1483,14 @@ impl<C: NfsOps> Shared<C> {
             Some(fh) => fh,
             None => self.client.lookup(cred, &dir.fh, name).await?.object,
         };
-        let attr = match attr {
-            Some(a) => a,
-            None => self.client.getattr(cred, &fh).await?,
+        let (attr, gen) = match attr {
+            Some(a) => (a, gen),
+            None => {
+                let gen = self.clock.tick();
+                (self.client.getattr(cred, &fh).await?, gen)
+            }
         };
-        let inode = self.intern(&fh, &attr);
+        let inode = self.intern(&fh, &attr, gen);
         if self.cfg.lookupcache != LookupCache::None {
             self.remember_name(dir, key, Dentry::Positive(fh));
         }

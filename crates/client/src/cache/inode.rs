@@ -16,6 +16,20 @@
 //! of order, so pairs that do not chain yet wait; if any is left unchained
 //! once none of our changes is in flight, another client changed the file
 //! between them and the cache is dropped.
+//!
+//! # Which attributes are newer
+//! Replies do not arrive in the order the server produced them (pipelined
+//! WRITEs, a READ sent before a WRITE and answered after it), and ctime
+//! cannot order them: Linux file systems stamp times from a clock that
+//! moves every few milliseconds, so a burst of changes shares one ctime.
+//! As Linux's client does (`attr_gencount`), every call that may bring
+//! attributes takes a tick of the mount's [`AttrClock`] before it is sent,
+//! and its attributes replace the cached ones only if its tick is later
+//! than that of the call whose attributes are cached, or its ctime is
+//! strictly later. A stale answer can therefore never shrink the size a
+//! program (or a mapping) sees. The size also covers what we wrote
+//! (`written_end`) until a call sent after all our writes were answered
+//! brings the server's own size.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, WccAttr, WccData, Writeverf3};
+use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, Sattr3, SetTime, WccAttr, WccData, Writeverf3};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
@@ -41,6 +55,12 @@ const REMAP_BASE: u64 = 1 << 63;
 const WCC_PENDING_MAX: usize = 1024;
 /// Names cached per directory before the lookup cache starts over.
 pub(crate) const DIR_ENTRIES_MAX: usize = 65536;
+/// Inode numbers whose file handles are remembered after the kernel
+/// forgot them, so a FUSE file handle (`name_to_handle_at`, an NFS
+/// re-export) still opens the file: the kernel then asks LOOKUP of "." in
+/// that inode number. About 100 bytes each.
+pub(crate) const FORGOTTEN_MAX: usize = 1 << 17;
+
 /// Callers whose ACCESS answers are kept per inode. A file is rarely
 /// checked by more than a few identities at once; past this the oldest
 /// answer goes, so the cost per inode stays a few hundred bytes.
@@ -83,6 +103,29 @@ fn time_key(t: Nfstime3) -> (u32, u32) {
     (t.seconds, t.nseconds)
 }
 
+/// Now, on the clock Linux file systems stamp times with
+/// (`CLOCK_REALTIME_COARSE`): a time we show for a write of ours is then
+/// never later than the one the server (on the same clock) gives it.
+pub(crate) fn coarse_now() -> Nfstime3 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    Nfstime3 { seconds: ts.tv_sec.clamp(0, u32::MAX as i64) as u32, nseconds: ts.tv_nsec as u32 }
+}
+
+/// The mount's attribute clock: a tick is taken before each call whose
+/// reply may carry attributes, so replies can be ordered by when their
+/// calls were sent (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct AttrClock(AtomicU64);
+
+impl AttrClock {
+    /// A tick later than every tick taken before.
+    pub(crate) fn tick(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
 /// A cached chunk of file data.
 #[derive(Clone, Debug)]
 pub(crate) struct Chunk {
@@ -90,13 +133,38 @@ pub(crate) struct Chunk {
     pub(crate) data: Bytes,
     /// The server said end-of-file within this chunk.
     pub(crate) eof: bool,
+    /// The buffer of the READ the chunk came in, and where in it the chunk
+    /// starts: consecutive chunks of one READ are consecutive there, so a
+    /// read spanning them is a slice of it, not a copy.
+    pub(crate) whole: Bytes,
+    pub(crate) at: usize,
 }
 
 impl Chunk {
+    /// A chunk that is `data[at..at + len]` of one READ's `data`.
+    pub(crate) fn of_read(whole: &Bytes, at: usize, len: usize, eof: bool) -> Self {
+        Chunk { data: whole.slice(at..at + len), eof, whole: whole.clone(), at }
+    }
+
+    /// A chunk that came alone (from the disk cache).
+    pub(crate) fn alone(data: Bytes, eof: bool) -> Self {
+        Chunk { whole: data.clone(), data, eof, at: 0 }
+    }
+
     /// A chunk is usable if it is full or ends at end of file.
     pub(crate) fn complete(&self, chunk_bytes: u64) -> bool {
         self.eof || self.data.len() as u64 == chunk_bytes
     }
+}
+
+/// Attribute changes to a file open for writing here, not sent yet (see
+/// `InodeState::defer_setattr`).
+#[derive(Clone, Debug)]
+pub(crate) struct PendingAttrs {
+    /// Every change so far, later ones over earlier ones.
+    pub(crate) attrs: Sattr3,
+    /// Whose changes they are (the file's creator here).
+    pub(crate) cred: Cred,
 }
 
 /// Data acknowledged by an UNSTABLE WRITE, kept until a COMMIT returns the
@@ -156,14 +224,32 @@ pub(crate) struct FileData {
     pub(crate) stalled: bool,
     /// Credentials for write-back: the last writer's.
     pub(crate) write_cred: Cred,
-    /// One past the last byte we wrote and the server may not reflect yet.
+    /// One past the last byte we wrote and the server's size in our cached
+    /// attributes may not reflect yet.
     pub(crate) written_end: u64,
+    /// The clock's tick when the file last became clean with `written_end`
+    /// set: attributes from a call sent after it include all our writes,
+    /// and `written_end` (and `written_at`) are dropped when they arrive.
+    pub(crate) written_settled: Option<u64>,
+    /// When we last wrote (the system's coarse clock, the one Linux file
+    /// systems stamp times with): a `stat` of a file with data not on the
+    /// server yet shows it as mtime and ctime, as a local file system
+    /// would, instead of the times from before the write.
+    pub(crate) written_at: Option<Nfstime3>,
     /// A write by a caller who may not keep set-id bits (this one) is not
     /// on the server yet: show the mode without them (`visible_attr`).
     pub(crate) setid_dropped: Option<Cred>,
     /// Open handles that write synchronously (`O_SYNC`/`O_DSYNC`, or the
     /// `sync` mount option): while there are any, WRITEs go FILE_SYNC.
     pub(crate) sync_opens: u32,
+    /// Open handles that may write.
+    pub(crate) write_opens: u32,
+    /// Who created the file through this mount, if the server made them
+    /// its owner (CREATE's reply named their uid): the server will take
+    /// their mode, owner and time changes, so those can wait for close.
+    pub(crate) creator: Option<Cred>,
+    /// Attribute changes waiting to go with the data at close.
+    pub(crate) pending_attrs: Option<PendingAttrs>,
 
     /// Write-back errors so far (Linux's errseq): an open handle reports
     /// each error once, on its next write, flush or fsync.
@@ -195,8 +281,13 @@ impl FileData {
             stalled: false,
             write_cred: Cred::default(),
             written_end: 0,
+            written_settled: None,
+            written_at: None,
             setid_dropped: None,
             sync_opens: 0,
+            write_opens: 0,
+            creator: None,
+            pending_attrs: None,
             err_seq: 0,
             last_err: None,
         }
@@ -237,6 +328,12 @@ impl FileData {
     #[cfg(test)]
     pub(crate) fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Nothing dirty, in flight or uncommitted, and no attribute change
+    /// waiting: the server has everything.
+    pub(crate) fn settled(&self) -> bool {
+        self.clean() && self.pending_attrs.is_none()
     }
 
     /// Nothing dirty, in flight or uncommitted.
@@ -297,6 +394,11 @@ pub(crate) struct AccessEntry {
 /// The lock-protected state of an inode.
 pub(crate) struct InodeState {
     pub(crate) attr: Fattr3,
+    /// The clock tick of the call whose attributes `attr` holds (0: the
+    /// ones the inode was made with).
+    pub(crate) attr_gen: u64,
+    /// The mount's attribute clock.
+    pub(crate) clock: Arc<AttrClock>,
     /// When the attributes were last confirmed by the server.
     pub(crate) attr_fetched: Instant,
     /// How long they are trusted from then.
@@ -317,6 +419,12 @@ pub(crate) struct InodeState {
     pub(crate) file: FileData,
     /// Directories: name → cached lookup result.
     pub(crate) names: HashMap<Bytes, Dentry>,
+    /// Directories: `names` holds every name the directory has (we made
+    /// it, and every change since was ours), so a name not there does not
+    /// exist: a lookup of a new name is answered without asking (an untar
+    /// looks up every name it is about to create). Cleared with `names`,
+    /// and after any namespace call whose outcome is not known.
+    pub(crate) complete: bool,
     /// Set once the file was unlinked (or renamed over) while open and
     /// lives on under a hidden name until its last close.
     pub(crate) silly: Option<SillyName>,
@@ -327,6 +435,12 @@ pub(crate) struct InodeState {
     /// client drops `nlink` locally (`nfs_drop_nlink`) and a local file
     /// system shows 0 for an open file with no name left.
     pub(crate) hidden_link: bool,
+    /// Bumped whenever cached data is dropped because the object changed in
+    /// a way that was not (only) ours: what the kernel cached may be stale.
+    pub(crate) data_epoch: u64,
+    /// `data_epoch` when the kernel last opened the file: if it has not
+    /// moved since, the kernel may keep its page cache at the next open.
+    pub(crate) kernel_epoch: Option<u64>,
     /// ACCESS answers by caller, oldest first, at most
     /// `ACCESS_ENTRIES_MAX`. Each expires with the attributes it came
     /// with; all are cleared when fresh attributes show a new mode or
@@ -335,9 +449,17 @@ pub(crate) struct InodeState {
 }
 
 impl InodeState {
-    pub(crate) fn new(attr: Fattr3, now: Instant, min: Duration, mem_bytes: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(
+        attr: Fattr3,
+        now: Instant,
+        min: Duration,
+        mem_bytes: Arc<AtomicU64>,
+        clock: Arc<AttrClock>,
+    ) -> Self {
         InodeState {
             attr,
+            attr_gen: 0,
+            clock,
             attr_fetched: now,
             attr_timeout: min,
             validator: Validator::of(&attr),
@@ -348,6 +470,9 @@ impl InodeState {
             nlookup: 0,
             file: FileData::new(mem_bytes),
             names: HashMap::new(),
+            complete: false,
+            data_epoch: 0,
+            kernel_epoch: None,
             silly: None,
             hidden_link: false,
             access: Vec::new(),
@@ -397,6 +522,13 @@ impl InodeState {
     pub(crate) fn visible_attr(&self) -> Fattr3 {
         let mut a = self.attr;
         a.size = a.size.max(self.file.written_end);
+        if let Some(t) = self.file.written_at {
+            for time in [&mut a.mtime, &mut a.ctime] {
+                if time_key(t) > time_key(*time) {
+                    *time = t;
+                }
+            }
+        }
         if self.hidden_link {
             a.nlink = a.nlink.saturating_sub(1);
         }
@@ -404,7 +536,67 @@ impl InodeState {
             let in_group = writer.gid == a.gid || writer.groups.contains(&a.gid);
             a.mode = mode_without_setid(a.mode, in_group);
         }
+        if let Some(p) = &self.file.pending_attrs {
+            let s = &p.attrs;
+            a.mode = s.mode.map_or(a.mode, |m| m & 0o7777);
+            a.uid = s.uid.unwrap_or(a.uid);
+            a.gid = s.gid.unwrap_or(a.gid);
+            if let SetTime::SetToClientTime(t) = s.atime {
+                a.atime = t;
+            }
+            if let SetTime::SetToClientTime(t) = s.mtime {
+                a.mtime = t;
+            }
+        }
         a
+    }
+
+    /// A SETATTR by `cred` of a file open for writing here that can wait
+    /// and go with the data when the file is closed (or synced): tar sets
+    /// times, owner and mode on every file it extracts, one call each, while
+    /// the file is open. Only what the server is known to accept: the
+    /// caller created the file here and the server made them its owner
+    /// (`creator`), nothing changes the size, times are explicit (a
+    /// "now" would be later at close), an owner change is root's or a
+    /// group change to one of the caller's groups, and no set-id bit is
+    /// involved (the server's rules for clearing them are its own).
+    /// Returns whether the change was taken.
+    pub(crate) fn defer_setattr(&mut self, attrs: &Sattr3, cred: &Cred) -> bool {
+        let f = &self.file;
+        if f.write_opens == 0 || attrs.size.is_some() || f.creator.as_ref() != Some(cred) {
+            return false;
+        }
+        if matches!(attrs.atime, SetTime::SetToServerTime) || matches!(attrs.mtime, SetTime::SetToServerTime)
+        {
+            return false;
+        }
+        let now = self.visible_attr();
+        if now.mode & SETID_BITS != 0 || attrs.mode.is_some_and(|m| m & SETID_BITS != 0) {
+            return false;
+        }
+        let owner_change = attrs.uid.is_some_and(|u| u != now.uid);
+        let group_change = attrs.gid.is_some_and(|g| g != now.gid);
+        let own_group = attrs.gid.is_some_and(|g| cred.gid == g || cred.groups.contains(&g));
+        if (owner_change || group_change) && cred.uid != 0 && (owner_change || !own_group) {
+            return false;
+        }
+        let p = self
+            .file
+            .pending_attrs
+            .get_or_insert_with(|| PendingAttrs { attrs: Sattr3::default(), cred: cred.clone() });
+        let into = &mut p.attrs;
+        into.mode = attrs.mode.or(into.mode);
+        into.uid = attrs.uid.or(into.uid);
+        into.gid = attrs.gid.or(into.gid);
+        if attrs.atime != SetTime::DontChange {
+            into.atime = attrs.atime;
+        }
+        if attrs.mtime != SetTime::DontChange {
+            into.mtime = attrs.mtime;
+        }
+        // Who may do what follows mode and owner.
+        self.access.clear();
+        true
     }
 
     /// Drop clean cached data (not our unwritten data).
@@ -412,6 +604,8 @@ impl InodeState {
         self.file.clear_chunks();
         self.file.gen += 1;
         self.names.clear();
+        self.complete = false;
+        self.data_epoch += 1;
     }
 
     /// New attributes are about to replace `self.attr`: a new mode or
@@ -427,26 +621,57 @@ impl InodeState {
         }
     }
 
+    /// Whether attributes `a` from a call sent at tick `gen` are newer than
+    /// the cached ones (see the module docs).
+    fn newer(&self, a: &Fattr3, gen: u64) -> bool {
+        gen > self.attr_gen || time_key(a.ctime) > time_key(self.attr.ctime)
+    }
+
+    /// Cache attributes `a` from the call sent at tick `gen`.
+    fn take_attr(&mut self, a: Fattr3, gen: u64, now: Instant) {
+        self.check_access_against(&a);
+        self.attr = a;
+        self.attr_gen = self.attr_gen.max(gen);
+        self.attr_fetched = now;
+        if self.file.written_settled.is_some_and(|settled| gen > settled) {
+            // Sent after all our writes were answered: the server's size
+            // includes them (or someone truncated since, which counts).
+            self.file.written_end = 0;
+            self.file.written_settled = None;
+            self.file.written_at = None;
+        }
+    }
+
+    /// The file has no write-back state left: from now on the server's
+    /// attributes will say what our writes did.
+    pub(crate) fn settle_writes(&mut self) {
+        let f = &self.file;
+        if (f.written_end > 0 || f.written_at.is_some()) && f.written_settled.is_none() {
+            self.file.written_settled = Some(self.clock.tick());
+        }
+    }
+
     /// Attributes fresh from the server that are not the result of one of
-    /// our changes (GETATTR, LOOKUP, READ, ACCESS replies).
-    /// `revalidation`: this was a check of expired attributes, so an
-    /// unchanged answer lengthens the trust period.
+    /// our changes (GETATTR, LOOKUP, READ, ACCESS replies), from the call
+    /// sent at tick `gen`. `revalidation`: this was a check of expired
+    /// attributes, so an unchanged answer lengthens the trust period.
+    /// An answer older than the cached attributes is ignored.
     pub(crate) fn fresh_attrs(
         &mut self,
         a: Fattr3,
+        gen: u64,
         now: Instant,
         bounds: (Duration, Duration),
         revalidation: bool,
     ) {
         let (min, max) = bounds;
-        self.check_access_against(&a);
+        if !self.newer(&a, gen) {
+            return;
+        }
         if self.changes_in_flight > 0 {
             // Our own changes are moving the attributes; the WCC chain
-            // decides about the cache once they drain. Only take newer ones.
-            if time_key(a.ctime) >= time_key(self.attr.ctime) {
-                self.attr = a;
-                self.attr_fetched = now;
-            }
+            // decides about the cache once they drain.
+            self.take_attr(a, gen, now);
             return;
         }
         let v = Validator::of(&a);
@@ -459,24 +684,24 @@ impl InodeState {
         } else {
             self.attr_timeout = self.attr_timeout.clamp(min, max);
         }
-        self.attr = a;
-        self.attr_fetched = now;
+        self.take_attr(a, gen, now);
     }
 
-    /// One of our changes is about to be sent.
-    pub(crate) fn begin_change(&mut self) {
+    /// One of our changes is about to be sent; returns its clock tick, to
+    /// pass to `end_change`.
+    pub(crate) fn begin_change(&mut self) -> u64 {
         self.changes_in_flight += 1;
+        self.clock.tick()
     }
 
-    /// One of our changes came back with `wcc` (`None`: it failed, and
-    /// changed nothing we know of).
-    pub(crate) fn end_change(&mut self, wcc: Option<&WccData>, now: Instant, min: Duration) {
+    /// One of our changes, sent at tick `gen`, came back with `wcc`
+    /// (`None`: it failed, and changed nothing we know of).
+    pub(crate) fn end_change(&mut self, wcc: Option<&WccData>, gen: u64, now: Instant, min: Duration) {
         self.changes_in_flight = self.changes_in_flight.saturating_sub(1);
         if let Some(w) = wcc {
             if let Some(post) = &w.after {
-                self.check_access_against(post);
-                if time_key(post.ctime) >= time_key(self.attr.ctime) {
-                    self.attr = *post;
+                if self.newer(post, gen) {
+                    self.take_attr(*post, gen, now);
                 }
                 // The object is changing: trust its attributes only briefly.
                 self.attr_fetched = now;
@@ -532,6 +757,20 @@ impl Inode {
     pub(crate) fn is_dir(&self) -> bool {
         self.ftype == Ftype3::Dir
     }
+
+    /// The generation FUSE file handles carry for this inode: a hash of
+    /// the NFS file handle (never 0), so a handle made for a file whose
+    /// inode number was later reused (a fileid the server recycled) is
+    /// refused by the kernel instead of opening the new file.
+    pub(crate) fn generation(&self) -> u32 {
+        let h = self
+            .fh
+            .data
+            .as_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        ((h ^ (h >> 32)) as u32).max(1)
+    }
 }
 
 #[derive(Default)]
@@ -540,16 +779,34 @@ struct Tables {
     by_fh: HashMap<NfsFh3, u64>,
 }
 
+/// File handles of inodes the kernel forgot, oldest first out.
+#[derive(Default)]
+struct Forgotten {
+    by_ino: HashMap<u64, NfsFh3>,
+    order: std::collections::VecDeque<u64>,
+}
+
 /// Inode number → inode, and file handle → inode number. The lock is held
 /// only to look up or insert, never across a call to the server.
 pub(crate) struct InodeTable {
     tables: RwLock<Tables>,
     next_remap: AtomicU64,
+    /// The last `FORGOTTEN_MAX` inode numbers forgotten, with their handles.
+    forgotten: Mutex<Forgotten>,
 }
 
 impl InodeTable {
     pub(crate) fn new() -> Self {
-        InodeTable { tables: RwLock::new(Tables::default()), next_remap: AtomicU64::new(REMAP_BASE) }
+        InodeTable {
+            tables: RwLock::new(Tables::default()),
+            next_remap: AtomicU64::new(REMAP_BASE),
+            forgotten: Mutex::new(Forgotten::default()),
+        }
+    }
+
+    /// The file handle inode number `ino` had when it was forgotten.
+    pub(crate) fn forgotten(&self, ino: u64) -> Option<NfsFh3> {
+        self.forgotten.lock().by_ino.get(&ino).cloned()
     }
 
     pub(crate) fn get(&self, ino: u64) -> Option<Arc<Inode>> {
@@ -563,7 +820,8 @@ impl InodeTable {
 
     /// The inode for `fh`, creating it with attributes `attr` if new.
     /// Returns the inode and whether it is new. A new inode's number is
-    /// its fileid unless that is the root's number or taken by another
+    /// `prefer` if given and free (the number a FUSE file handle names),
+    /// else its fileid unless that is the root's number or taken by another
     /// handle (two exports' file systems, or a fileid reused while we
     /// still know the old file), in which case it gets a remapped number.
     pub(crate) fn intern(
@@ -572,6 +830,7 @@ impl InodeTable {
         attr: &Fattr3,
         make: impl FnOnce(u64) -> Inode,
         root: bool,
+        prefer: Option<u64>,
     ) -> (Arc<Inode>, bool) {
         if let Some(i) = self.by_fh(fh) {
             return (i, false);
@@ -582,6 +841,8 @@ impl InodeTable {
         }
         let ino = if root {
             ROOT_INO
+        } else if let Some(p) = prefer.filter(|p| *p != ROOT_INO && !t.by_ino.contains_key(p)) {
+            p
         } else if attr.fileid != ROOT_INO && attr.fileid < REMAP_BASE && !t.by_ino.contains_key(&attr.fileid)
         {
             attr.fileid
@@ -591,14 +852,31 @@ impl InodeTable {
         let inode = Arc::new(make(ino));
         t.by_ino.insert(ino, inode.clone());
         t.by_fh.insert(fh.clone(), ino);
+        // The number is in use again: what it named before is not this.
+        self.forgotten.lock().by_ino.remove(&ino);
         (inode, true)
     }
 
-    /// Forget an inode the kernel no longer references.
+    /// Forget an inode the kernel no longer references (its handle is
+    /// remembered, see [`FORGOTTEN_MAX`]).
     pub(crate) fn remove(&self, ino: u64) {
         let mut t = self.tables.write();
         if let Some(i) = t.by_ino.remove(&ino) {
             t.by_fh.remove(&i.fh);
+            let mut f = self.forgotten.lock();
+            if f.by_ino.insert(ino, i.fh.clone()).is_none() {
+                f.order.push_back(ino);
+            }
+            while f.by_ino.len() > FORGOTTEN_MAX {
+                let Some(old) = f.order.pop_front() else { break };
+                f.by_ino.remove(&old);
+            }
+            // Numbers that came back into use leave stale entries in the
+            // order: keep it within a few times the map.
+            if f.order.len() > 4 * FORGOTTEN_MAX {
+                let Forgotten { by_ino, order } = &mut *f;
+                order.retain(|i| by_ino.contains_key(i));
+            }
         }
     }
 }
@@ -634,8 +912,9 @@ mod tests {
     }
 
     fn state_with_chunk(a: Fattr3) -> InodeState {
-        let mut s = InodeState::new(a, Instant::now(), Duration::from_secs(3), Arc::default());
-        s.file.insert_chunk(0, Chunk { data: Bytes::from_static(b"x"), eof: true });
+        let mut s =
+            InodeState::new(a, Instant::now(), Duration::from_secs(3), Arc::default(), Arc::default());
+        s.file.insert_chunk(0, Chunk::alone(Bytes::from_static(b"x"), true));
         s
     }
 
@@ -644,13 +923,74 @@ mod tests {
         let (a0, a1, a2) = (attr(0, 1), attr(10, 2), attr(20, 3));
         let mut s = state_with_chunk(a0);
         let now = Instant::now();
-        s.begin_change();
-        s.begin_change();
-        s.end_change(Some(&wcc(&a1, &a2)), now, Duration::from_secs(3));
-        s.end_change(Some(&wcc(&a0, &a1)), now, Duration::from_secs(3));
+        let g1 = s.begin_change();
+        let g2 = s.begin_change();
+        s.end_change(Some(&wcc(&a1, &a2)), g2, now, Duration::from_secs(3));
+        s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
         assert_eq!(s.file.chunk_count(), 1);
         assert_eq!(s.validator, Validator::of(&a2));
         assert_eq!(s.attr, a2);
+    }
+
+    /// Two WRITEs in one tick of the server's clock: the same ctime, the
+    /// later one the larger size. Whichever reply comes last, the size
+    /// cached is the later WRITE's, never the earlier, smaller one.
+    #[test]
+    fn replies_with_one_ctime_never_shrink_the_size() {
+        let (a0, a1, a2) = (attr(0, 7), attr(100, 7), attr(300, 7));
+        for later_reply_first in [false, true] {
+            let mut s = state_with_chunk(a0);
+            let now = Instant::now();
+            let g1 = s.begin_change();
+            let g2 = s.begin_change();
+            if later_reply_first {
+                s.end_change(Some(&wcc(&a1, &a2)), g2, now, Duration::from_secs(3));
+                s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
+            } else {
+                s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
+                s.end_change(Some(&wcc(&a1, &a2)), g2, now, Duration::from_secs(3));
+            }
+            assert_eq!(s.attr.size, 300, "later reply first: {later_reply_first}");
+        }
+    }
+
+    /// A READ (or GETATTR) sent before our WRITE and answered after it
+    /// carries the old size: it must not replace the WRITE's attributes,
+    /// nor drop the data cache as if someone else had changed the file.
+    #[test]
+    fn an_answer_sent_before_our_change_is_ignored() {
+        let (a0, a1) = (attr(10, 7), attr(500, 7));
+        let mut s = state_with_chunk(a0);
+        let now = Instant::now();
+        let read_sent = s.clock.tick();
+        let w = s.begin_change();
+        s.end_change(Some(&wcc(&a0, &a1)), w, now, Duration::from_secs(3));
+        s.fresh_attrs(a0, read_sent, now, (Duration::from_secs(3), Duration::from_secs(60)), false);
+        assert_eq!(s.attr.size, 500);
+        assert_eq!(s.file.chunk_count(), 1, "our own change kept the cache");
+        // A strictly newer ctime wins even from an older call: the server
+        // answered it after something else changed the file.
+        let a2 = attr(20, 8);
+        s.fresh_attrs(a2, read_sent, now, (Duration::from_secs(3), Duration::from_secs(60)), false);
+        assert_eq!(s.attr.size, 20);
+    }
+
+    /// What we wrote stays visible in the size until an answer sent after
+    /// all our writes were answered arrives.
+    #[test]
+    fn written_end_lasts_until_an_answer_sent_after_the_writes() {
+        let a0 = attr(0, 7);
+        let mut s = state_with_chunk(a0);
+        let now = Instant::now();
+        let bounds = (Duration::from_secs(3), Duration::from_secs(60));
+        let sent_during_writes = s.clock.tick();
+        s.file.written_end = 4096;
+        s.settle_writes();
+        s.fresh_attrs(attr(0, 8), sent_during_writes, now, bounds, false);
+        assert_eq!(s.visible_attr().size, 4096, "an answer sent before the writes settled");
+        let sent_after = s.clock.tick();
+        s.fresh_attrs(attr(10, 9), sent_after, now, bounds, false);
+        assert_eq!(s.visible_attr().size, 10, "the server's size once it includes our writes");
     }
 
     #[test]
@@ -658,11 +998,11 @@ mod tests {
         let (a0, a1, a2, a3) = (attr(0, 1), attr(10, 2), attr(15, 3), attr(20, 4));
         let mut s = state_with_chunk(a0);
         let now = Instant::now();
-        s.begin_change();
-        s.begin_change();
-        s.end_change(Some(&wcc(&a0, &a1)), now, Duration::from_secs(3));
+        let g1 = s.begin_change();
+        let g2 = s.begin_change();
+        s.end_change(Some(&wcc(&a0, &a1)), g1, now, Duration::from_secs(3));
         // Someone else took the file from a1 to a2 before our second write.
-        s.end_change(Some(&wcc(&a2, &a3)), now, Duration::from_secs(3));
+        s.end_change(Some(&wcc(&a2, &a3)), g2, now, Duration::from_secs(3));
         assert_eq!(s.file.chunk_count(), 0);
         assert_eq!(s.validator, Validator::of(&a3));
     }
@@ -671,7 +1011,7 @@ mod tests {
     fn access_answers_expire_with_the_attributes_and_stay_bounded() {
         let a = attr(1, 1);
         let now = Instant::now();
-        let mut s = InodeState::new(a, now, Duration::from_secs(3), Arc::default());
+        let mut s = InodeState::new(a, now, Duration::from_secs(3), Arc::default(), Arc::default());
         let cred = |uid| Cred { uid, gid: uid, groups: vec![] };
         s.remember_access(&cred(1), 0b11, 0b01);
         assert_eq!(s.cached_access(&cred(1), 0b01, now), Some(0b01));
@@ -683,6 +1023,7 @@ mod tests {
         // expires when the attributes it came with did.
         s.fresh_attrs(
             a,
+            s.clock.tick(),
             now + Duration::from_secs(2),
             (Duration::from_secs(3), Duration::from_secs(60)),
             true,
@@ -694,6 +1035,7 @@ mod tests {
         chmodded.mode = 0o600;
         s.fresh_attrs(
             chmodded,
+            s.clock.tick(),
             now + Duration::from_secs(2),
             (Duration::from_secs(3), Duration::from_secs(60)),
             false,
@@ -707,7 +1049,7 @@ mod tests {
         assert_eq!(s.cached_access(&cred(0), 1, now + Duration::from_secs(2)), None);
         assert_eq!(s.cached_access(&cred(1), 1, now + Duration::from_secs(2)), Some(1));
         // noac: nothing is kept.
-        let mut noac = InodeState::new(a, now, Duration::ZERO, Arc::default());
+        let mut noac = InodeState::new(a, now, Duration::ZERO, Arc::default(), Arc::default());
         noac.remember_access(&cred(1), 1, 1);
         assert!(noac.access.is_empty());
     }
@@ -717,12 +1059,21 @@ mod tests {
         let a = attr(1, 1);
         let now = Instant::now();
         let b = (Duration::from_secs(3), Duration::from_secs(10));
-        let mut s = InodeState::new(a, now, b.0, Arc::default());
-        s.fresh_attrs(a, now, b, true);
+        let mut s = InodeState::new(a, now, b.0, Arc::default(), Arc::default());
+        {
+            let g = s.clock.tick();
+            s.fresh_attrs(a, g, now, b, true);
+        }
         assert_eq!(s.attr_timeout, Duration::from_secs(6));
-        s.fresh_attrs(a, now, b, true);
+        {
+            let g = s.clock.tick();
+            s.fresh_attrs(a, g, now, b, true);
+        }
         assert_eq!(s.attr_timeout, Duration::from_secs(10));
-        s.fresh_attrs(attr(2, 2), now, b, true);
+        {
+            let g = s.clock.tick();
+            s.fresh_attrs(attr(2, 2), g, now, b, true);
+        }
         assert_eq!(s.attr_timeout, Duration::from_secs(3));
     }
 }

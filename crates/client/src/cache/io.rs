@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use eagernfs_proto::nfs3::{Commit3ResOk, NfsFh3, Nfsstat3, StableHow, Write3ResOk};
+use eagernfs_proto::nfs3::{Commit3ResOk, NfsFh3, Nfsstat3, SetTime, StableHow, Write3ResOk};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -34,6 +34,9 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         let s = self.shared();
         let of = s.handle(fh)?;
+        if of.direct {
+            return s.read_direct(&of.inode, &of.cred, offset, size).await;
+        }
         s.read_inode(&of.inode, &of.cred, offset, size).await
     }
 
@@ -122,6 +125,36 @@ impl<C: NfsOps> CachedFs<C> {
         Ok(st.visible_attr().mode != before)
     }
 
+    /// [`CachedFs::flush`] when the file has nothing to write back and no
+    /// error to report: answered at once (see `try_lookup`).
+    pub fn try_flush(&self, fh: u64) -> Option<FsResult<()>> {
+        let s = self.shared();
+        let of = match s.handle(fh) {
+            Ok(of) => of,
+            Err(e) => return Some(Err(e)),
+        };
+        let st = of.inode.state.lock();
+        let quiet = st.file.settled() && st.file.err_seq <= of.err_seen.load(Ordering::Relaxed);
+        quiet.then_some(Ok(()))
+    }
+
+    /// [`CachedFs::release`] when the file has nothing to write back and no
+    /// error to report: done at once (see `try_lookup`).
+    pub fn try_release(&self, fh: u64) -> Option<FsResult<()>> {
+        self.try_flush(fh)?.ok()?;
+        let s = self.shared();
+        let of = s.handles.lock().remove(&fh)?;
+        let unused = {
+            let mut st = of.inode.state.lock();
+            st.open_count -= 1;
+            st.nlookup == 0 && st.open_count == 0 && st.file.settled()
+        };
+        if unused && of.inode.ino != super::inode::ROOT_INO {
+            s.inodes.remove(of.inode.ino);
+        }
+        Some(Ok(()))
+    }
+
     /// Close-to-open: write back and COMMIT everything before returning
     /// (FUSE calls this on every close of a file descriptor).
     pub async fn flush(&self, fh: u64) -> FsResult<()> {
@@ -156,7 +189,7 @@ impl<C: NfsOps> CachedFs<C> {
         let unused = {
             let mut st = of.inode.state.lock();
             st.open_count -= 1;
-            st.nlookup == 0 && st.open_count == 0 && st.file.clean()
+            st.nlookup == 0 && st.open_count == 0 && st.file.settled()
         };
         if unused && of.inode.ino != super::inode::ROOT_INO {
             // The kernel forgot it while it was open.
@@ -167,14 +200,15 @@ impl<C: NfsOps> CachedFs<C> {
     }
 }
 
+/// A WRITE or COMMIT to send; `gen` is its attribute-clock tick.
 enum Job {
-    Write { offset: u64, data: Bytes, stable: StableHow, cred: Cred },
-    Commit { upto: u64, cred: Cred },
+    Write { offset: u64, data: Bytes, stable: StableHow, cred: Cred, gen: u64 },
+    Commit { upto: u64, cred: Cred, gen: u64 },
 }
 
 enum Done {
-    Write { offset: u64, len: u64, result: Result<Write3ResOk, NfsError> },
-    Commit { upto: u64, result: Result<Commit3ResOk, NfsError> },
+    Write { offset: u64, len: u64, gen: u64, result: Result<Write3ResOk, NfsError> },
+    Commit { upto: u64, gen: u64, result: Result<Commit3ResOk, NfsError> },
 }
 
 impl<C: NfsOps> Shared<C> {
@@ -206,6 +240,31 @@ impl<C: NfsOps> Shared<C> {
     }
 
     // ----- reads -------------------------------------------------------
+
+    /// A read through an `O_DIRECT` handle: from the server, not through
+    /// the data cache (so another client's writes show at once, as on a
+    /// kernel NFS mount), with our own unwritten data laid over it.
+    async fn read_direct(&self, inode: &Arc<Inode>, cred: &Cred, offset: u64, size: u32) -> FsResult<Bytes> {
+        if size == 0 {
+            return Ok(Bytes::new());
+        }
+        let (data, _eof) = self.read_range(inode, cred, offset, size as u64).await?;
+        let st = inode.state.lock();
+        let server_end = offset + data.len() as u64;
+        // Our unwritten data may reach past the server's end of file.
+        let end = offset.saturating_add(size as u64).min(st.visible_attr().size.max(server_end));
+        if end <= offset {
+            return Ok(Bytes::new());
+        }
+        if end == server_end && !overlap_any(&st.file, offset, end) {
+            return Ok(data);
+        }
+        let mut out = BytesMut::zeroed((end - offset) as usize);
+        let n = data.len().min(out.len());
+        out[..n].copy_from_slice(&data[..n]);
+        overlay_unwritten(&st.file, offset, &mut out);
+        Ok(out.freeze())
+    }
 
     pub(crate) async fn read_inode(
         self: &Arc<Self>,
@@ -325,16 +384,55 @@ impl<C: NfsOps> Shared<C> {
             if !missing {
                 return Ok(out);
             }
+            if attempt == READ_RETRIES_MAX {
+                break;
+            }
             let fetched = self.fetch_chunks_into(inode, cred, first, last, false).await?;
             for (i, c) in fetched {
                 out[(i - first) as usize].get_or_insert(c);
             }
         }
-        if out.iter().any(Option::is_none) {
-            // Evicted or invalidated as fast as we could fetch it.
-            return Err(FsError::Io("file data kept changing while being read".into()));
+        // Evicted or invalidated as fast as we could fetch it: writers are
+        // busy beside us. A read must still return data (old, new or a mix,
+        // as on any NFS mount), so READ what is missing for this caller
+        // alone, without caching it.
+        let missing: Vec<u64> =
+            out.iter().enumerate().filter(|(_, c)| c.is_none()).map(|(i, _)| first + i as u64).collect();
+        for (i, c) in self.read_chunks(inode, cred, &missing).await? {
+            out[(i - first) as usize].get_or_insert(c);
         }
         Ok(out)
+    }
+
+    /// READ chunks `indexes` (ascending) from the server, consecutive ones
+    /// together in READs of up to rsize, all at once. Caches nothing.
+    async fn read_chunks(&self, inode: &Inode, cred: &Cred, indexes: &[u64]) -> FsResult<Vec<(u64, Chunk)>> {
+        let per_read = (self.cfg.rsize as u64 / CHUNK_BYTES).max(1);
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &i in indexes {
+            match runs.last_mut() {
+                Some((start, n)) if *start + *n == i && *n < per_read => *n += 1,
+                _ => runs.push((i, 1)),
+            }
+        }
+        let reads =
+            runs.iter().map(|&(start, n)| self.read_range(inode, cred, start * CHUNK_BYTES, n * CHUNK_BYTES));
+        let results = futures::future::join_all(reads).await;
+        let mut got = Vec::with_capacity(indexes.len());
+        for ((start, n), r) in runs.into_iter().zip(results) {
+            let (data, eof) = r?;
+            for k in 0..n {
+                let lo = ((k * CHUNK_BYTES) as usize).min(data.len());
+                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
+                if lo == hi && !eof {
+                    break;
+                }
+                // Past end of file a chunk is empty and final: the reader
+                // sees zeros there unless we wrote something.
+                got.push((start + k, Chunk::of_read(&data, lo, hi - lo, eof && hi == data.len())));
+            }
+        }
+        Ok(got)
     }
 
     /// Fetch missing chunks `first..=last` into the cache (read-ahead).
@@ -398,7 +496,7 @@ impl<C: NfsOps> Shared<C> {
                 match hit {
                     Some((data, eof)) => {
                         self.counters.disk_hits.fetch_add(1, Ordering::Relaxed);
-                        got.push((i, Chunk { data, eof }));
+                        got.push((i, Chunk::alone(data, eof)));
                     }
                     None => need.push(i),
                 }
@@ -406,31 +504,7 @@ impl<C: NfsOps> Shared<C> {
         } else {
             need = mine.clone();
         }
-        // Consecutive chunks go in one READ of up to rsize, all at once.
-        let per_read = (self.cfg.rsize as u64 / CHUNK_BYTES).max(1);
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for i in need {
-            match runs.last_mut() {
-                Some((start, n)) if *start + *n == i && *n < per_read => *n += 1,
-                _ => runs.push((i, 1)),
-            }
-        }
-        let reads =
-            runs.iter().map(|&(start, n)| self.read_range(inode, cred, start * CHUNK_BYTES, n * CHUNK_BYTES));
-        let results = futures::future::join_all(reads).await;
-        for ((start, n), r) in runs.into_iter().zip(results) {
-            let (data, eof) = r?;
-            for k in 0..n {
-                let lo = ((k * CHUNK_BYTES) as usize).min(data.len());
-                let hi = (lo + CHUNK_BYTES as usize).min(data.len());
-                if lo == hi && !eof {
-                    break;
-                }
-                // Past end of file a chunk is empty and final: the reader
-                // sees zeros there unless we wrote something.
-                got.push((start + k, Chunk { data: data.slice(lo..hi), eof: eof && hi == data.len() }));
-            }
-        }
+        got.extend(self.read_chunks(inode, cred, &need).await?);
         let mut inserted = Vec::new();
         let mut to_disk = Vec::new();
         {
@@ -477,9 +551,10 @@ impl<C: NfsOps> Shared<C> {
         let mut eof = false;
         while pos < end {
             let count = (end - pos).min(self.cfg.rsize as u64) as u32;
+            let gen = self.clock.tick();
             let r = self.client.read(cred, &inode.fh, pos, count).await?;
             if let Some(a) = r.file_attributes {
-                self.fresh_attrs(inode, a, false);
+                self.fresh_attrs(inode, a, gen, false);
             }
             let n = r.data.len().min(count as usize);
             pos += n as u64;
@@ -502,7 +577,7 @@ impl<C: NfsOps> Shared<C> {
     }
 
     /// Account freshly cached chunks and evict the oldest beyond the bound.
-    fn note_inserted(&self, inserted: Vec<(u64, u64)>) {
+    pub(crate) fn note_inserted(&self, inserted: Vec<(u64, u64)>) {
         if inserted.is_empty() {
             return;
         }
@@ -603,7 +678,14 @@ impl<C: NfsOps> Shared<C> {
             let end = offset + len;
             f.remove_chunks(offset / CHUNK_BYTES..=(end - 1) / CHUNK_BYTES);
             f.written_end = f.written_end.max(end);
+            // Not settled any more: this write is not on the server yet.
+            f.written_settled = None;
+            f.written_at = Some(super::inode::coarse_now());
             f.write_cred = cred.clone();
+            if let Some(p) = &mut f.pending_attrs {
+                // A write after a deferred explicit mtime sets the time itself.
+                p.attrs.mtime = SetTime::DontChange;
+            }
             // Past half the mount's bound: write-behind starts here.
             let starts = !f.background && self.budget.used() * 2 >= self.budget.limit();
             f.background |= starts;
@@ -633,8 +715,21 @@ impl<C: NfsOps> Shared<C> {
         for f in files {
             now.insert(f.ino);
             if seen_before.contains(&f.ino) {
-                f.state.lock().file.expired = true;
+                let attrs_waiting = {
+                    let mut st = f.state.lock();
+                    st.file.expired = true;
+                    st.file.pending_attrs.is_some()
+                };
                 self.ensure_flusher(&f);
+                if attrs_waiting {
+                    // Attribute changes of a file kept open for long go out
+                    // with its expired data, not only at close.
+                    let (me, f, counted) = (self.clone(), f.clone(), self.background.start());
+                    tokio::spawn(async move {
+                        let _counted = counted;
+                        let _ = me.sync_inode(&f).await;
+                    });
+                }
             }
         }
         now
@@ -683,11 +778,11 @@ impl<C: NfsOps> Shared<C> {
     /// Write back and COMMIT everything the file holds; returns when it is
     /// clean. Errors are recorded on the file (see `take_error`).
     pub(crate) async fn sync_inode(self: &Arc<Self>, inode: &Arc<Inode>) -> FsResult<()> {
-        if inode.state.lock().file.clean() {
+        if inode.state.lock().file.settled() {
             return Ok(());
         }
         inode.state.lock().file.flush_waiters += 1;
-        let _guard = FlushWaiter(inode.clone());
+        let guard = FlushWaiter(inode.clone());
         loop {
             let notified = inode.progress.notified();
             tokio::pin!(notified);
@@ -698,8 +793,29 @@ impl<C: NfsOps> Shared<C> {
             self.ensure_flusher(inode);
             notified.await;
         }
+        drop(guard);
+        // Deferred attribute changes go after the data: an explicit mtime
+        // must be the last word, after the WRITEs that move it.
+        let pending = inode.state.lock().file.pending_attrs.take();
+        if let Some(p) = pending {
+            self.send_pending_attrs(inode, p).await;
+        }
         self.unregister_if_clean(inode);
         Ok(())
+    }
+
+    /// One SETATTR with every deferred change; a failure is recorded on the
+    /// file and reported by the next write, close or fsync, as a write-back
+    /// error is.
+    async fn send_pending_attrs(&self, inode: &Arc<Inode>, p: super::inode::PendingAttrs) {
+        let gen = inode.state.lock().begin_change();
+        let r = self.client.setattr(&p.cred, &inode.fh, p.attrs, None).await;
+        let mut st = inode.state.lock();
+        st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(false).0);
+        st.access.clear();
+        if let Err(e) = r {
+            st.file.record_error(e);
+        }
     }
 
     /// Drop a file from the write-back registry once it is clean. The
@@ -707,7 +823,7 @@ impl<C: NfsOps> Shared<C> {
     /// again cannot be lost between the check and the removal.
     fn unregister_if_clean(&self, inode: &Inode) {
         let mut reg = self.dirty_inodes.lock();
-        if inode.state.lock().file.clean() {
+        if inode.state.lock().file.settled() {
             reg.remove(&inode.ino);
         }
     }
@@ -734,8 +850,8 @@ impl<C: NfsOps> Shared<C> {
                 let upto = f.next_unstable_id - 1;
                 f.commit_in_flight = Some(upto);
                 let cred = f.write_cred.clone();
-                st.begin_change();
-                return Some(Job::Commit { upto, cred });
+                let gen = st.begin_change();
+                return Some(Job::Commit { upto, cred, gen });
             }
         }
         if f.inflight.len() >= cfg.writes_in_flight_max || f.dirty.is_empty() {
@@ -780,18 +896,30 @@ impl<C: NfsOps> Shared<C> {
             return None;
         }
         f.stalled = false;
+        // Someone waits for all of it to be stable (close, fsync) and this
+        // one WRITE is all there is: FILE_SYNC, and no COMMIT after it (the
+        // Linux client's FLUSH_COND_STABLE). One round trip instead of two
+        // for every small file closed after writing.
+        let last_and_only = f.flush_waiters > 0
+            && f.dirty.bytes() == n
+            && f.inflight.is_empty()
+            && f.unstable.is_empty()
+            && f.commit_in_flight.is_none();
         let data = f.dirty.take_front(start, n as usize);
         f.inflight.insert(start, data.clone());
         self.inflight_total.fetch_add(n, Ordering::Relaxed);
         let cred = f.write_cred.clone();
         let sync_opens = f.sync_opens;
-        st.begin_change();
+        let gen = st.begin_change();
         // Synchronous writers get FILE_SYNC: their data is stable when the
         // WRITE returns, with no COMMIT (nfs(5) `sync`, O_SYNC, noac).
-        let stable =
-            if cfg.noac || cfg.sync || sync_opens > 0 { StableHow::FileSync } else { StableHow::Unstable };
+        let stable = if cfg.noac || cfg.sync || sync_opens > 0 || last_and_only {
+            StableHow::FileSync
+        } else {
+            StableHow::Unstable
+        };
 
-        Some(Job::Write { offset: start, data, stable, cred })
+        Some(Job::Write { offset: start, data, stable, cred, gen })
     }
 
     /// Apply a finished WRITE or COMMIT to the file's state.
@@ -800,7 +928,7 @@ impl<C: NfsOps> Shared<C> {
         let min = self.cfg.ac_bounds(false).0;
         let mut st = inode.state.lock();
         match done {
-            Done::Write { offset, len, result } => {
+            Done::Write { offset, len, gen, result } => {
                 let data = st.file.inflight.remove(&offset).expect("in-flight write is recorded");
                 // Chunks read before the server had this data are stale now,
                 // and so is any READ still out that may have passed it.
@@ -811,7 +939,7 @@ impl<C: NfsOps> Shared<C> {
                 if let Some(b) = &inode.file_budget {
                     b.release(len, Release::WriteDone);
                 }
-                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), now, min);
+                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), gen, now, min);
                 match result {
                     Ok(r) => {
                         let count = (r.count as usize).min(data.len());
@@ -841,9 +969,9 @@ impl<C: NfsOps> Shared<C> {
                     }
                 }
             }
-            Done::Commit { upto, result } => {
+            Done::Commit { upto, gen, result } => {
                 st.file.commit_in_flight = None;
-                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), now, min);
+                st.end_change(result.as_ref().ok().map(|r| &r.file_wcc), gen, now, min);
                 let ids: Vec<u64> = st.file.unstable.range(..=upto).map(|(k, _)| *k).collect();
                 // Newest first, so older data put back never covers newer.
                 let mut newer: Vec<std::ops::Range<u64>> = st
@@ -898,8 +1026,9 @@ impl<C: NfsOps> Shared<C> {
             st.file.background = false;
         }
         if st.file.clean() {
-            // The server has everything: its attributes are the truth.
-            st.file.written_end = 0;
+            // The server has everything: its attributes are the truth, once
+            // one sent from now on arrives.
+            st.settle_writes();
             st.file.setid_dropped = None;
         }
         let clean = st.file.clean();
@@ -939,14 +1068,12 @@ fn assemble(
     chunks: &[Option<Chunk>],
 ) -> Bytes {
     let len = (end - offset) as usize;
-    // One chunk, nothing of ours over it: hand out a slice, no copy.
-    if first == (end - 1) / CHUNK_BYTES && !overlap_any(f, offset, end) {
-        if let Some(Some(c)) = chunks.first() {
-            let lo = (offset - first * CHUNK_BYTES) as usize;
-            let hi = (end - first * CHUNK_BYTES) as usize;
-            if hi <= c.data.len() {
-                return c.data.slice(lo..hi);
-            }
+    // Chunks of one READ, consecutive in its buffer, nothing of ours over
+    // them: hand out a slice of that buffer, no copy (a 1 MiB kernel read
+    // spans 16 chunks of one 1 MiB READ).
+    if let Some(slice) = one_buffer(chunks, offset - first * CHUNK_BYTES, len) {
+        if !overlap_any(f, offset, end) {
+            return slice;
         }
     }
     let mut out = BytesMut::zeroed(len);
@@ -955,14 +1082,40 @@ fn assemble(
             copy_overlap((first + i as u64) * CHUNK_BYTES, &c.data, offset, &mut out);
         }
     }
+    overlay_unwritten(f, offset, &mut out);
+    out.freeze()
+}
+
+/// Lay our data the server may not have yet over `out` (the file's bytes
+/// from `offset`), oldest first: committed-pending, in flight, dirty.
+fn overlay_unwritten(f: &super::inode::FileData, offset: u64, out: &mut [u8]) {
+    let end = offset + out.len() as u64;
     for u in f.unstable.values() {
-        copy_overlap(u.offset, &u.data, offset, &mut out);
+        copy_overlap(u.offset, &u.data, offset, out);
     }
     for (o, d) in f.inflight.range(..end) {
-        copy_overlap(*o, d, offset, &mut out);
+        copy_overlap(*o, d, offset, out);
     }
-    f.dirty.overlay(offset, &mut out);
-    out.freeze()
+    f.dirty.overlay(offset, out);
+}
+
+/// `len` bytes from `skip` into the concatenation of `chunks`, if they are
+/// all present and lie back to back in one READ's buffer.
+fn one_buffer(chunks: &[Option<Chunk>], skip: u64, len: usize) -> Option<Bytes> {
+    let first = chunks.first()?.as_ref()?;
+    let mut next = first.at + first.data.len();
+    let mut have = first.data.len();
+    for c in &chunks[1..] {
+        let c = c.as_ref()?;
+        let same = c.whole.as_ptr() == first.whole.as_ptr() && c.whole.len() == first.whole.len();
+        if !same || c.at != next {
+            return None;
+        }
+        next += c.data.len();
+        have += c.data.len();
+    }
+    let lo = first.at + skip as usize;
+    (skip as usize + len <= have).then(|| first.whole.slice(lo..lo + len))
 }
 
 /// Whether any of our unwritten data overlaps `[lo, hi)`.
@@ -1002,15 +1155,15 @@ impl Drop for FlushWaiter {
 
 async fn run_job<C: NfsOps>(shared: Arc<Shared<C>>, fh: NfsFh3, job: Job) -> Done {
     match job {
-        Job::Write { offset, data, stable, cred } => {
+        Job::Write { offset, data, stable, cred, gen } => {
             let len = data.len() as u64;
             let result = shared.client.write(&cred, &fh, offset, data, stable).await;
-            Done::Write { offset, len, result }
+            Done::Write { offset, len, gen, result }
         }
-        Job::Commit { upto, cred } => {
+        Job::Commit { upto, cred, gen } => {
             // offset 0, count 0: the whole file.
             let result = shared.client.commit(&cred, &fh, 0, 0).await;
-            Done::Commit { upto, result }
+            Done::Commit { upto, gen, result }
         }
     }
 }
@@ -1051,5 +1204,28 @@ async fn flusher<C: NfsOps>(shared: Arc<Shared<C>>, inode: Arc<Inode>) {
             }
             _ = inode.kick.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_chunks_of_one_read_are_handed_out_without_a_copy() {
+        let read = Bytes::from((0..=255u8).cycle().take(4 * CHUNK_BYTES as usize).collect::<Vec<_>>());
+        let c = CHUNK_BYTES as usize;
+        let chunks: Vec<Option<Chunk>> =
+            (0..4).map(|i| Some(Chunk::of_read(&read, i * c, c, i == 3))).collect();
+        let got = one_buffer(&chunks[1..3], 100, c + 50).expect("one buffer");
+        assert_eq!(got.as_ptr(), read[c + 100..].as_ptr(), "a slice of the READ's buffer");
+        assert_eq!(&got[..], &read[c + 100..2 * c + 150]);
+        // A chunk from elsewhere (another READ, the disk cache) breaks the run.
+        let mut mixed = chunks.clone();
+        mixed[2] = Some(Chunk::alone(read.slice(2 * c..3 * c), false));
+        assert!(one_buffer(&mixed[1..3], 0, 2 * c).is_none());
+        // A missing chunk, or more than the chunks hold.
+        assert!(one_buffer(&[chunks[0].clone(), None], 0, 10).is_none());
+        assert!(one_buffer(&chunks[3..], 0, c + 1).is_none());
     }
 }

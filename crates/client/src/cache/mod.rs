@@ -89,7 +89,7 @@ pub use config::{
     WRITE_BACK_BYTES_DEFAULT,
 };
 pub use dir::DirEntry;
-pub use fs::{CacheStats, CachedFs, Entry, StatFs};
+pub use fs::{CacheStats, CachedFs, Entry, Opened, StatFs};
 pub use inode::ROOT_INO;
 
 use crate::ops::NfsError;
