@@ -265,6 +265,12 @@ mod tests {
             assert_eq!((m.export, m.changes_metadata, m.may_block), (Some(7), true, false), "op {op}");
         }
         assert!(!peek(&compound(15, &[0]), false).changes_metadata, "LOOKUP");
+        // A pseudo-root directory's handle (4 bytes, its node id) names no export.
+        let mut pseudo = compound(OP_OPEN, &[0]);
+        let at = pseudo.windows(4).position(|w| w == OP_PUTFH.to_be_bytes()).unwrap() + 4;
+        pseudo.splice(at..at + 12, [4u32, 7].iter().flat_map(|w| w.to_be_bytes()));
+        let p = peek(&pseudo, false);
+        assert_eq!((p.export, p.changes_metadata, p.nfs4), (None, true, true), "{p:?}");
         // The handle's bytes name the file, as for NFSv3.
         let fh = [0, 0, 0, 7, 0, 0, 0, 7];
         assert_eq!(peek(&compound(OP_READ, &io(8192, None)), false).io_file, Some(fnv1a(&fh)));
