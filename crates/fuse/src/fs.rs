@@ -588,6 +588,18 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // Cached data is answered on this reader thread (see
+        // `CachedFs::try_write` for why that matters).
+        let done = {
+            let _rt = self.rt.enter();
+            self.fs.try_read(fh.0, offset, size)
+        };
+        if let Some(r) = done {
+            return match r {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         self.spawn(req, move |fs, _cred| async move {
             match fs.read(fh.0, offset, size).await {
                 Ok(data) => reply.data(&data),

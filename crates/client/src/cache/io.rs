@@ -40,6 +40,44 @@ impl<C: NfsOps> CachedFs<C> {
         s.read_inode(&of.inode, &of.cred, offset, size).await
     }
 
+    /// The same as [`CachedFs::read`] when every byte asked for is cached
+    /// and the attributes are trusted: answered from the cache at once.
+    /// Returns `None` (having changed nothing) otherwise. For callers on a
+    /// thread of their own (see [`CachedFs::try_write`]); must be called
+    /// inside the runtime's context: read-ahead may start here.
+    pub fn try_read(&self, fh: u64, offset: u64, size: u32) -> Option<FsResult<Bytes>> {
+        let s = self.shared();
+        let of = match s.handle(fh) {
+            Ok(of) => of,
+            Err(e) => return Some(Err(e)),
+        };
+        if of.direct {
+            return None;
+        }
+        let inode = &of.inode;
+        let mut st = inode.state.lock();
+        if !st.attr_valid(Instant::now()) {
+            return None;
+        }
+        let file_size = st.visible_attr().size;
+        if offset >= file_size || size == 0 {
+            return Some(Ok(Bytes::new()));
+        }
+        let end = (offset + size as u64).min(file_size);
+        let (first, last) = (offset / CHUNK_BYTES, (end - 1) / CHUNK_BYTES);
+        let mut chunks = Vec::with_capacity((last - first + 1) as usize);
+        for i in first..=last {
+            chunks.push(Some(st.file.chunk(i).filter(|c| c.complete(CHUNK_BYTES))?.clone()));
+        }
+        s.counters.read_chunk_hits.fetch_add(chunks.len() as u64, Ordering::Relaxed);
+        let data = assemble(&st.file, offset, end, first, &chunks);
+        if let Some((from, to)) = s.readahead_window(&mut st.file, offset, end, file_size) {
+            drop(st);
+            s.start_readahead(inode, &of.cred, from, to);
+        }
+        Some(Ok(data))
+    }
+
     /// Write `data` at `offset` through open file `fh`. Returns once the
     /// data is in the write-back cache (waiting for room if the mount's
     /// dirty bound, or in eager mode the file's, is reached). A write-back
@@ -291,19 +329,7 @@ impl<C: NfsOps> Shared<C> {
             }
             let end = (offset + size as u64).min(file_size);
             if let Some((from, to)) = ra {
-                let (me, inode, cred) = (self.clone(), inode.clone(), cred.clone());
-                // Unmount waits for it: its chunks go to the disk cache.
-                let counted = self.background.start();
-                tokio::spawn(async move {
-                    let _counted = counted;
-                    let first = from / CHUNK_BYTES;
-                    let last = (to - 1) / CHUNK_BYTES;
-                    // Read-ahead is a hint: a failure shows up when the
-                    // reader gets there.
-                    if let Ok(n) = me.fetch_chunks(&inode, &cred, first, last, true).await {
-                        me.counters.readahead_chunks.fetch_add(n, Ordering::Relaxed);
-                    }
-                });
+                self.start_readahead(inode, cred, from, to);
             }
             let first = offset / CHUNK_BYTES;
             let last = (end - 1) / CHUNK_BYTES;
@@ -317,6 +343,23 @@ impl<C: NfsOps> Shared<C> {
             return Ok(assemble(&st.file, offset, end, first, &chunks));
         }
         unreachable!("the loop returns")
+    }
+
+    /// Fetch `[from, to)` into the cache in the background.
+    fn start_readahead(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred, from: u64, to: u64) {
+        let (me, inode, cred) = (self.clone(), inode.clone(), cred.clone());
+        // Unmount waits for it: its chunks go to the disk cache.
+        let counted = self.background.start();
+        tokio::spawn(async move {
+            let _counted = counted;
+            let first = from / CHUNK_BYTES;
+            let last = (to - 1) / CHUNK_BYTES;
+            // Read-ahead is a hint: a failure shows up when the
+            // reader gets there.
+            if let Ok(n) = me.fetch_chunks(&inode, &cred, first, last, true).await {
+                me.counters.readahead_chunks.fetch_add(n, Ordering::Relaxed);
+            }
+        });
     }
 
     /// Update the sequential-read detector; returns a byte range to
