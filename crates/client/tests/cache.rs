@@ -672,16 +672,62 @@ async fn readdir_falls_back_when_readdirplus_is_not_supported() {
     let id = fake.add_file("only", b"");
     fake.set_readdirplus_notsupp(true);
     let fs = mount(&fake, config()).await;
-    for _ in 0..2 {
+    for round in 0..2 {
         let dh = fs.opendir(ROOT_INO, &cred()).await.unwrap();
         let page = fs.readdir(dh, 0).await.unwrap();
         let e = page.iter().find(|e| &e.name[..] == b"only").expect("entry listed");
         assert_eq!(e.ino, id);
         assert!(fs.readdir(dh, page.last().unwrap().offset).await.unwrap().is_empty());
         fs.releasedir(dh).unwrap();
+        if round == 0 {
+            // A change of ours: the next listing is read again.
+            fs.mkdir(ROOT_INO, b"sub", 0o755, &cred()).await.unwrap();
+        }
     }
     assert_eq!(fake.calls(NFSPROC3_READDIRPLUS), 1, "NOTSUPP is remembered");
     assert_eq!(fake.calls(NFSPROC3_READDIR), 2);
+}
+
+/// A directory listed whole is listed again from the cache (rm -r opens
+/// each directory twice) while its attributes are trusted and nothing of
+/// ours changed it, as Linux keeps a directory's pages; a change of ours,
+/// or someone else's seen in the attributes, reads it again.
+#[tokio::test(start_paused = true)]
+async fn a_directory_listed_whole_is_listed_again_from_the_cache() {
+    let fake = Fake::new();
+    fake.add_dir("d");
+    fake.add_file_in("d", "a", b"1");
+    let mut cfg = config();
+    cfg.acdirmin = Duration::from_secs(30);
+    cfg.acdirmax = Duration::from_secs(60);
+    let fs = mount(&fake, cfg).await;
+    let d = fs.lookup(ROOT_INO, b"d", &cred()).await.unwrap().ino;
+    let list = |fs: CachedFs<Fake>| async move {
+        let dh = fs.opendir(d, &cred()).await.unwrap();
+        let mut names: Vec<String> = fs
+            .readdir(dh, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| String::from_utf8(e.name.to_vec()).unwrap())
+            .filter(|n| n != "." && n != "..")
+            .collect();
+        fs.releasedir(dh).unwrap();
+        names.sort();
+        names
+    };
+    assert_eq!(list(fs.clone()).await, ["a"]);
+    assert_eq!(list(fs.clone()).await, ["a"]);
+    assert_eq!(fake.calls(NFSPROC3_READDIRPLUS), 1, "the second listing came from the cache");
+    // Ours: a new name, listed at once.
+    let (_, fh) = fs.create(d, b"b", 0o644, libc::O_WRONLY | libc::O_EXCL, &cred()).await.unwrap();
+    fs.release(fh).await.unwrap();
+    assert_eq!(list(fs.clone()).await, ["a", "b"]);
+    assert_eq!(fake.calls(NFSPROC3_READDIRPLUS), 2);
+    // Someone else's: seen once the directory's attributes expire.
+    fake.add_file_in("d", "c", b"3");
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(list(fs.clone()).await, ["a", "b", "c"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -93,6 +93,20 @@ impl<C: NfsOps> CachedFs<C> {
                 }
             }
         }
+        if offset == 0 {
+            // The listing kept from the last read, while the directory's
+            // attributes are trusted and nothing of ours changed it.
+            let kept = {
+                let st = h.inode.state.lock();
+                st.listing.clone().filter(|_| st.attr_valid(tokio::time::Instant::now()))
+            };
+            if let Some(l) = kept {
+                h.page = (*l).clone();
+                h.page_after = 0;
+                h.eof = true;
+                return Ok(h.page.clone());
+            }
+        }
         s.fetch_dir_page(&mut h, offset).await?;
         Ok(h.page.clone())
     }
@@ -105,6 +119,18 @@ impl<C: NfsOps> CachedFs<C> {
 
 impl<C: NfsOps> Shared<C> {
     async fn fetch_dir_page(&self, h: &mut DirHandle, cookie: u64) -> FsResult<()> {
+        let listing_gen = h.inode.state.lock().listing_gen;
+        self.fetch_dir_page_inner(h, cookie).await?;
+        if cookie == 0 && h.eof {
+            let mut st = h.inode.state.lock();
+            if st.listing_gen == listing_gen && st.changes_in_flight == 0 {
+                st.listing = Some(Arc::new(h.page.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn fetch_dir_page_inner(&self, h: &mut DirHandle, cookie: u64) -> FsResult<()> {
         let verf = if cookie == 0 { [0; 8] } else { h.verf };
         let dir = h.inode.clone();
         let count = self.cfg.readdir_bytes;

@@ -425,6 +425,13 @@ pub(crate) struct InodeState {
     /// looks up every name it is about to create). Cleared with `names`,
     /// and after any namespace call whose outcome is not known.
     pub(crate) complete: bool,
+    /// Directories: the whole listing (one READDIRPLUS page that reached
+    /// the end), for the next opendir while the attributes are trusted, as
+    /// Linux keeps a directory's pages. Gone with any change we make to
+    /// the directory and when its attributes show someone else's.
+    pub(crate) listing: Option<Arc<Vec<super::dir::DirEntry>>>,
+    /// Counts what makes a listing fetched meanwhile stale (see `listing`).
+    pub(crate) listing_gen: u64,
     /// Set once the file was unlinked (or renamed over) while open and
     /// lives on under a hidden name until its last close.
     pub(crate) silly: Option<SillyName>,
@@ -471,6 +478,8 @@ impl InodeState {
             file: FileData::new(mem_bytes),
             names: HashMap::new(),
             complete: false,
+            listing: None,
+            listing_gen: 0,
             data_epoch: 0,
             kernel_epoch: None,
             silly: None,
@@ -606,6 +615,13 @@ impl InodeState {
         self.names.clear();
         self.complete = false;
         self.data_epoch += 1;
+        self.drop_listing();
+    }
+
+    /// Forget the cached listing, and any being fetched.
+    pub(crate) fn drop_listing(&mut self) {
+        self.listing = None;
+        self.listing_gen += 1;
     }
 
     /// New attributes are about to replace `self.attr`: a new mode or
@@ -691,6 +707,7 @@ impl InodeState {
     /// pass to `end_change`.
     pub(crate) fn begin_change(&mut self) -> u64 {
         self.changes_in_flight += 1;
+        self.drop_listing();
         self.clock.tick()
     }
 
