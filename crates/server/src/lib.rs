@@ -22,6 +22,7 @@
 //! → program handler → backend → reply encoded into one buffer → written to
 //! the socket by the same thread.
 
+pub mod cluster;
 pub mod exports;
 
 mod convert;
