@@ -68,8 +68,20 @@ impl Member {
     /// hosts recorded in RADOS, the cluster's grace flag.
     pub(crate) fn lock_config(&self, grace_period: Duration) -> LockConfig {
         let head = self.head.clone();
+        // Until the grace period is over, the hosts that have not reclaimed yet stay on
+        // the list too: a crash of this head before then must not forget them.
+        let (previous, until) =
+            (self.joined.previous_hosts.clone(), std::time::Instant::now() + grace_period);
         let on_hosts_changed: eagernfs_server::HostsChanged = Arc::new(move |hosts: &[LockHost]| {
-            if let Err(e) = head.record_hosts(hosts) {
+            let mut hosts = hosts.to_vec();
+            if std::time::Instant::now() < until {
+                for h in &previous {
+                    if !hosts.contains(h) {
+                        hosts.push(h.clone());
+                    }
+                }
+            }
+            if let Err(e) = head.record_hosts(&hosts) {
                 tracing::error!("cannot record the hosts holding locks in RADOS: {e}");
             }
         });
@@ -142,10 +154,12 @@ pub(crate) fn join(
     let rados = Arc::new(Rados::connect(&spec).map_err(|e| {
         anyhow::anyhow!("--node-id {node}: the heads' shared state (pool {:?}): {e}", args.cluster_pool)
     })?);
+    tracing::debug!("cluster: RADOS connected in {:?}", started.elapsed());
     let key = eagernfs_server::cluster::handle_key(&*rados).context("the shared handle key")?;
     let grace = if locks { grace_period } else { Duration::ZERO };
     let (head, joined) =
         Head::join(rados.clone(), node, grace).with_context(|| format!("joining as node {node}"))?;
+    tracing::debug!("cluster: node record and grace state in {:?}", started.elapsed());
     let watch = rados
         .watch(eagernfs_server::cluster::GRACE_OID, head.on_watch())
         .context("watching the cluster's grace state")?;

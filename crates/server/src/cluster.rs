@@ -55,6 +55,9 @@ const UPDATE_TRIES: usize = 1000;
 /// How often the shared state is read even without a notification (a lost
 /// notify, a lost watch).
 const REFRESH_EVERY: Duration = Duration::from_secs(2);
+/// How long a take-over waits for the other heads' ENFORCING before it asks
+/// which heads are up at all.
+const CONFIRM_QUICKLY: Duration = Duration::from_millis(300);
 /// How long a notify waits for the other heads' acknowledgements.
 const NOTIFY_WAIT: Duration = Duration::from_secs(1);
 /// How long a dead head's RADOS client stays blocklisted (its process is
@@ -374,6 +377,23 @@ pub struct Head {
     stop: AtomicBool,
     /// The last grace state seen, for status pages.
     seen: Mutex<GraceDb>,
+    /// Fencing the node's previous RADOS client.
+    fencing: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Tell the other heads the grace state changed, without waiting for their
+/// acknowledgements (a dead head's lingering watch would hold the notify up
+/// to its timeout): they look at once, and their own changes notify us.
+fn announce(store: &Arc<dyn SharedStore>) {
+    let store = store.clone();
+    let spawned = std::thread::Builder::new().name("cluster-notify".into()).spawn(move || {
+        if let Err(e) = store.notify(GRACE_OID, NOTIFY_WAIT) {
+            tracing::warn!("cluster: cannot notify the other heads: {e}");
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cluster: no thread to notify the other heads ({e}); they see the change within {REFRESH_EVERY:?}");
+    }
 }
 
 impl Head {
@@ -401,20 +421,18 @@ impl Head {
         // The node's previous process, if it is somehow still running, must
         // stop using the cluster (and its watch goes at once, so notifies
         // do not wait for it).
-        if !previous.addr.is_empty() && previous.addr != addr {
-            match store.fence(&previous.addr) {
-                Ok(()) => tracing::info!(
-                    node,
-                    "cluster: fenced node {node}'s previous RADOS client {}",
-                    previous.addr
-                ),
+        // On a thread of its own: a blocklist waits for a new OSD map (about
+        // a second), which the take-over need not wait for.
+        let fencing = (!previous.addr.is_empty() && previous.addr != addr).then(|| {
+            let (store, old) = (store.clone(), previous.addr.clone());
+            std::thread::spawn(move || match store.fence(&old) {
+                Ok(()) => tracing::info!(node, "cluster: fenced node {node}'s previous RADOS client {old}"),
                 Err(e) => tracing::warn!(
                     node,
-                    "cluster: cannot fence node {node}'s previous RADOS client {}: {e}",
-                    previous.addr
+                    "cluster: cannot fence node {node}'s previous RADOS client {old}: {e}"
                 ),
-            }
-        }
+            })
+        });
         let need = !rec.hosts.is_empty() && !grace_period.is_zero();
         let db = update_grace(&*store, |db| {
             if need {
@@ -431,7 +449,7 @@ impl Head {
             db.nodes.entry(node).or_default().enforcing = in_grace;
             *db != before
         })?;
-        let _ = store.notify(GRACE_OID, NOTIFY_WAIT);
+        announce(&store);
         let head = Arc::new(Head {
             store,
             node,
@@ -441,8 +459,16 @@ impl Head {
             lift_at: Mutex::new(need.then(|| Instant::now() + grace_period)),
             stop: AtomicBool::new(false),
             seen: Mutex::new(db),
+            fencing: Mutex::new(fencing),
         });
         Ok((head, Joined { previous_hosts: rec.hosts.clone(), nsm_state: rec.nsm_state, previous }))
+    }
+
+    /// Wait until the node's previous RADOS client is fenced (if it had one).
+    pub fn wait_fenced(&self) {
+        if let Some(t) = self.fencing.lock().take() {
+            let _ = t.join();
+        }
     }
 
     /// The flag the lock manager reads: the cluster is in grace.
@@ -510,7 +536,7 @@ impl Head {
                     if db.in_grace() { " (others' goes on)" } else { "; the cluster's has ended" }
                 );
             }
-            let _ = self.store.notify(GRACE_OID, NOTIFY_WAIT);
+            announce(&self.store);
             db
         } else {
             before
@@ -526,7 +552,11 @@ impl Head {
     /// client acknowledges a notify of the grace state. True if they all
     /// enforce it (or there is no grace period).
     pub fn wait_enforced(&self, timeout: Duration) -> Result<bool, ClusterError> {
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        // Up heads answer in milliseconds; only if some have not after this
+        // is it worth asking who is up (which waits for dead heads' watches).
+        let ask_after = start + CONFIRM_QUICKLY.min(timeout);
         let me = self.store.client_id();
         loop {
             let seen = *self.events.lock();
@@ -539,25 +569,27 @@ impl Head {
             if lagging.is_empty() {
                 return Ok(true);
             }
-            // Wakes them (they look, say ENFORCING, and acknowledge) and says who is up.
-            let live = self.store.notify(GRACE_OID, NOTIFY_WAIT.min(timeout))?;
-            let lagging_live: Vec<u32> = lagging
-                .into_iter()
-                .filter(|n| self.client_of(*n).is_some_and(|c| c != me && live.contains(&c)))
-                .collect();
-            if lagging_live.is_empty() {
-                // Heads that did not answer are down (or cut off: fencing them is not done yet).
-                return Ok(true);
-            }
             let now = Instant::now();
-            if now >= deadline {
-                tracing::warn!(lagging = ?lagging_live, "cluster: heads did not confirm the grace period in {timeout:?}; going on");
-                return Ok(false);
+            if now >= ask_after {
+                // Wakes them again and says who is up.
+                let live = self.store.notify(GRACE_OID, NOTIFY_WAIT.min(timeout))?;
+                let lagging_live: Vec<u32> = lagging
+                    .into_iter()
+                    .filter(|n| self.client_of(*n).is_some_and(|c| c != me && live.contains(&c)))
+                    .collect();
+                if lagging_live.is_empty() {
+                    // Heads that did not answer are down (or cut off: fencing them is not done yet).
+                    return Ok(true);
+                }
+                if Instant::now() >= deadline {
+                    tracing::warn!(lagging = ?lagging_live, "cluster: heads did not confirm the grace period in {timeout:?}; going on");
+                    return Ok(false);
+                }
             }
-            // Woken by their write's notification; look again at least every 100 ms.
+            // Woken by their write's notification; look again at least every 50 ms.
             let mut ev = self.events.lock();
             if *ev == seen {
-                self.woken.wait_for(&mut ev, (deadline - now).min(Duration::from_millis(100)));
+                self.woken.wait_for(&mut ev, Duration::from_millis(50));
             }
         }
     }
@@ -745,6 +777,7 @@ mod tests {
         let (h1b, j1b) = Head::join(client(&store, 13), 1, grace).unwrap();
         assert_eq!(j1b.previous_hosts, vec![host(7)]);
         assert_eq!(j1b.nsm_state, 3, "the next odd state number");
+        h1b.wait_fenced();
         assert_eq!(*store.fenced.lock(), ["127.0.0.1:0/11"], "the dead head's client is fenced");
         assert!(h1b.grace_flag().load(Ordering::Acquire));
         // Node 2 has not seen it yet: the new head would wait for it.
