@@ -40,7 +40,8 @@ die() {
     exit 1
 }
 [ -x "${bin:-}" ] || die "no eagernfs binary: cargo build --release, or set EAGERNFS"
-[ -f "$cluster/ceph.conf" ] || die "no test cluster in $cluster: scripts/ceph-cluster.sh start"
+CEPH_CLUSTER_DIR=$cluster "$root/scripts/ceph-cluster.sh" status >/dev/null 2>&1 ||
+    die "no test cluster answers in $cluster: scripts/ceph-cluster.sh start (with the same CEPH_CLUSTER_DIR)"
 
 addr_of() { echo "127.0.0.$((10 + $1))"; }
 

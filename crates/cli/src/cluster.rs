@@ -192,3 +192,69 @@ pub(crate) fn join(
     );
     Ok(Some(Member { head, key, joined, _watch: watch, thread: Some(thread) }))
 }
+
+/// The cluster as `eagernfs stat` and the status page show it.
+pub(crate) fn status_json(head: &Head) -> serde_json::Value {
+    let db = head.grace_state();
+    let nodes: Vec<serde_json::Value> = db
+        .nodes
+        .iter()
+        .map(|(n, f)| serde_json::json!({ "node": n, "need": f.need, "enforcing": f.enforcing }))
+        .collect();
+    serde_json::json!({
+        "node": head.node(),
+        "epoch": db.current,
+        "recovery_epoch": db.recovery,
+        "in_grace": db.in_grace(),
+        "nodes": nodes,
+    })
+}
+
+/// One line for `eagernfs stat`: `cluster: node 1 · epoch 2 · grace period in force … · nodes 1 (need, enforcing), 2 (enforcing)`.
+pub(crate) fn status_line(c: &serde_json::Value) -> Option<String> {
+    let node = c["node"].as_u64()?;
+    let nodes: Vec<String> = c["nodes"]
+        .as_array()?
+        .iter()
+        .map(|n| {
+            let flags: Vec<&str> = [("need", n["need"].as_bool()), ("enforcing", n["enforcing"].as_bool())]
+                .iter()
+                .filter(|(_, on)| *on == Some(true))
+                .map(|(name, _)| *name)
+                .collect();
+            let id = n["node"].as_u64().unwrap_or(0);
+            if flags.is_empty() {
+                id.to_string()
+            } else {
+                format!("{id} ({})", flags.join(", "))
+            }
+        })
+        .collect();
+    let grace = if c["in_grace"].as_bool() == Some(true) {
+        format!(
+            "grace period in force (clients of epoch {} reclaim; only reclaims granted)",
+            c["recovery_epoch"]
+        )
+    } else {
+        "no grace period".to_string()
+    };
+    Some(format!("cluster: node {node} · epoch {} · {grace} · nodes {}", c["epoch"], nodes.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_names_node_epoch_grace_and_flags() {
+        let c = serde_json::json!({
+            "node": 1, "epoch": 3, "recovery_epoch": 2, "in_grace": true,
+            "nodes": [{"node": 1, "need": true, "enforcing": true}, {"node": 2, "need": false, "enforcing": false}],
+        });
+        assert_eq!(
+            status_line(&c).unwrap(),
+            "cluster: node 1 · epoch 3 · grace period in force (clients of epoch 2 reclaim; only reclaims granted) · nodes 1 (need, enforcing), 2"
+        );
+        assert_eq!(status_line(&serde_json::Value::Null), None);
+    }
+}

@@ -770,6 +770,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
                 stats: server.stats(),
                 handle: handle.clone(),
                 listen: addrs.clone(),
+                cluster: builder.member.as_ref().map(|m| m.head.clone()),
                 reload: Box::new(move || builder.reload(&handle)),
             })
         };

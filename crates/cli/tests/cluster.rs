@@ -99,6 +99,10 @@ impl Head {
         let _ = self.child.wait();
     }
 
+    fn state_dir(&self) -> PathBuf {
+        self._state.path().join("state")
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -192,6 +196,16 @@ fn a_new_head_takes_over_a_killed_ones_clients_data_and_locks() {
 
     // Grace: B grants no new lock (A's lock is gone from CephFS with A's session).
     assert_eq!(rt.block_on(ly.lock(&fh, &oy, range, true, false)).unwrap(), LockReply::Grace);
+    // `eagernfs stat` of B shows the cluster in its grace period, node 1 needing it.
+    let out = run_tool(
+        env!("CARGO_BIN_EXE_eagernfs"),
+        [std::ffi::OsStr::new("stat"), "--json".as_ref(), "--state-dir".as_ref(), b.state_dir().as_os_str()],
+    );
+    out.assert_success("stat");
+    let doc: serde_json::Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    let c = &doc["cluster"];
+    assert_eq!((c["node"].as_u64(), c["in_grace"].as_bool()), (Some(2), Some(true)), "{c}");
+    assert!(c["nodes"].as_array().unwrap().iter().any(|n| n["node"] == 1 && n["need"] == true), "{c}");
     // X asks for more, hears of the grace period, and so reclaims what it held.
     let more = LockRange { offset: 20, len: 10 };
     assert_eq!(rt.block_on(lx.lock(&fh, &ox, more, true, false)).unwrap(), LockReply::Grace);
