@@ -40,21 +40,31 @@ die() {
     exit 1
 }
 [ -x "${bin:-}" ] || die "no eagernfs binary: cargo build --release, or set EAGERNFS"
-CEPH_CLUSTER_DIR=$cluster "$root/scripts/ceph-cluster.sh" status >/dev/null 2>&1 ||
-    die "no test cluster answers in $cluster: scripts/ceph-cluster.sh start (with the same CEPH_CLUSTER_DIR)"
+cluster_checked=0
+check_cluster() { # once, before the first head starts (the ceph tool takes about a second)
+    [ "$cluster_checked" = 1 ] && return 0
+    CEPH_CLUSTER_DIR=$cluster "$root/scripts/ceph-cluster.sh" status >/dev/null 2>&1 ||
+        die "no test cluster answers in $cluster: scripts/ceph-cluster.sh start (with the same CEPH_CLUSTER_DIR)"
+    cluster_checked=1
+}
 
 addr_of() { echo "127.0.0.$((10 + $1))"; }
 
-alive() { # pid file $1: the pid if it is alive and an eagernfs
+# A head whose parent (this script, gone) does not reap it stays a zombie for a while after it
+# exited: that is not running (its sockets are closed), so `kill -0` alone would mislead.
+running() { [ -r "/proc/$1/stat" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat")" != Z ]; }
+
+alive() { # pid file $1: the pid if it is running and an eagernfs
     local pid
     pid=$(cat "$1" 2>/dev/null) || return 1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q eagernfs "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+    [ -n "$pid" ] && running "$pid" && grep -q eagernfs "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
 }
 
 start_one() { # node, extra args
     local n=$1 a
     shift
     a=$(addr_of "$n")
+    check_cluster
     mkdir -p "$dir/$n"
     if alive "$dir/$n/pid" >/dev/null; then
         die "head $n is running (pid $(cat "$dir/$n/pid")); kill or stop it first"
@@ -68,7 +78,7 @@ start_one() { # node, extra args
     local i
     for i in $(seq 600); do
         grep -q "listening on" "$dir/$n/out" && { echo "$n $a:$port $(cat "$dir/$n/pid")"; return 0; }
-        kill -0 "$(cat "$dir/$n/pid")" 2>/dev/null || { tail -5 "$dir/$n/log" >&2; die "head $n exited"; }
+        running "$(cat "$dir/$n/pid")" || { tail -5 "$dir/$n/log" >&2; die "head $n exited"; }
         sleep 0.05
     done
     die "head $n did not listen within 30 s (see $dir/$n/log)"
@@ -96,7 +106,7 @@ stop)
         [ -e "$p" ] || continue
         if pid=$(alive "$p"); then
             kill -TERM "$pid"
-            for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+            for _ in $(seq 100); do running "$pid" || break; sleep 0.01; done
         fi
         rm -f "$p"
     done

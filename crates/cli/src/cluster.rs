@@ -49,7 +49,7 @@ pub(crate) struct Member {
     pub(crate) head: Arc<Head>,
     pub(crate) key: [u8; 16],
     joined: Joined,
-    _watch: Watch,
+    watch: Option<Watch>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -98,10 +98,14 @@ impl Member {
 
 impl Drop for Member {
     fn drop(&mut self) {
+        let t0 = std::time::Instant::now();
         self.head.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        tracing::debug!("cluster: thread stopped in {:?}", t0.elapsed());
+        drop(self.watch.take());
+        tracing::debug!("cluster: unwatched in {:?}", t0.elapsed());
     }
 }
 
@@ -190,7 +194,7 @@ pub(crate) fn join(
             "no grace period"
         }
     );
-    Ok(Some(Member { head, key, joined, _watch: watch, thread: Some(thread) }))
+    Ok(Some(Member { head, key, joined, watch: Some(watch), thread: Some(thread) }))
 }
 
 /// The cluster as `eagernfs stat` and the status page show it.
