@@ -227,3 +227,26 @@ fn a_new_head_takes_over_a_killed_ones_clients_data_and_locks() {
 fn rand_suffix() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
 }
+
+/// Runs everywhere (no cluster needed): the flags' errors say what to do.
+#[test]
+fn a_head_without_cephfs_or_librados_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let serve = |operand: &str, extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_eagernfs"));
+        cmd.args(["serve", operand, "--listen", "127.0.0.1:0", "--state-dir"]).arg(&state).args(extra);
+        let out = run_command(cmd, Duration::from_secs(60));
+        assert!(!out.status.success(), "serve {operand} {extra:?} must fail");
+        out.stderr
+    };
+    let e = serve(dir.path().to_str().unwrap(), &["--node-id", "1"]);
+    assert!(e.contains("heads share a CephFS") && e.contains("leave out --node-id"), "{e}");
+    // librados is looked for before anything else of Ceph: this fails the same on a machine
+    // without any Ceph library.
+    let e = serve(
+        "cephfs://admin@cephfs/?conf=/nonexistent/ceph.conf",
+        &["--node-id", "1", "--librados", "libnot-rados-eagernfs.so.9"],
+    );
+    assert!(e.contains("apt-get install librados2"), "{e}");
+}
