@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use eagernfs_server::cluster::{Head, Joined};
 use eagernfs_server::{LockConfig, LockHost};
 use eagernfs_vfs::cephfs::CephFsSource;
-use eagernfs_vfs::rados::{Rados, RadosSpec, Watch};
+use eagernfs_vfs::rados::{Rados, RadosSpec};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +49,6 @@ pub(crate) struct Member {
     pub(crate) head: Arc<Head>,
     pub(crate) key: [u8; 16],
     joined: Joined,
-    watch: Option<Watch>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -104,7 +103,7 @@ impl Drop for Member {
             let _ = t.join();
         }
         tracing::debug!("cluster: thread stopped in {:?}", t0.elapsed());
-        drop(self.watch.take());
+        self.head.unwatch();
         tracing::debug!("cluster: unwatched in {:?}", t0.elapsed());
     }
 }
@@ -164,9 +163,12 @@ pub(crate) fn join(
     let (head, joined) =
         Head::join(rados.clone(), node, grace).with_context(|| format!("joining as node {node}"))?;
     tracing::debug!("cluster: node record and grace state in {:?}", started.elapsed());
-    let watch = rados
-        .watch(eagernfs_server::cluster::GRACE_OID, head.on_watch())
-        .context("watching the cluster's grace state")?;
+    let watcher = rados.clone();
+    head.watch_with(Box::new(move |cb| {
+        let w = watcher.watch(eagernfs_server::cluster::GRACE_OID, cb)?;
+        Ok(Box::new(w) as eagernfs_server::cluster::WatchGuard)
+    }))
+    .context("watching the cluster's grace state")?;
     let thread = head.spawn().context("starting the cluster thread")?;
     let in_grace = head.grace_flag().load(std::sync::atomic::Ordering::Acquire);
     if !joined.previous_hosts.is_empty() && locks {
@@ -194,7 +196,7 @@ pub(crate) fn join(
             "no grace period"
         }
     );
-    Ok(Some(Member { head, key, joined, watch: Some(watch), thread: Some(thread) }))
+    Ok(Some(Member { head, key, joined, thread: Some(thread) }))
 }
 
 /// The cluster as `eagernfs stat` and the status page show it.

@@ -379,7 +379,19 @@ pub struct Head {
     seen: Mutex<GraceDb>,
     /// Fencing the node's previous RADOS client.
     fencing: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The watch on the grace state (its guard), how to make it again, and
+    /// whether it was lost.
+    watch: Mutex<Option<WatchGuard>>,
+    make_watch: Mutex<Option<MakeWatch>>,
+    watch_lost: AtomicBool,
 }
+
+/// Keeps a watch; ends it when dropped.
+pub type WatchGuard = Box<dyn Send>;
+/// What a watch reports to.
+pub type OnWatch = Box<dyn Fn(WatchEvent) + Send + Sync>;
+/// Makes a watch on [`GRACE_OID`] that reports to the given callback.
+pub type MakeWatch = Box<dyn FnMut(OnWatch) -> Result<WatchGuard, RadosError> + Send>;
 
 /// Tell the other heads the grace state changed, without waiting for their
 /// acknowledgements (a dead head's lingering watch would hold the notify up
@@ -460,6 +472,9 @@ impl Head {
             stop: AtomicBool::new(false),
             seen: Mutex::new(db),
             fencing: Mutex::new(fencing),
+            watch: Mutex::new(None),
+            make_watch: Mutex::new(None),
+            watch_lost: AtomicBool::new(false),
         });
         Ok((head, Joined { previous_hosts: rec.hosts.clone(), nsm_state: rec.nsm_state, previous }))
     }
@@ -492,7 +507,40 @@ impl Head {
     }
 
     /// The callback for a RADOS watch on [`GRACE_OID`].
-    pub fn on_watch(self: &Arc<Self>) -> Box<dyn Fn(WatchEvent) + Send + Sync> {
+    /// Watch the grace state with `make`, and again with it whenever the
+    /// watch is lost (by the head's thread).
+    pub fn watch_with(self: &Arc<Self>, mut make: MakeWatch) -> Result<(), RadosError> {
+        *self.watch.lock() = Some(make(self.on_watch())?);
+        *self.make_watch.lock() = Some(make);
+        Ok(())
+    }
+
+    /// Make the watch again after it was lost; false if that failed (tried again later).
+    fn rewatch(self: &Arc<Self>) -> bool {
+        drop(self.watch.lock().take());
+        let Some(make) = &mut *self.make_watch.lock() else { return true };
+        match make(self.on_watch()) {
+            Ok(w) => {
+                *self.watch.lock() = Some(w);
+                tracing::info!("cluster: watching the grace state again");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cluster: cannot watch the grace state again: {e}; reading it every {REFRESH_EVERY:?}"
+                );
+                false
+            }
+        }
+    }
+
+    /// End the watch (at shutdown, after [`Head::stop`]).
+    pub fn unwatch(&self) {
+        drop(self.watch.lock().take());
+        drop(self.make_watch.lock().take());
+    }
+
+    pub fn on_watch(self: &Arc<Self>) -> OnWatch {
         let weak = Arc::downgrade(self);
         Box::new(move |ev| {
             if let Some(h) = weak.upgrade() {
@@ -502,6 +550,7 @@ impl Head {
                     );
                     // Until read again, assume the worst.
                     h.grace.store(true, Ordering::Release);
+                    h.watch_lost.store(true, Ordering::Release);
                 }
                 h.poke();
             }
@@ -616,6 +665,9 @@ impl Head {
         std::thread::Builder::new().name("cluster".into()).spawn(move || {
             let mut seen = 0;
             while !me.stop.load(Ordering::Acquire) {
+                if me.watch_lost.swap(false, Ordering::AcqRel) && !me.rewatch() {
+                    me.watch_lost.store(true, Ordering::Release);
+                }
                 if let Err(e) = me.refresh() {
                     tracing::warn!(
                         "cluster: cannot read the grace state: {e}; granting only reclaims until it can"
@@ -799,6 +851,33 @@ mod tests {
         h2.refresh().unwrap();
         assert!(!h2.grace_flag().load(Ordering::Acquire));
         drop(h1);
+    }
+
+    #[test]
+    fn a_lost_watch_is_made_again_by_the_heads_thread() {
+        let store = Arc::new(MemoryStore::default());
+        let (h, _) = Head::join(client(&store, 1), 1, Duration::from_secs(60)).unwrap();
+        let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let callbacks: Arc<Mutex<Vec<OnWatch>>> = Default::default();
+        let (m, cbs) = (made.clone(), callbacks.clone());
+        h.watch_with(Box::new(move |cb| {
+            m.fetch_add(1, Ordering::SeqCst);
+            cbs.lock().push(cb);
+            Ok(Box::new(()) as WatchGuard)
+        }))
+        .unwrap();
+        let thread = h.spawn().unwrap();
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        // The watch is lost: the thread makes a new one (it is woken by the loss).
+        (callbacks.lock()[0])(WatchEvent::Lost(libc::ENOTCONN));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while made.load(Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "no new watch within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        h.stop();
+        thread.join().unwrap();
+        h.unwatch();
     }
 
     #[test]
