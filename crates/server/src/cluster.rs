@@ -590,7 +590,9 @@ impl Head {
         } else {
             before
         };
-        self.grace.store(db.in_grace(), Ordering::Release);
+        // Without a watch this head may miss a take-over's grace period (and
+        // not answer its notify): grant only reclaims until it watches again.
+        self.grace.store(db.in_grace() || self.watch_lost.load(Ordering::Acquire), Ordering::Release);
         *self.seen.lock() = db.clone();
         Ok(db)
     }
@@ -868,11 +870,18 @@ mod tests {
         .unwrap();
         let thread = h.spawn().unwrap();
         assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(!h.grace_flag().load(Ordering::Acquire), "no grace period");
         // The watch is lost: the thread makes a new one (it is woken by the loss).
         (callbacks.lock()[0])(WatchEvent::Lost(libc::ENOTCONN));
         let deadline = Instant::now() + Duration::from_secs(10);
         while made.load(Ordering::SeqCst) < 2 {
             assert!(Instant::now() < deadline, "no new watch within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Watching again, the head grants new locks again once it has read the state.
+        h.poke();
+        while h.grace_flag().load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "still only reclaims 10 s after watching again");
             std::thread::sleep(Duration::from_millis(5));
         }
         h.stop();
