@@ -33,7 +33,7 @@ fn ceph(test: &str) -> Option<PathBuf> {
         .unwrap_or_else(|| PathBuf::from("/tmp/eagernfs-ceph/ceph.conf"));
     let usable = conf.exists()
         && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok()
-        && Path::new("/usr/lib/x86_64-linux-gnu/librados.so.2").exists();
+        && eagernfs_vfs::rados::available(eagernfs_vfs::rados::LIBRARY).is_ok();
     if usable {
         return Some(conf);
     }

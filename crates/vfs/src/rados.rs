@@ -22,6 +22,11 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Whether librados `library` loads here (and has every function used).
+pub fn available(library: &str) -> Result<(), LoadError> {
+    ffi::lib(library).map(drop)
+}
+
 /// A pointer librados hands out; its objects are used from any thread.
 #[derive(Clone, Copy, Debug)]
 struct Ptr(*mut c_void);
