@@ -35,11 +35,19 @@ def report(path):
         return json.load(f)
 
 
+def answered(step):
+    """Calls/s answered without an error. `achieved_ops_per_s` counts every reply, and an
+    NFS3ERR_JUKEBOX ("try again later") is a reply that did no work, answered at once: a step
+    where the server refuses calls would otherwise count its refusals as its rate."""
+    return (step["completed_ops"] - step.get("errors", 0)) / (step["elapsed_ns"] / 1e9)
+
+
 def knee(rep):
-    """Highest offered rate achieved (>= 90 %) with p99 < 10 ms; and the most achieved."""
+    """Highest offered rate achieved (>= 90 %, without errors) with p99 < 10 ms; and the most
+    calls/s answered without error."""
     best, most = 0.0, 0.0
     for s in rep["steps"]:
-        off, ach, p99 = s["offered_ops_per_s"], s["achieved_ops_per_s"], s["latency"]["p99_ns"] / 1e6
+        off, ach, p99 = s["offered_ops_per_s"], answered(s), s["latency"]["p99_ns"] / 1e6
         most = max(most, ach)
         if ach >= 0.9 * off and p99 < 10 and s.get("errors", 0) == 0:
             best = max(best, off)
@@ -68,13 +76,18 @@ for rnd, peer, metric, data in rows:
         k, most = knee(rep)
         vals[(peer, "knee")].append(k)
         vals[(peer, "max-achieved")].append(most)
+        first = rep["steps"][0]
+        # How late the generator itself sent at 1,000 calls/s: when this is near 10 ms, the
+        # machine (not the server) decides every p99 of the ramp.
+        vals[(peer, "first-lag-p99")].append(first["send_lag"]["p99_ns"] / 1e6)
+        vals[(peer, "first-svc-p99")].append(first["service_latency"]["p99_ns"] / 1e6)
     elif metric.startswith("small-"):
         try:
             rep = report(data)
         except OSError:
             continue
         s = rep["steps"][0]
-        vals[(peer, metric)].append(s["achieved_ops_per_s"])
+        vals[(peer, metric)].append(answered(s))
         vals[(peer, metric + "-errors")].append(s.get("errors", 0))
     elif metric in ("untar", "cat", "rm"):
         vals[(peer, metric)].append(float(kv(data)["seconds"]))
@@ -103,9 +116,20 @@ print(f"Medians of {n_rounds} rounds (peers alternating); clients on CPU 0, the 
 print("## Call rate (SPEC SFS 3.0 mix, 32 clients, ramp to saturation)\n")
 print("| | eagernfs | ganesha | ganesha-tuned | eagernfs / ganesha | eagernfs / ganesha-tuned |")
 print("|---|---:|---:|---:|---:|---:|")
-for m, label in [("knee", "knee: highest offered calls/s achieved with p99 < 10 ms"), ("max-achieved", "most calls/s achieved")]:
+def fmt_knee(x):
+    # 0: not even the first step (1,000 calls/s offered) kept p99 under 10 ms.
+    return "< 1,000" if x == 0 else fmt(x)
+
+
+for m, label in [("knee", "knee: highest offered calls/s achieved with p99 < 10 ms"),
+                 ("max-achieved", "most calls/s answered (errors not counted)")]:
     e, g, t = med("eagernfs", m), med("ganesha", m), med("ganesha-tuned", m)
-    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {ratio(e, g)} | {ratio(e, t)} |")
+    f = fmt_knee if m == "knee" else fmt
+    print(f"| {label} | {f(e)} | {f(g)} | {f(t)} | {ratio(e, g)} | {ratio(e, t)} |")
+for m, label in [("first-svc-p99", "p99 from each call's actual send, at 1,000 calls/s (ms)"),
+                 ("first-lag-p99", "the generator's own send lag p99 at 1,000 calls/s (ms; time the client was late, not the server)")]:
+    e, g, t = med("eagernfs", m), med("ganesha", m), med("ganesha-tuned", m)
+    print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | | |")
 
 print("\n## 8 KiB random I/O (libnfs nfsiops; native: libcephfs threads), "
       f"{seconds} s per cell, 128 MiB file\n")
@@ -134,12 +158,13 @@ for m, label in [("stream-write", "WRITE to the last reply"), ("stream-write-syn
     e, g, t, n = (med(p, m) for p in PEERS)
     print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {fmt(n)} | {ratio(e, g)} | {ratio(e, t)} | {ratio(e, n)} |")
 
-print("\n## Small files (`bench load`, one-procedure mix, closed loop, 16 clients × 8 in flight; calls/s)\n")
+print("\n## Small files (`bench load`, one-procedure mix, closed loop, 16 clients × 8 in flight; "
+      "calls/s answered without error, errors: calls per run answered with an error)\n")
 print("| | eagernfs | ganesha | ganesha-tuned | eagernfs / ganesha | eagernfs / ganesha-tuned | errors (e / g / t) |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 for m, label in [("small-CREATE", "CREATE"), ("small-READ", "READ (16 KiB files, 8 KiB reads)")]:
     e, g, t = (med(p, m) for p in PEERS[:3])
-    errs = " / ".join(fmt(med(p, m + "-errors")) for p in PEERS[:3])
+    errs = " / ".join(f"{med(p, m + '-errors'):,.0f}" if med(p, m + "-errors") is not None else "–" for p in PEERS[:3])
     print(f"| {label} | {fmt(e)} | {fmt(g)} | {fmt(t)} | {ratio(e, g)} | {ratio(e, t)} | {errs} |")
 
 print("\n## A tree of 2,000 files (1-32 KiB, 50 directories) through `eagernfs mount` (native: ceph-fuse); seconds, lower is better\n")
@@ -212,7 +237,7 @@ def callrate_svg(path):
     for p in pts:
         for rep in loads.get(p, []):
             for s in rep["steps"]:
-                pts[p].append((s["achieved_ops_per_s"], s["latency"]["p99_ns"] / 1e6))
+                pts[p].append((answered(s), s["latency"]["p99_ns"] / 1e6))
     allx = [x for v in pts.values() for x, _ in v] or [1]
     xmax = max(allx) * 1.05
     ymax = 100.0  # ms, log scale from 0.1
