@@ -303,51 +303,26 @@ async fn an_open_is_one_round_trip_and_the_kernel_keeps_pages_of_an_unchanged_fi
     fs.release(o.fh).await.unwrap();
 }
 
-/// A small file whose data is not cached opens with one READ of all of
-/// it, whose attributes are the close-to-open check: `cat` of a small file
-/// is one round trip, and the reads are answered from the cache (also on
-/// the FUSE reader thread, `try_read`). Cached data, writers, and callers
-/// whose mode bits do not let them read are checked with ACCESS instead.
-#[tokio::test]
-async fn a_small_file_opens_and_reads_in_one_round_trip() {
+/// Reads of cached data are answered at once (`try_read`, what the FUSE
+/// reader thread calls): no hop to the runtime, no call. Data not cached,
+/// or attributes not trusted, are left to `read`.
+#[tokio::test(start_paused = true)]
+async fn cached_reads_are_answered_at_once() {
     let fake = Fake::new();
-    let id = fake.add_file("f", &pattern(10_000, 5));
-    fake.add_file("g", &pattern(100, 6));
+    fake.add_file("f", &pattern(10_000, 5));
     let fs = mount(&fake, config()).await;
-    let e = fs.lookup(ROOT_INO, b"f", &cred()).await.unwrap();
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    assert!(fs.try_read(fh, 0, 4096).is_none(), "nothing cached yet");
+    assert_eq!(read_all(&fs, fh, 10_000).await, pattern(10_000, 5));
     fake.reset_counts();
-    let o = fs.open_checked(e.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
-    assert_eq!(fake.call_order(), vec![NFSPROC3_READ], "one READ, no ACCESS or GETATTR");
-    let first = fs.try_read(o.fh, 0, 4096).expect("cached, answered at once").unwrap();
-    assert_eq!(&first[..], &pattern(10_000, 5)[..4096]);
-    assert_eq!(read_all(&fs, o.fh, 10_000).await, pattern(10_000, 5));
-    assert_eq!(fake.call_order(), vec![NFSPROC3_READ], "the reads came from the cache");
-    fs.release(o.fh).await.unwrap();
-    // Cached now: the next open only checks (ACCESS, with attributes).
-    fake.reset_counts();
-    let o = fs.open_checked(e.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
-    assert_eq!(fake.call_order(), vec![NFSPROC3_ACCESS]);
-    fs.release(o.fh).await.unwrap();
-    // Another client changes the file: close-to-open still sees it.
-    fake.poke(id, 0, b"changed");
-    let o = fs.open_checked(e.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
-    assert_eq!(&read_all(&fs, o.fh, 10_000).await[..7], b"changed");
-    fs.release(o.fh).await.unwrap();
-    // A writer is checked with ACCESS.
-    let g = fs.lookup(ROOT_INO, b"g", &cred()).await.unwrap();
-    fake.reset_counts();
-    let o = fs.open_checked(g.ino, libc::O_RDWR, libc::R_OK | libc::W_OK, &cred()).await.unwrap();
-    assert_eq!(fake.call_order(), vec![NFSPROC3_ACCESS]);
-    fs.release(o.fh).await.unwrap();
-    // So is a caller whose class may not read by the mode bits (the file
-    // is root's, mode 0600): only the server knows what it lets them do.
-    let root = Cred { uid: 0, gid: 0, groups: vec![] };
-    fs.setattr(g.ino, Sattr3 { mode: Some(0o600), ..Sattr3::default() }, &root).await.unwrap();
-    let other = Cred { uid: 2000, gid: 2000, groups: vec![] };
-    fake.reset_counts();
-    let o = fs.open_checked(g.ino, libc::O_RDONLY, libc::R_OK, &other).await.unwrap();
-    assert_eq!(fake.call_order(), vec![NFSPROC3_ACCESS]);
-    fs.release(o.fh).await.unwrap();
+    let got = fs.try_read(fh, 1000, 4096).expect("cached").unwrap();
+    assert_eq!(&got[..], &pattern(10_000, 5)[1000..5096]);
+    assert!(fs.try_read(fh, 20_000, 10).expect("past the end").unwrap().is_empty());
+    assert_eq!(fake.call_order(), Vec::<u32>::new(), "no call");
+    // Once the attributes expire, the read must revalidate: not here.
+    tokio::time::advance(Duration::from_secs(120)).await;
+    assert!(fs.try_read(fh, 0, 10).is_none());
+    fs.release(fh).await.unwrap();
 }
 
 /// One file's slow COMMIT (a big file's close waiting for the server's

@@ -283,25 +283,6 @@ fn wants_write(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 
-/// Files up to this size are opened with a READ (`CachedFs::open_read`):
-/// a few chunks, what a reader of a small file asks for next anyway.
-const OPEN_READ_BYTES_MAX: u64 = 2 * CHUNK_BYTES;
-
-/// Whether `a`'s mode bits let `cred` read, for its class (owner, group,
-/// others) alone: a caller who may read only by privilege (root) or by
-/// execute permission (an execute-only program) is asked about with
-/// ACCESS, where the server's answer can differ from a READ's.
-fn mode_lets_read(a: &Fattr3, cred: &Cred) -> bool {
-    let bit = if cred.uid == a.uid {
-        0o400
-    } else if cred.gid == a.gid || cred.groups.contains(&a.gid) {
-        0o040
-    } else {
-        0o004
-    };
-    a.mode & bit != 0
-}
-
 fn check_name(name: &[u8]) -> FsResult<()> {
     if name.len() > NFS3_NAME_MAX {
         return Err(NfsError::Nfs(Nfsstat3::Nametoolong).into());
@@ -846,20 +827,10 @@ impl<C: NfsOps> CachedFs<C> {
     /// close-to-open revalidates. An ACCESS sent here brings the file's
     /// attributes with it, and they are the revalidation: one round trip,
     /// not two; only a cached answer needs a GETATTR.
-    ///
-    /// A small file the caller may read by its mode bits and whose data is
-    /// not cached is instead opened with a READ of all of it: the READ's
-    /// attributes are the close-to-open check, the server checks the
-    /// caller's right to read as ACCESS would, and the data the reader asks
-    /// for next is then in the cache. One round trip for open and read.
     pub async fn open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> FsResult<Opened> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
-        let revalidated = if s.cfg.cto && mask == libc::R_OK && self.open_read(&inode, flags, cred).await? {
-            true
-        } else {
-            self.access_asking(ino, mask, cred).await?
-        };
+        let revalidated = self.access_asking(ino, mask, cred).await?;
         let fh = if revalidated && s.cfg.cto {
             self.open_revalidated(&inode, flags, cred).await?
         } else {
@@ -872,39 +843,6 @@ impl<C: NfsOps> CachedFs<C> {
             keep
         };
         Ok(Opened { fh, keep_cache })
-    }
-
-    /// The READ that opens a small file (see [`CachedFs::open_checked`]).
-    /// Returns whether it was sent and brought fresh attributes; `false`
-    /// (nothing changed) if the file does not qualify. A refusal is the
-    /// open's answer, as ACCESS's would be.
-    async fn open_read(&self, inode: &Arc<Inode>, flags: i32, cred: &Cred) -> FsResult<bool> {
-        let s = &self.shared;
-        if inode.is_dir()
-            || inode.ftype != Ftype3::Reg
-            || wants_write(flags)
-            || flags & (libc::O_TRUNC | libc::O_DIRECT) != 0
-        {
-            return Ok(false);
-        }
-        let last = {
-            let st = inode.state.lock();
-            let a = st.visible_attr();
-            if a.size == 0 || a.size > OPEN_READ_BYTES_MAX || !mode_lets_read(&a, cred) {
-                return Ok(false);
-            }
-            let last = (a.size - 1) / CHUNK_BYTES;
-            if (0..=last).all(|i| st.file.chunk(i).is_some_and(|c| c.complete(CHUNK_BYTES))) {
-                // Cached already: only the check is needed (ACCESS or GETATTR).
-                return Ok(false);
-            }
-            last
-        };
-        let asked = s.clock.tick();
-        s.fetch_chunks(inode, cred, 0, last, false).await?;
-        // The chunks may have come from the disk cache, without a READ:
-        // then nothing revalidated the attributes.
-        Ok(inode.state.lock().attr_gen > asked)
     }
 
     /// Create and open a regular file (`O_EXCL` in `flags`: fail if it
