@@ -4,6 +4,7 @@
 //! This is the only place that reads flags, files and the environment:
 //! it turns them into typed configuration and hands that to the libraries.
 
+mod cluster;
 mod manual;
 mod mount;
 mod mount_helper;

@@ -183,6 +183,10 @@ pub(crate) struct ServeArgs {
     /// CephFS exports (last: their help heading covers what follows).
     #[command(flatten)]
     ceph: Box<CephArgs>,
+
+    /// Several servers on one CephFS (a heading of its own).
+    #[command(flatten)]
+    cluster: Box<crate::cluster::ClusterArgs>,
 }
 
 /// The flags of CephFS exports (`cephfs://` operands or exports lines).
@@ -257,7 +261,11 @@ enum Pools {
 /// start's NSM state number (odd, two more than the last) and the hosts that
 /// held locks when the server last stopped, to tell of the restart and to
 /// give a grace period for reclaims.
-fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::LockConfig> {
+fn lock_config(
+    args: &ServeArgs,
+    state_dir: &Path,
+    member: Option<&crate::cluster::Member>,
+) -> Result<eagernfs_server::LockConfig> {
     use eagernfs_server::{LockConfig, LockHost};
     if !(args.grace_period.is_finite() && (0.0..=86_400.0).contains(&args.grace_period)) {
         bail!("--grace-period {}: give seconds from 0 (no grace) to 86400", args.grace_period);
@@ -269,6 +277,10 @@ fn lock_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Lo
     if args.memory {
         // Nothing survives a restart of the memory backend, locks included.
         return Ok(LockConfig { grace_period, ..LockConfig::default() });
+    }
+    if let Some(m) = member {
+        // A head: node N's state lives in RADOS, not in this machine's state directory.
+        return Ok(m.lock_config(grace_period));
     }
     let dir = state_dir.join("nsm");
     // 0700 like the rest of the state directory (it may be made here first: the handle key
@@ -498,6 +510,8 @@ fn quick_exports_line(dir: &Path, allow: &[String], options: &str) -> String {
 struct ExportBuilder {
     args: ServeArgs,
     state_dir: PathBuf,
+    /// This server's part in a cluster of heads (`--node-id`).
+    member: Option<crate::cluster::Member>,
     /// Backends by (export path, unsafe `async`).
     backends: parking_lot::Mutex<std::collections::HashMap<(PathBuf, bool), Arc<dyn Backend>>>,
 }
@@ -506,7 +520,8 @@ impl ExportBuilder {
     fn build(&self) -> Result<Vec<ExportSpec>> {
         let mut kept = self.backends.lock();
         let mut now = std::collections::HashMap::new();
-        let specs = build_exports(&self.args, &self.state_dir, &mut |path, unsafe_async, make| {
+        let member = self.member.as_ref();
+        let specs = build_exports(&self.args, &self.state_dir, member, &mut |path, unsafe_async, make| {
             let key = (path.to_path_buf(), unsafe_async);
             let b = match kept.get(&key) {
                 Some(b) => b.clone(),
@@ -549,6 +564,7 @@ type BackendFor<'a> =
 fn build_exports(
     args: &ServeArgs,
     state_dir: &Path,
+    member: Option<&crate::cluster::Member>,
     backend_for: &mut BackendFor<'_>,
 ) -> Result<Vec<ExportSpec>> {
     let (table, quick) = match (&args.exports, &args.dir) {
@@ -597,7 +613,12 @@ fn build_exports(
         }
         (None, None) => bail!("give a directory to serve, or --exports FILE"),
     };
-    let master = if args.memory { [0; 16] } else { master_key(state_dir)? };
+    let master = match member {
+        // Every head the same key: a handle from one works on all.
+        Some(m) => m.key,
+        None if args.memory => [0; 16],
+        None => master_key(state_dir)?,
+    };
     let mut specs = Vec::new();
     for export in table.entries {
         let backend: Arc<dyn Backend> = if let ExportSource::CephFs(src) = &export.source {
@@ -619,7 +640,11 @@ fn build_exports(
                 let mut cfg = CephConfig::new(src.clone(), export_key(&master, &export.path));
                 cfg.unsafe_async = unsafe_async;
                 cfg.library = args.ceph.libcephfs.clone();
-                cfg.session_uuid = Some(ceph_session_uuid(state_dir, &src.to_string())?);
+                cfg.session_uuid = Some(match member {
+                    // Node N's session, whichever machine runs node N.
+                    Some(m) => m.session_uuid(&src.to_string()),
+                    None => ceph_session_uuid(state_dir, &src.to_string())?,
+                });
                 cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph.ceph_connect_timeout)?;
                 cfg.stall_after = seconds("--ceph-stall-after", args.ceph.ceph_stall_after)?;
                 if args.ceph.ceph_cache < 16 << 20 {
@@ -767,6 +792,16 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             args.threads_max
         );
     }
+    // A head joins its cluster first: the handle key, node N's lock holders and the
+    // grace period come from there, and the other heads confirm the grace period
+    // before the exports open (which ends node N's previous CephFS session).
+    let member = crate::cluster::join(
+        &args.cluster,
+        crate::cluster::first_cephfs_source(args.dir.as_deref(), args.exports.as_deref())?,
+        std::time::Duration::from_secs_f64(args.grace_period.clamp(0.0, 86_400.0)),
+        seconds("--ceph-connect-timeout", args.ceph.ceph_connect_timeout)?,
+        !args.no_locks,
+    )?;
     let config = ServerConfig {
         max_connections: args.max_connections,
         max_requests_per_connection: args.max_requests_per_connection,
@@ -793,13 +828,13 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         },
         udp: args.udp,
         splice_reads: !args.no_splice,
-        locks: lock_config(&args, &state_dir)?,
+        locks: lock_config(&args, &state_dir, member.as_ref())?,
         nfs4: nfs4_config(&args, &state_dir)?,
         tls: tls_config(&args)?,
         ..ServerConfig::default()
     };
     let locks = !args.no_locks;
-    let builder = Arc::new(ExportBuilder { args, state_dir, backends: Default::default() });
+    let builder = Arc::new(ExportBuilder { args, state_dir, member, backends: Default::default() });
     let exports = builder.build()?;
     // Calls run on the server's own threads; the runtime only binds, waits
     // for a signal and registers with rpcbind.
@@ -820,6 +855,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
                 stats: server.stats(),
                 handle: handle.clone(),
                 listen: addrs.clone(),
+                cluster: builder.member.as_ref().map(|m| m.head.clone()),
                 reload: Box::new(move || builder.reload(&handle)),
             })
         };

@@ -28,6 +28,7 @@
 //! → program handler → backend → reply encoded into one buffer → written to
 //! the socket by the same thread.
 
+pub mod cluster;
 pub mod exports;
 
 mod call;

@@ -40,6 +40,7 @@ pub mod journal;
 pub mod local;
 pub mod memory;
 pub mod perm;
+pub mod rados;
 pub mod spliced;
 mod verifier;
 

@@ -51,6 +51,8 @@ pub(crate) struct ServerObserver {
     pub(crate) handle: ServerHandle,
     pub(crate) listen: Vec<SocketAddr>,
     pub(crate) reload: Reload,
+    /// This server's part in a cluster of heads (`--node-id`).
+    pub(crate) cluster: Option<Arc<eagernfs_server::cluster::Head>>,
 }
 
 impl ServerObserver {
@@ -72,6 +74,7 @@ impl ServerObserver {
             "exports": exports,
             "listen": self.listen.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "latency_bounds_s": eagernfs_server::stats::PROM_BOUNDS_S,
+            "cluster": self.cluster.as_deref().map(crate::cluster::status_json),
         })
     }
 

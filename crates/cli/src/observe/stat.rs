@@ -83,6 +83,9 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
         "reply cache: {} hits · {} misses · {} dropped in progress · {} evicted",
         s.drc.hits, s.drc.misses, s.drc.in_progress, s.drc.evicted
     );
+    if let Some(line) = crate::cluster::status_line(&doc["cluster"]) {
+        let _ = writeln!(o, "{line}");
+    }
     let _ = writeln!(
         o,
         "\n{:<12} {:>10} {:>6} {:>9} {:>9} {:>9}",

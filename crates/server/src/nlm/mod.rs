@@ -69,6 +69,9 @@ pub struct LockConfig {
     pub on_hosts_changed: Option<HostsChanged>,
     /// Tell clients of granted blocked locks (GRANTED) and of a restart (SM_NOTIFY).
     pub callbacks: bool,
+    /// Set while the cluster of heads this server is one of is in its grace
+    /// period (another head took over a dead one's clients): only reclaims are granted.
+    pub cluster_grace: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for LockConfig {
@@ -81,6 +84,7 @@ impl Default for LockConfig {
             max_locks: 1 << 20,
             on_hosts_changed: None,
             callbacks: true,
+            cluster_grace: None,
         }
     }
 }
@@ -130,6 +134,7 @@ pub(crate) struct LockManager {
     /// server's state directory.
     persister: Option<std::sync::mpsc::SyncSender<(Vec<LockHost>, std::sync::mpsc::SyncSender<()>)>>,
     callbacks: Option<callback::Sender>,
+    cluster_grace: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// A thread (with the server's own identity) that runs `f` for each list, answering when done.
@@ -168,11 +173,13 @@ impl LockManager {
             hosts: Default::default(),
             persister: config.on_hosts_changed.clone().and_then(start_persister),
             callbacks: config.callbacks.then(|| callback::Sender::start(stats)),
+            cluster_grace: config.cluster_grace.clone(),
         }
     }
 
     pub(crate) fn in_grace(&self) -> bool {
         self.grace_until.is_some_and(|t| Instant::now() < t)
+            || self.cluster_grace.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Announce grants (GRANTED callbacks), best effort.

@@ -1,0 +1,266 @@
+//! `eagernfs serve --node-id N`: one head of several on one CephFS.
+//!
+//! Joins the cluster's shared state in RADOS (see `eagernfs_server::cluster`)
+//! before the exports are opened: the handle key comes from there, the lock
+//! holders and NSM state of node N too, and when they may hold locks the
+//! cluster enters its grace period and every live head confirms it before
+//! the CephFS backend ends node N's previous session (which releases its
+//! locks in the file system).
+
+use anyhow::{bail, Context, Result};
+use eagernfs_server::cluster::{Head, Joined};
+use eagernfs_server::{LockConfig, LockHost};
+use eagernfs_vfs::cephfs::CephFsSource;
+use eagernfs_vfs::rados::{Rados, RadosSpec};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The flags of a head.
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Several servers on one CephFS")]
+pub(crate) struct ClusterArgs {
+    /// This server's node id among the servers ("heads") exporting one CephFS. Heads share
+    /// the handle key, lock holders and grace state in RADOS; a server started with the
+    /// node id (and address) of one that died takes over its clients and ends its CephFS
+    /// session at once. Needs CephFS exports and librados.
+    #[arg(long, value_name = "N")]
+    pub(crate) node_id: Option<u32>,
+
+    /// The RADOS pool holding the heads' shared state (a few small objects).
+    #[arg(long, value_name = "POOL", default_value = ".nfs", requires = "node_id")]
+    pub(crate) cluster_pool: String,
+
+    /// The namespace in --cluster-pool (one per cluster of heads).
+    #[arg(long, value_name = "NAME", default_value = "eagernfs", requires = "node_id")]
+    pub(crate) cluster_namespace: String,
+
+    /// The librados shared object (a file name looked up on the library path, or a path).
+    #[arg(long, value_name = "LIB", default_value = eagernfs_vfs::rados::LIBRARY)]
+    pub(crate) librados: String,
+
+    /// Seconds a take-over waits for the other live heads to confirm the grace period
+    /// before it ends the dead head's CephFS session.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "node_id")]
+    pub(crate) cluster_confirm_timeout: f64,
+}
+
+/// A joined head: what the server is built with, and what keeps it current.
+pub(crate) struct Member {
+    pub(crate) head: Arc<Head>,
+    pub(crate) key: [u8; 16],
+    joined: Joined,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Member {
+    /// The CephFS session name of this node's export `url`: the same on
+    /// every start of node N, so a new head ends the old one's session.
+    pub(crate) fn session_uuid(&self, url: &str) -> String {
+        use siphasher::sip::SipHasher24;
+        use std::hash::Hasher;
+        let mut h = SipHasher24::new_with_keys(0, 0);
+        h.write(url.as_bytes());
+        format!("eagernfs-node-{}-{:016x}", self.head.node(), h.finish())
+    }
+
+    /// The lock manager's configuration: node N's hosts and state number,
+    /// hosts recorded in RADOS, the cluster's grace flag.
+    pub(crate) fn lock_config(&self, grace_period: Duration) -> LockConfig {
+        let head = self.head.clone();
+        // Until the grace period is over, the hosts that have not reclaimed yet stay on
+        // the list too: a crash of this head before then must not forget them.
+        let (previous, until) =
+            (self.joined.previous_hosts.clone(), std::time::Instant::now() + grace_period);
+        let on_hosts_changed: eagernfs_server::HostsChanged = Arc::new(move |hosts: &[LockHost]| {
+            let mut hosts = hosts.to_vec();
+            if std::time::Instant::now() < until {
+                for h in &previous {
+                    if !hosts.contains(h) {
+                        hosts.push(h.clone());
+                    }
+                }
+            }
+            if let Err(e) = head.record_hosts(&hosts) {
+                tracing::error!("cannot record the hosts holding locks in RADOS: {e}");
+            }
+        });
+        LockConfig {
+            grace_period,
+            previous_hosts: self.joined.previous_hosts.clone(),
+            nsm_state: self.joined.nsm_state,
+            on_hosts_changed: Some(on_hosts_changed),
+            cluster_grace: Some(self.head.grace_flag()),
+            ..LockConfig::default()
+        }
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let t0 = std::time::Instant::now();
+        self.head.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        tracing::debug!("cluster: thread stopped in {:?}", t0.elapsed());
+        self.head.unwatch();
+        tracing::debug!("cluster: unwatched in {:?}", t0.elapsed());
+    }
+}
+
+/// The first CephFS export's source: where the cluster is.
+pub(crate) fn first_cephfs_source(
+    dir: Option<&std::path::Path>,
+    exports: Option<&std::path::Path>,
+) -> Result<Option<CephFsSource>> {
+    let parse = |s: &str| CephFsSource::parse(s).map_err(|e| anyhow::anyhow!("{e}"));
+    if let Some(dir) = dir {
+        let s = dir.to_string_lossy();
+        return if eagernfs_vfs::cephfs::is_cephfs_url(&s) { parse(&s).map(Some) } else { Ok(None) };
+    }
+    let Some(file) = exports else { return Ok(None) };
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    for line in text.lines().map(str::trim_start) {
+        if eagernfs_vfs::cephfs::is_cephfs_url(line) {
+            let url = line.split_whitespace().next().unwrap_or(line);
+            return parse(url).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// Join as `args.node_id` (None: not a head). Blocks until the other heads
+/// confirm a grace period this head starts (bounded).
+pub(crate) fn join(
+    args: &ClusterArgs,
+    source: Option<CephFsSource>,
+    grace_period: Duration,
+    connect_timeout: Duration,
+    locks: bool,
+) -> Result<Option<Member>> {
+    let Some(node) = args.node_id else { return Ok(None) };
+    let Some(source) = source else {
+        bail!("--node-id {node}: heads share a CephFS; export one (cephfs://…) or leave out --node-id");
+    };
+    if !(args.cluster_confirm_timeout.is_finite() && (0.0..=600.0).contains(&args.cluster_confirm_timeout)) {
+        bail!("--cluster-confirm-timeout {}: give 0 to 600 seconds", args.cluster_confirm_timeout);
+    }
+    let started = std::time::Instant::now();
+    let spec = RadosSpec {
+        library: args.librados.clone(),
+        conf: source.conf.clone(),
+        client_id: source.client_id.clone(),
+        pool: args.cluster_pool.clone(),
+        namespace: args.cluster_namespace.clone(),
+        timeout: connect_timeout,
+    };
+    let rados = Arc::new(Rados::connect(&spec).map_err(|e| {
+        anyhow::anyhow!("--node-id {node}: the heads' shared state (pool {:?}): {e}", args.cluster_pool)
+    })?);
+    tracing::debug!("cluster: RADOS connected in {:?}", started.elapsed());
+    let key = eagernfs_server::cluster::handle_key(&*rados).context("the shared handle key")?;
+    let grace = if locks { grace_period } else { Duration::ZERO };
+    let (head, joined) =
+        Head::join(rados.clone(), node, grace).with_context(|| format!("joining as node {node}"))?;
+    tracing::debug!("cluster: node record and grace state in {:?}", started.elapsed());
+    let watcher = rados.clone();
+    head.watch_with(Box::new(move |cb| {
+        let w = watcher.watch(eagernfs_server::cluster::GRACE_OID, cb)?;
+        Ok(Box::new(w) as eagernfs_server::cluster::WatchGuard)
+    }))
+    .context("watching the cluster's grace state")?;
+    let thread = head.spawn().context("starting the cluster thread")?;
+    let in_grace = head.grace_flag().load(std::sync::atomic::Ordering::Acquire);
+    if !joined.previous_hosts.is_empty() && locks {
+        let confirmed = head
+            .wait_enforced(Duration::from_secs_f64(args.cluster_confirm_timeout))
+            .context("waiting for the other heads to enter the grace period")?;
+        tracing::info!(
+            node,
+            hosts = joined.previous_hosts.len(),
+            "cluster: took over node {node} (RADOS client {} before, now {}); grace period {}",
+            joined.previous.client,
+            rados.instance_id(),
+            if confirmed { "confirmed by every live head" } else { "NOT confirmed by every head" }
+        );
+    }
+    let db = head.grace_state();
+    tracing::info!(
+        node,
+        epoch = db.current,
+        "cluster: joined in {:.0} ms; {}",
+        started.elapsed().as_secs_f64() * 1e3,
+        if in_grace {
+            "the cluster is in its grace period (only reclaims granted)"
+        } else {
+            "no grace period"
+        }
+    );
+    Ok(Some(Member { head, key, joined, thread: Some(thread) }))
+}
+
+/// The cluster as `eagernfs stat` and the status page show it.
+pub(crate) fn status_json(head: &Head) -> serde_json::Value {
+    let db = head.grace_state();
+    let nodes: Vec<serde_json::Value> = db
+        .nodes
+        .iter()
+        .map(|(n, f)| serde_json::json!({ "node": n, "need": f.need, "enforcing": f.enforcing }))
+        .collect();
+    serde_json::json!({
+        "node": head.node(),
+        "epoch": db.current,
+        "recovery_epoch": db.recovery,
+        "in_grace": db.in_grace(),
+        "nodes": nodes,
+    })
+}
+
+/// One line for `eagernfs stat`: `cluster: node 1 · epoch 2 · grace period in force … · nodes 1 (need, enforcing), 2 (enforcing)`.
+pub(crate) fn status_line(c: &serde_json::Value) -> Option<String> {
+    let node = c["node"].as_u64()?;
+    let nodes: Vec<String> = c["nodes"]
+        .as_array()?
+        .iter()
+        .map(|n| {
+            let flags: Vec<&str> = [("need", n["need"].as_bool()), ("enforcing", n["enforcing"].as_bool())]
+                .iter()
+                .filter(|(_, on)| *on == Some(true))
+                .map(|(name, _)| *name)
+                .collect();
+            let id = n["node"].as_u64().unwrap_or(0);
+            if flags.is_empty() {
+                id.to_string()
+            } else {
+                format!("{id} ({})", flags.join(", "))
+            }
+        })
+        .collect();
+    let grace = if c["in_grace"].as_bool() == Some(true) {
+        format!(
+            "grace period in force (clients of epoch {} reclaim; only reclaims granted)",
+            c["recovery_epoch"]
+        )
+    } else {
+        "no grace period".to_string()
+    };
+    Some(format!("cluster: node {node} · epoch {} · {grace} · nodes {}", c["epoch"], nodes.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_names_node_epoch_grace_and_flags() {
+        let c = serde_json::json!({
+            "node": 1, "epoch": 3, "recovery_epoch": 2, "in_grace": true,
+            "nodes": [{"node": 1, "need": true, "enforcing": true}, {"node": 2, "need": false, "enforcing": false}],
+        });
+        assert_eq!(
+            status_line(&c).unwrap(),
+            "cluster: node 1 · epoch 3 · grace period in force (clients of epoch 2 reclaim; only reclaims granted) · nodes 1 (need, enforcing), 2"
+        );
+        assert_eq!(status_line(&serde_json::Value::Null), None);
+    }
+}

@@ -1,0 +1,907 @@
+//! Several servers ("heads") on one CephFS: the state they share, kept in RADOS.
+//!
+//! Each head has a node id (`eagernfs serve --node-id N`). A head started with
+//! the id of a head that died takes its place: its clients, its lock holders,
+//! its CephFS session. Nothing is exchanged between heads per call; they share
+//! a few small objects in one RADOS pool namespace:
+//!
+//! - `handle-key`: the 16-byte key of every file handle's MAC, created by
+//!   the first head (exclusive create), read by the others, so a handle from
+//!   any head works on every head.
+//! - `node-N`: what head N must hand on: its NSM state number and the hosts
+//!   holding locks through it (statd's `sm/` directory), rewritten whenever a
+//!   host appears or goes, and the RADOS client id it runs as.
+//! - `grace`: the cluster's grace state, in the manner of nfs-ganesha's
+//!   `rados_cluster` design: a current epoch C and a recovery epoch R (0: no
+//!   grace in force), and per node two flags: NEED (it has clients to let
+//!   reclaim) and ENFORCING (it grants only reclaims). Every change is a
+//!   read-modify-write checked against the object's version (a concurrent
+//!   change makes the write fail and the head retry on the new state), then
+//!   announced with a RADOS notify to the heads watching the object.
+//!
+//! # A take-over
+//! The new head (same node id) reads `node-N`, sets its NEED flag (starting
+//! a grace period, `R := C, C := C + 1`, if none is in force) and waits
+//! until every other live head (one whose RADOS client answers a notify of `grace`) has
+//! set ENFORCING: from then on nobody grants a lock that is not a reclaim.
+//! Only then is the dead head's CephFS session ended (its locks and
+//! capabilities released at once: `ceph_start_reclaim` with the node's
+//! session uuid, by the CephFS backend), the hosts of `node-N` are sent
+//! SM_NOTIFY, and their locks are reclaimed through the new head. When its
+//! grace period is over the head clears NEED; the last head to clear it
+//! ends the grace period for all (`R := 0`, every ENFORCING cleared).
+//!
+//! The logic is written against [`SharedStore`], which RADOS implements
+//! ([`eagernfs_vfs::rados::Rados`]) and [`MemoryStore`] does in memory for tests.
+
+use crate::nlm::LockHost;
+use eagernfs_vfs::rados::{Expect, Rados, RadosError, Versioned, WatchEvent};
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The object names.
+pub const GRACE_OID: &str = "grace";
+pub const KEY_OID: &str = "handle-key";
+pub fn node_oid(node: u32) -> String {
+    format!("node-{node}")
+}
+
+/// Read-modify-write attempts before giving up (each loses only to another
+/// head's successful write, so this many means something is wrong).
+const UPDATE_TRIES: usize = 1000;
+/// How often the shared state is read even without a notification (a lost
+/// notify, a lost watch).
+const REFRESH_EVERY: Duration = Duration::from_secs(2);
+/// How long a take-over waits for the other heads' ENFORCING before it asks
+/// which heads are up at all.
+const CONFIRM_QUICKLY: Duration = Duration::from_millis(300);
+/// How long a notify waits for the other heads' acknowledgements.
+const NOTIFY_WAIT: Duration = Duration::from_secs(1);
+/// How long a dead head's RADOS client stays blocklisted (its process is
+/// gone; a new process has a new address).
+const FENCE_FOR: Duration = Duration::from_secs(24 * 3600);
+
+/// What the cluster logic needs of an object store.
+pub trait SharedStore: Send + Sync + 'static {
+    fn read(&self, oid: &str) -> Result<Option<Versioned>, RadosError>;
+    /// Fails with [`RadosError::Conflict`] unless `expect` holds.
+    fn write(&self, oid: &str, data: &[u8], expect: Expect) -> Result<(), RadosError>;
+    /// Tell the watchers of `oid` it changed, waiting at most `timeout`:
+    /// the client ids that acknowledged (the heads that are up).
+    fn notify(&self, oid: &str, timeout: Duration) -> Result<Vec<u64>, RadosError>;
+    /// This client's id (what [`SharedStore::notify`] returns).
+    fn client_id(&self) -> u64;
+    /// This client's address, for [`SharedStore::fence`].
+    fn address(&self) -> String;
+    /// Cut the client at `addr` (a dead head's) off the cluster.
+    fn fence(&self, addr: &str) -> Result<(), RadosError>;
+}
+
+impl SharedStore for Rados {
+    fn read(&self, oid: &str) -> Result<Option<Versioned>, RadosError> {
+        Rados::read(self, oid)
+    }
+    fn write(&self, oid: &str, data: &[u8], expect: Expect) -> Result<(), RadosError> {
+        Rados::write(self, oid, data, expect)
+    }
+    fn notify(&self, oid: &str, timeout: Duration) -> Result<Vec<u64>, RadosError> {
+        Rados::notify(self, oid, timeout)
+    }
+    fn client_id(&self) -> u64 {
+        self.instance_id()
+    }
+    fn address(&self) -> String {
+        self.addrs().unwrap_or_default()
+    }
+    fn fence(&self, addr: &str) -> Result<(), RadosError> {
+        self.blocklist(addr, FENCE_FOR)
+    }
+}
+
+/// Why the cluster state could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error(transparent)]
+    Rados(#[from] RadosError),
+    #[error(
+        "the shared object {oid} is damaged ({why}); remove it (`rados rm {oid}`) only if no head is running"
+    )]
+    Damaged { oid: String, why: String },
+    #[error("{0} kept changing: {UPDATE_TRIES} updates lost to other heads' writes")]
+    Contended(String),
+}
+
+/// A head's flags in the grace database.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeFlags {
+    /// It has clients that may reclaim locks: the cluster stays in grace.
+    pub need: bool,
+    /// It grants only reclaims.
+    pub enforcing: bool,
+}
+
+/// The `grace` object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GraceDb {
+    /// The current epoch (from 1).
+    pub current: u64,
+    /// The epoch whose clients may reclaim; 0 when no grace period is in force.
+    pub recovery: u64,
+    pub nodes: BTreeMap<u32, NodeFlags>,
+}
+
+impl Default for GraceDb {
+    fn default() -> Self {
+        GraceDb { current: 1, recovery: 0, nodes: BTreeMap::new() }
+    }
+}
+
+const GRACE_MAGIC: &str = "eagernfs grace v1";
+const NODE_MAGIC: &str = "eagernfs node v1";
+
+impl GraceDb {
+    pub fn in_grace(&self) -> bool {
+        self.recovery != 0
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut s = format!("{GRACE_MAGIC}\nepoch {} {}\n", self.current, self.recovery);
+        for (n, f) in &self.nodes {
+            s.push_str(&format!(
+                "node {n}{}{}\n",
+                if f.need { " need" } else { "" },
+                if f.enforcing { " enforcing" } else { "" }
+            ));
+        }
+        s.into_bytes()
+    }
+
+    pub fn decode(data: &[u8]) -> Result<GraceDb, String> {
+        let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
+        let mut lines = text.lines();
+        if lines.next() != Some(GRACE_MAGIC) {
+            return Err(format!("does not begin with {GRACE_MAGIC:?}"));
+        }
+        let mut db = GraceDb { current: 0, recovery: 0, nodes: BTreeMap::new() };
+        for line in lines {
+            let mut w = line.split_whitespace();
+            match w.next() {
+                Some("epoch") => {
+                    let mut num =
+                        || w.next().and_then(|x| x.parse::<u64>().ok()).ok_or(format!("bad line {line:?}"));
+                    db.current = num()?;
+                    db.recovery = num()?;
+                }
+                Some("node") => {
+                    let n: u32 = w.next().and_then(|x| x.parse().ok()).ok_or(format!("bad line {line:?}"))?;
+                    let mut f = NodeFlags::default();
+                    for flag in w {
+                        match flag {
+                            "need" => f.need = true,
+                            "enforcing" => f.enforcing = true,
+                            _ => return Err(format!("unknown flag in {line:?}")),
+                        }
+                    }
+                    db.nodes.insert(n, f);
+                }
+                None => {}
+                Some(_) => return Err(format!("bad line {line:?}")),
+            }
+        }
+        if db.current == 0 || db.recovery >= db.current {
+            return Err(format!("epochs {} {} out of order", db.current, db.recovery));
+        }
+        Ok(db)
+    }
+
+    /// `node` needs a grace period: start one unless one is in force.
+    pub fn start_grace(&mut self, node: u32) {
+        if self.recovery == 0 {
+            self.recovery = self.current;
+            self.current += 1;
+        }
+        let f = self.nodes.entry(node).or_default();
+        f.need = true;
+        f.enforcing = true;
+    }
+
+    /// `node` needs no more grace; the last one ends it for all.
+    pub fn lift(&mut self, node: u32) {
+        self.nodes.entry(node).or_default().need = false;
+        if self.nodes.values().all(|f| !f.need) {
+            self.recovery = 0;
+            for f in self.nodes.values_mut() {
+                f.enforcing = false;
+            }
+        }
+    }
+}
+
+/// The `node-N` object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// The NSM state number of the head's last start (odd while up).
+    pub nsm_state: i32,
+    /// The RADOS client id the head runs as (0: none yet), and its address.
+    pub client: u64,
+    pub addr: String,
+    /// Hosts holding locks through this head.
+    pub hosts: Vec<LockHost>,
+}
+
+impl NodeRecord {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut s = format!("{NODE_MAGIC}\nnsm_state {}\nclient {}\n", self.nsm_state, self.client);
+        if !self.addr.is_empty() {
+            s.push_str(&format!("addr {}\n", self.addr.replace(['\n', '\r', ' '], "")));
+        }
+        for h in &self.hosts {
+            s.push_str(&format!("host {} {}\n", h.addr, h.name.replace(['\n', '\r'], " ")));
+        }
+        s.into_bytes()
+    }
+
+    pub fn decode(data: &[u8]) -> Result<NodeRecord, String> {
+        let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
+        let mut lines = text.lines();
+        if lines.next() != Some(NODE_MAGIC) {
+            return Err(format!("does not begin with {NODE_MAGIC:?}"));
+        }
+        let mut r = NodeRecord::default();
+        for line in lines {
+            let bad = || format!("bad line {line:?}");
+            let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+            match word {
+                "nsm_state" => r.nsm_state = rest.trim().parse().map_err(|_| bad())?,
+                "client" => r.client = rest.trim().parse().map_err(|_| bad())?,
+                "addr" => r.addr = rest.trim().to_string(),
+                "host" => {
+                    let (addr, name) = rest.split_once(' ').ok_or_else(bad)?;
+                    r.hosts.push(LockHost { addr: addr.parse().map_err(|_| bad())?, name: name.to_string() });
+                }
+                "" => {}
+                _ => return Err(bad()),
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// The next NSM state number after `last`: odd while up, wrapping before overflow.
+pub fn next_nsm_state(last: i32) -> i32 {
+    match last {
+        l if l <= 0 || l >= i32::MAX - 2 => 1,
+        l if l % 2 == 1 => l + 2,
+        l => l + 1,
+    }
+}
+
+/// Read-modify-write `oid` until the write wins: `change` gets the current
+/// value (`None`: no object) and returns the new one, or `None` for no change.
+fn update<T>(
+    store: &dyn SharedStore,
+    oid: &str,
+    decode: impl Fn(&[u8]) -> Result<T, String>,
+    encode: impl Fn(&T) -> Vec<u8>,
+    mut change: impl FnMut(Option<&T>) -> Option<T>,
+) -> Result<Option<T>, ClusterError> {
+    for _ in 0..UPDATE_TRIES {
+        let (now, expect) = match store.read(oid)? {
+            Some(v) => {
+                let t = decode(&v.data).map_err(|why| ClusterError::Damaged { oid: oid.into(), why })?;
+                (Some(t), Expect::Version(v.version))
+            }
+            None => (None, Expect::Absent),
+        };
+        let Some(new) = change(now.as_ref()) else { return Ok(now) };
+        match store.write(oid, &encode(&new), expect) {
+            Ok(()) => return Ok(Some(new)),
+            Err(RadosError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ClusterError::Contended(oid.into()))
+}
+
+/// Change the grace database; the new value (or the unchanged one).
+pub fn update_grace(
+    store: &dyn SharedStore,
+    mut change: impl FnMut(&mut GraceDb) -> bool,
+) -> Result<GraceDb, ClusterError> {
+    let out = update(store, GRACE_OID, GraceDb::decode, GraceDb::encode, |now| {
+        let mut db = now.cloned().unwrap_or_default();
+        (change(&mut db) || now.is_none()).then_some(db)
+    })?;
+    Ok(out.unwrap_or_default())
+}
+
+fn read_grace(store: &dyn SharedStore) -> Result<GraceDb, ClusterError> {
+    match store.read(GRACE_OID)? {
+        None => Ok(GraceDb::default()),
+        Some(v) => {
+            GraceDb::decode(&v.data).map_err(|why| ClusterError::Damaged { oid: GRACE_OID.into(), why })
+        }
+    }
+}
+
+/// The handle key every head uses: made by the first, read by the others.
+pub fn handle_key(store: &dyn SharedStore) -> Result<[u8; 16], ClusterError> {
+    for _ in 0..UPDATE_TRIES {
+        if let Some(v) = store.read(KEY_OID)? {
+            return v.data.as_slice().try_into().map_err(|_| ClusterError::Damaged {
+                oid: KEY_OID.into(),
+                why: format!(
+                    "{} bytes, not 16 (removing it makes every client's handles stale)",
+                    v.data.len()
+                ),
+            });
+        }
+        let key: [u8; 16] = rand::random();
+        match store.write(KEY_OID, &key, Expect::Absent) {
+            Ok(()) => return Ok(key),
+            // Another head made it first: use that one.
+            Err(RadosError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ClusterError::Contended(KEY_OID.into()))
+}
+
+/// What a head learns when it joins.
+#[derive(Debug)]
+pub struct Joined {
+    /// The hosts that held locks through this node id before (to notify, and
+    /// to let reclaim).
+    pub previous_hosts: Vec<LockHost>,
+    /// This start's NSM state number.
+    pub nsm_state: i32,
+    /// The NSM state of the node's previous start, and the RADOS client it ran as.
+    pub previous: NodeRecord,
+}
+
+/// One head's part in the cluster: keeps its grace flag current and its
+/// node record written.
+pub struct Head {
+    store: Arc<dyn SharedStore>,
+    node: u32,
+    /// The cluster is in grace: grant only reclaims (read by the lock manager).
+    grace: Arc<AtomicBool>,
+    /// Bumped at each notification or lost watch; the thread waits on it.
+    events: Mutex<u64>,
+    woken: Condvar,
+    /// When this head clears its NEED flag (none: it has none).
+    lift_at: Mutex<Option<Instant>>,
+    stop: AtomicBool,
+    /// The last grace state seen, for status pages.
+    seen: Mutex<GraceDb>,
+    /// Fencing the node's previous RADOS client.
+    fencing: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The watch on the grace state (its guard), how to make it again, and
+    /// whether it was lost.
+    watch: Mutex<Option<WatchGuard>>,
+    make_watch: Mutex<Option<MakeWatch>>,
+    watch_lost: AtomicBool,
+}
+
+/// Keeps a watch; ends it when dropped.
+pub type WatchGuard = Box<dyn Send>;
+/// What a watch reports to.
+pub type OnWatch = Box<dyn Fn(WatchEvent) + Send + Sync>;
+/// Makes a watch on [`GRACE_OID`] that reports to the given callback.
+pub type MakeWatch = Box<dyn FnMut(OnWatch) -> Result<WatchGuard, RadosError> + Send>;
+
+/// Tell the other heads the grace state changed, without waiting for their
+/// acknowledgements (a dead head's lingering watch would hold the notify up
+/// to its timeout): they look at once, and their own changes notify us.
+fn announce(store: &Arc<dyn SharedStore>) {
+    let store = store.clone();
+    let spawned = std::thread::Builder::new().name("cluster-notify".into()).spawn(move || {
+        if let Err(e) = store.notify(GRACE_OID, NOTIFY_WAIT) {
+            tracing::warn!("cluster: cannot notify the other heads: {e}");
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("cluster: no thread to notify the other heads ({e}); they see the change within {REFRESH_EVERY:?}");
+    }
+}
+
+impl Head {
+    /// Join as `node`: take the node's record (NSM state, hosts holding locks),
+    /// and start a grace period if those hosts may have locks to reclaim.
+    /// The head's thread then keeps its grace flag current; see [`Head::wait_enforced`].
+    pub fn join(
+        store: Arc<dyn SharedStore>,
+        node: u32,
+        grace_period: Duration,
+    ) -> Result<(Arc<Head>, Joined), ClusterError> {
+        let oid = node_oid(node);
+        let (client, addr) = (store.client_id(), store.address());
+        let mut previous = NodeRecord::default();
+        let rec = update(&*store, &oid, NodeRecord::decode, NodeRecord::encode, |now| {
+            previous = now.cloned().unwrap_or_default();
+            Some(NodeRecord {
+                nsm_state: next_nsm_state(previous.nsm_state),
+                client,
+                addr: addr.clone(),
+                hosts: previous.hosts.clone(),
+            })
+        })?
+        .expect("written");
+        // The node's previous process, if it is somehow still running, must
+        // stop using the cluster (and its watch goes at once, so notifies
+        // do not wait for it).
+        // On a thread of its own: a blocklist waits for a new OSD map (about
+        // a second), which the take-over need not wait for.
+        let fencing = (!previous.addr.is_empty() && previous.addr != addr).then(|| {
+            let (store, old) = (store.clone(), previous.addr.clone());
+            std::thread::spawn(move || match store.fence(&old) {
+                Ok(()) => tracing::info!(node, "cluster: fenced node {node}'s previous RADOS client {old}"),
+                Err(e) => tracing::warn!(
+                    node,
+                    "cluster: cannot fence node {node}'s previous RADOS client {old}: {e}"
+                ),
+            })
+        });
+        let need = !rec.hosts.is_empty() && !grace_period.is_zero();
+        let db = update_grace(&*store, |db| {
+            if need {
+                db.start_grace(node);
+                return true;
+            }
+            // A need left by an earlier run of this node is over: nobody is
+            // left to reclaim through it.
+            let before = db.clone();
+            if db.nodes.get(&node).is_some_and(|f| f.need) {
+                db.lift(node);
+            }
+            let in_grace = db.in_grace();
+            db.nodes.entry(node).or_default().enforcing = in_grace;
+            *db != before
+        })?;
+        announce(&store);
+        let head = Arc::new(Head {
+            store,
+            node,
+            grace: Arc::new(AtomicBool::new(db.in_grace())),
+            events: Mutex::new(0),
+            woken: Condvar::new(),
+            lift_at: Mutex::new(need.then(|| Instant::now() + grace_period)),
+            stop: AtomicBool::new(false),
+            seen: Mutex::new(db),
+            fencing: Mutex::new(fencing),
+            watch: Mutex::new(None),
+            make_watch: Mutex::new(None),
+            watch_lost: AtomicBool::new(false),
+        });
+        Ok((head, Joined { previous_hosts: rec.hosts.clone(), nsm_state: rec.nsm_state, previous }))
+    }
+
+    /// Wait until the node's previous RADOS client is fenced (if it had one).
+    pub fn wait_fenced(&self) {
+        if let Some(t) = self.fencing.lock().take() {
+            let _ = t.join();
+        }
+    }
+
+    /// The flag the lock manager reads: the cluster is in grace.
+    pub fn grace_flag(&self) -> Arc<AtomicBool> {
+        self.grace.clone()
+    }
+
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// The grace state last seen.
+    pub fn grace_state(&self) -> GraceDb {
+        self.seen.lock().clone()
+    }
+
+    /// Something changed (a notification, a lost watch): look again.
+    pub fn poke(&self) {
+        *self.events.lock() += 1;
+        self.woken.notify_all();
+    }
+
+    /// The callback for a RADOS watch on [`GRACE_OID`].
+    /// Watch the grace state with `make`, and again with it whenever the
+    /// watch is lost (by the head's thread).
+    pub fn watch_with(self: &Arc<Self>, mut make: MakeWatch) -> Result<(), RadosError> {
+        *self.watch.lock() = Some(make(self.on_watch())?);
+        *self.make_watch.lock() = Some(make);
+        Ok(())
+    }
+
+    /// Make the watch again after it was lost; false if that failed (tried again later).
+    fn rewatch(self: &Arc<Self>) -> bool {
+        drop(self.watch.lock().take());
+        let Some(make) = &mut *self.make_watch.lock() else { return true };
+        match make(self.on_watch()) {
+            Ok(w) => {
+                *self.watch.lock() = Some(w);
+                tracing::info!("cluster: watching the grace state again");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cluster: cannot watch the grace state again: {e}; reading it every {REFRESH_EVERY:?}"
+                );
+                false
+            }
+        }
+    }
+
+    /// End the watch (at shutdown, after [`Head::stop`]).
+    pub fn unwatch(&self) {
+        drop(self.watch.lock().take());
+        drop(self.make_watch.lock().take());
+    }
+
+    pub fn on_watch(self: &Arc<Self>) -> OnWatch {
+        let weak = Arc::downgrade(self);
+        Box::new(move |ev| {
+            if let Some(h) = weak.upgrade() {
+                if let WatchEvent::Lost(e) = ev {
+                    tracing::warn!(
+                        "cluster: the watch on the grace state was lost (errno {e}); reading it again"
+                    );
+                    // Until read again, assume the worst.
+                    h.grace.store(true, Ordering::Release);
+                    h.watch_lost.store(true, Ordering::Release);
+                }
+                h.poke();
+            }
+        })
+    }
+
+    /// Read the grace state and act on it: set this head's flag, say
+    /// ENFORCING when in grace, end this head's need when its time is up.
+    pub fn refresh(&self) -> Result<GraceDb, ClusterError> {
+        let lift = self.lift_at.lock().is_some_and(|t| Instant::now() >= t);
+        let node = self.node;
+        let before = read_grace(&*self.store)?;
+        let f = before.nodes.get(&node).copied().unwrap_or_default();
+        let must_change = lift || (before.in_grace() && !f.enforcing);
+        let db = if must_change {
+            let db = update_grace(&*self.store, |db| {
+                if lift {
+                    let had = db.nodes.get(&node).is_some_and(|f| f.need);
+                    db.lift(node);
+                    return had || db.in_grace();
+                }
+                let f = db.nodes.entry(node).or_default();
+                let changed = db.recovery != 0 && !f.enforcing;
+                f.enforcing |= db.recovery != 0;
+                changed
+            })?;
+            if lift {
+                *self.lift_at.lock() = None;
+                tracing::info!(
+                    node,
+                    "cluster: this head's grace period is over{}",
+                    if db.in_grace() { " (others' goes on)" } else { "; the cluster's has ended" }
+                );
+            }
+            announce(&self.store);
+            db
+        } else {
+            before
+        };
+        // Without a watch this head may miss a take-over's grace period (and
+        // not answer its notify): grant only reclaims until it watches again.
+        self.grace.store(db.in_grace() || self.watch_lost.load(Ordering::Acquire), Ordering::Release);
+        *self.seen.lock() = db.clone();
+        Ok(db)
+    }
+
+    /// Wait (at most `timeout`) until every other live head enforces the
+    /// grace period, so that ending the dead head's session cannot let
+    /// anyone else take its clients' locks. A head is live if its RADOS
+    /// client acknowledges a notify of the grace state. True if they all
+    /// enforce it (or there is no grace period).
+    pub fn wait_enforced(&self, timeout: Duration) -> Result<bool, ClusterError> {
+        let start = Instant::now();
+        let deadline = start + timeout;
+        // Up heads answer in milliseconds; only if some have not after this
+        // is it worth asking who is up (which waits for dead heads' watches).
+        let ask_after = start + CONFIRM_QUICKLY.min(timeout);
+        let me = self.store.client_id();
+        loop {
+            let seen = *self.events.lock();
+            let db = self.refresh()?;
+            if !db.in_grace() {
+                return Ok(true);
+            }
+            let lagging: Vec<u32> =
+                db.nodes.iter().filter(|(n, f)| **n != self.node && !f.enforcing).map(|(n, _)| *n).collect();
+            if lagging.is_empty() {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= ask_after {
+                // Wakes them again and says who is up.
+                let live = self.store.notify(GRACE_OID, NOTIFY_WAIT.min(timeout))?;
+                let lagging_live: Vec<u32> = lagging
+                    .into_iter()
+                    .filter(|n| self.client_of(*n).is_some_and(|c| c != me && live.contains(&c)))
+                    .collect();
+                if lagging_live.is_empty() {
+                    // Heads that did not answer are down (or cut off: fencing them is not done yet).
+                    return Ok(true);
+                }
+                if Instant::now() >= deadline {
+                    tracing::warn!(lagging = ?lagging_live, "cluster: heads did not confirm the grace period in {timeout:?}; going on");
+                    return Ok(false);
+                }
+            }
+            // Woken by their write's notification; look again at least every 50 ms.
+            let mut ev = self.events.lock();
+            if *ev == seen {
+                self.woken.wait_for(&mut ev, Duration::from_millis(50));
+            }
+        }
+    }
+
+    fn client_of(&self, node: u32) -> Option<u64> {
+        let v = self.store.read(&node_oid(node)).ok()??;
+        NodeRecord::decode(&v.data).ok().map(|r| r.client)
+    }
+
+    /// Record the hosts holding locks through this head (before the lock is granted).
+    pub fn record_hosts(&self, hosts: &[LockHost]) -> Result<(), ClusterError> {
+        let (client, addr) = (self.store.client_id(), self.store.address());
+        update(&*self.store, &node_oid(self.node), NodeRecord::decode, NodeRecord::encode, |now| {
+            let nsm_state = now.map_or(1, |r| r.nsm_state);
+            Some(NodeRecord { nsm_state, client, addr: addr.clone(), hosts: hosts.to_vec() })
+        })?;
+        Ok(())
+    }
+
+    /// Keep the grace flag current until [`Head::stop`]: on every
+    /// notification, every [`REFRESH_EVERY`], and when this head's grace ends.
+    pub fn spawn(self: &Arc<Self>) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let me = self.clone();
+        std::thread::Builder::new().name("cluster".into()).spawn(move || {
+            let mut seen = 0;
+            while !me.stop.load(Ordering::Acquire) {
+                if me.watch_lost.swap(false, Ordering::AcqRel) && !me.rewatch() {
+                    me.watch_lost.store(true, Ordering::Release);
+                }
+                if let Err(e) = me.refresh() {
+                    tracing::warn!(
+                        "cluster: cannot read the grace state: {e}; granting only reclaims until it can"
+                    );
+                    me.grace.store(true, Ordering::Release);
+                }
+                let mut wait = REFRESH_EVERY;
+                if let Some(t) = *me.lift_at.lock() {
+                    wait = wait.min(t.saturating_duration_since(Instant::now()));
+                }
+                let mut ev = me.events.lock();
+                if *ev == seen && !me.stop.load(Ordering::Acquire) {
+                    me.woken.wait_for(&mut ev, wait);
+                }
+                seen = *ev;
+            }
+        })
+    }
+
+    /// End the thread (at shutdown).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.poke();
+    }
+}
+
+/// Objects in memory, for tests: versions, exclusive creation, watchers by id.
+#[derive(Default)]
+pub struct MemoryStore {
+    objects: Mutex<HashMap<String, Versioned>>,
+    next_version: std::sync::atomic::AtomicU64,
+    /// Client ids that acknowledge notifies (set by tests).
+    pub live: Mutex<Vec<u64>>,
+    /// Addresses fenced.
+    pub fenced: Mutex<Vec<String>>,
+    /// Called on notify (tests forward it to heads).
+    #[allow(clippy::type_complexity)]
+    pub on_notify: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+}
+
+/// One client of a [`MemoryStore`]: its id.
+pub struct MemoryClient {
+    pub store: Arc<MemoryStore>,
+    pub id: u64,
+}
+
+impl SharedStore for MemoryClient {
+    fn read(&self, oid: &str) -> Result<Option<Versioned>, RadosError> {
+        Ok(self.store.objects.lock().get(oid).cloned())
+    }
+    fn write(&self, oid: &str, data: &[u8], expect: Expect) -> Result<(), RadosError> {
+        let mut objects = self.store.objects.lock();
+        let ok = match (objects.get(oid), expect) {
+            (None, Expect::Absent) => true,
+            (Some(v), Expect::Version(want)) => v.version == want,
+            _ => false,
+        };
+        if !ok {
+            return Err(RadosError::Conflict(oid.into()));
+        }
+        let version = self.store.next_version.fetch_add(1, Ordering::Relaxed) + 1;
+        objects.insert(oid.into(), Versioned { data: data.to_vec(), version });
+        Ok(())
+    }
+    fn notify(&self, _oid: &str, _timeout: Duration) -> Result<Vec<u64>, RadosError> {
+        for f in self.store.on_notify.lock().iter() {
+            f();
+        }
+        Ok(self.store.live.lock().clone())
+    }
+    fn client_id(&self) -> u64 {
+        self.id
+    }
+    fn address(&self) -> String {
+        format!("127.0.0.1:0/{}", self.id)
+    }
+    fn fence(&self, addr: &str) -> Result<(), RadosError> {
+        self.store.fenced.lock().push(addr.to_string());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(store: &Arc<MemoryStore>, id: u64) -> Arc<dyn SharedStore> {
+        store.live.lock().push(id);
+        Arc::new(MemoryClient { store: store.clone(), id })
+    }
+
+    fn host(n: u8) -> LockHost {
+        LockHost { name: format!("client{n}"), addr: std::net::IpAddr::from([127, 0, 0, n]) }
+    }
+
+    #[test]
+    fn records_round_trip_and_damage_is_named() {
+        let mut db = GraceDb::default();
+        db.start_grace(3);
+        db.nodes.insert(1, NodeFlags { need: false, enforcing: true });
+        assert_eq!(GraceDb::decode(&db.encode()).unwrap(), db);
+        let r = NodeRecord {
+            nsm_state: 7,
+            client: 4242,
+            addr: "127.0.0.1:0/99".into(),
+            hosts: vec![host(5), host(6)],
+        };
+        assert_eq!(NodeRecord::decode(&r.encode()).unwrap(), r);
+        assert!(GraceDb::decode(b"eagernfs grace v1\nepoch 2 2\n").is_err(), "recovery must be older");
+        assert!(GraceDb::decode(b"something else").is_err());
+        assert!(NodeRecord::decode(b"eagernfs node v1\nhost nonsense\n").is_err());
+    }
+
+    #[test]
+    fn every_head_gets_the_first_heads_key() {
+        let store = Arc::new(MemoryStore::default());
+        let a = handle_key(&*client(&store, 1)).unwrap();
+        let b = handle_key(&*client(&store, 2)).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn concurrent_updates_lose_nothing() {
+        // Eight heads each set their own flag 50 times, all at once: with
+        // version-checked writes every node ends up in the database.
+        let store = Arc::new(MemoryStore::default());
+        std::thread::scope(|s| {
+            for n in 0..8u32 {
+                let c = client(&store, n as u64 + 1);
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        update_grace(&*c, |db| {
+                            let f = db.nodes.entry(n).or_default();
+                            f.enforcing = !f.enforcing;
+                            true
+                        })
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        let db = read_grace(&*client(&store, 99)).unwrap();
+        assert_eq!(db.nodes.len(), 8);
+        assert!(db.nodes.values().all(|f| !f.enforcing), "an even number of flips each: {db:?}");
+    }
+
+    #[test]
+    fn a_take_over_starts_grace_that_every_head_enforces_and_the_last_need_ends() {
+        let store = Arc::new(MemoryStore::default());
+        let grace = Duration::from_secs(3600);
+        // Node 1 runs and has a lock holder; node 2 runs.
+        let (h1, j1) = Head::join(client(&store, 11), 1, grace).unwrap();
+        assert!(j1.previous_hosts.is_empty() && j1.nsm_state == 1);
+        h1.record_hosts(&[host(7)]).unwrap();
+        let (h2, _) = Head::join(client(&store, 12), 2, grace).unwrap();
+        assert!(!h2.grace_flag().load(Ordering::Acquire), "no grace: nobody needs it");
+        // Node 1 dies (its client 11 stops watching); a new head takes node 1.
+        store.live.lock().retain(|c| *c != 11);
+        let (h1b, j1b) = Head::join(client(&store, 13), 1, grace).unwrap();
+        assert_eq!(j1b.previous_hosts, vec![host(7)]);
+        assert_eq!(j1b.nsm_state, 3, "the next odd state number");
+        h1b.wait_fenced();
+        assert_eq!(*store.fenced.lock(), ["127.0.0.1:0/11"], "the dead head's client is fenced");
+        assert!(h1b.grace_flag().load(Ordering::Acquire));
+        // Node 2 has not seen it yet: the new head would wait for it.
+        assert!(!h1b.wait_enforced(Duration::from_millis(30)).unwrap(), "node 2 has not confirmed");
+        h2.refresh().unwrap();
+        assert!(h2.grace_flag().load(Ordering::Acquire), "node 2 now grants only reclaims");
+        assert!(h1b.wait_enforced(Duration::from_secs(5)).unwrap());
+        // A head that is down (node 3, never answering) is not waited for.
+        update_grace(&*client(&store, 14), |db| {
+            db.nodes.insert(3, NodeFlags::default());
+            true
+        })
+        .unwrap();
+        assert!(h1b.wait_enforced(Duration::from_secs(5)).unwrap());
+        // The new head's grace ends: the cluster's too, for everyone.
+        *h1b.lift_at.lock() = Some(Instant::now());
+        let db = h1b.refresh().unwrap();
+        assert!(!db.in_grace() && db.nodes.values().all(|f| !f.need && !f.enforcing), "{db:?}");
+        h2.refresh().unwrap();
+        assert!(!h2.grace_flag().load(Ordering::Acquire));
+        drop(h1);
+    }
+
+    #[test]
+    fn a_lost_watch_is_made_again_by_the_heads_thread() {
+        let store = Arc::new(MemoryStore::default());
+        let (h, _) = Head::join(client(&store, 1), 1, Duration::from_secs(60)).unwrap();
+        let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let callbacks: Arc<Mutex<Vec<OnWatch>>> = Default::default();
+        let (m, cbs) = (made.clone(), callbacks.clone());
+        h.watch_with(Box::new(move |cb| {
+            m.fetch_add(1, Ordering::SeqCst);
+            cbs.lock().push(cb);
+            Ok(Box::new(()) as WatchGuard)
+        }))
+        .unwrap();
+        let thread = h.spawn().unwrap();
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(!h.grace_flag().load(Ordering::Acquire), "no grace period");
+        // The watch is lost: the thread makes a new one (it is woken by the loss).
+        (callbacks.lock()[0])(WatchEvent::Lost(libc::ENOTCONN));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while made.load(Ordering::SeqCst) < 2 {
+            assert!(Instant::now() < deadline, "no new watch within 10 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Watching again, the head grants new locks again once it has read the state.
+        h.poke();
+        while h.grace_flag().load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "still only reclaims 10 s after watching again");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        h.stop();
+        thread.join().unwrap();
+        h.unwatch();
+    }
+
+    #[test]
+    fn the_grace_period_lasts_while_any_head_needs_it() {
+        let store = Arc::new(MemoryStore::default());
+        let mut db = GraceDb::default();
+        db.start_grace(1);
+        db.start_grace(2);
+        assert_eq!((db.current, db.recovery), (2, 1), "one epoch for both");
+        db.lift(1);
+        assert!(db.in_grace());
+        db.lift(2);
+        assert!(!db.in_grace());
+        let c = client(&store, 1);
+        c.write(GRACE_OID, &db.encode(), Expect::Absent).unwrap();
+        assert!(matches!(c.write(GRACE_OID, b"x", Expect::Absent), Err(RadosError::Conflict(_))));
+    }
+}
