@@ -441,6 +441,16 @@ fn to_timespec(t: Timestamp) -> FsResult<libc::timespec> {
 }
 
 /// The server's clock, for "set to the server's time".
+/// The time `t` sets (`None`: left as it is). libcephfs 16 ignores
+/// `CEPH_SETATTR_*_NOW`, so "the server's time" is given as a time.
+fn time_to_set(t: SetTime) -> FsResult<Option<libc::timespec>> {
+    Ok(match t {
+        SetTime::DontChange => None,
+        SetTime::ServerTime => Some(now()),
+        SetTime::ClientTime(t) => Some(to_timespec(t)?),
+    })
+}
+
 fn now() -> libc::timespec {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long }
@@ -985,28 +995,13 @@ impl Cx<'_> {
         if set.atime != SetTime::DontChange || set.mtime != SetTime::DontChange {
             let mut stx = ceph_statx::default();
             let mut mask = 0;
-            match set.atime {
-                SetTime::DontChange => {}
-                SetTime::ServerTime => {
-                    // libcephfs 16 ignores CEPH_SETATTR_ATIME_NOW: give the time.
-                    stx.stx_atime = now();
-                    mask |= ffi::CEPH_SETATTR_ATIME;
-                }
-                SetTime::ClientTime(t) => {
-                    stx.stx_atime = to_timespec(t)?;
-                    mask |= ffi::CEPH_SETATTR_ATIME;
-                }
+            if let Some(t) = time_to_set(set.atime)? {
+                stx.stx_atime = t;
+                mask |= ffi::CEPH_SETATTR_ATIME;
             }
-            match set.mtime {
-                SetTime::DontChange => {}
-                SetTime::ServerTime => {
-                    stx.stx_mtime = now();
-                    mask |= ffi::CEPH_SETATTR_MTIME;
-                }
-                SetTime::ClientTime(t) => {
-                    stx.stx_mtime = to_timespec(t)?;
-                    mask |= ffi::CEPH_SETATTR_MTIME;
-                }
+            if let Some(t) = time_to_set(set.mtime)? {
+                stx.stx_mtime = t;
+                mask |= ffi::CEPH_SETATTR_MTIME;
             }
             let explicit =
                 matches!(set.atime, SetTime::ClientTime(_)) || matches!(set.mtime, SetTime::ClientTime(_));
