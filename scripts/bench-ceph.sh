@@ -6,6 +6,7 @@
 # ratio shows what is eagernfs and what is configuration.
 #
 #   scripts/bench-ceph.sh [--out DIR] [--rounds N] [--seconds S] [--stream-mib N] [--conf CONF]
+#                         [--only STEP,...]   (steps: iops stream load small tar; default all)
 #
 # Workloads, per peer, in rounds that alternate the peers' order (medians over the rounds):
 # - call rate: `eagernfs bench load`, SPEC SFS 3.0 mix, 32 clients, a ramp to saturation
@@ -38,6 +39,7 @@ rounds=3
 seconds=10
 stream_mib=1024
 conf=
+only=iops,stream,load,small,tar
 orig_args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -46,11 +48,19 @@ while [ $# -gt 0 ]; do
         --seconds) seconds=$2; shift 2 ;;
         --stream-mib) stream_mib=$2; shift 2 ;;
         --conf) conf=$2; shift 2 ;;
-        -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --only) only=$2; shift 2 ;;
+        -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-ceph: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 log() { echo "bench-ceph: $*" >&2; }
+for step in ${only//,/ }; do
+    case "$step" in
+        iops | stream | load | small | tar) ;;
+        *) echo "bench-ceph: unknown step '$step' in --only (steps: iops stream load small tar)" >&2; exit 2 ;;
+    esac
+done
+want() { [[ ",$only," == *",$1,"* ]]; }
 bin=${EAGERNFS_BIN:-}
 if [ -z "$bin" ]; then
     (cd "$repo" && cargo build --release -q -p eagernfs >&2)
@@ -216,7 +226,7 @@ run_nfs_peer() { # round peer
     # Warm: the server reads the file once (as it would have served it), untimed.
     taskset -c 0 "$bin" cat "$(file_url "$url" iops)" >/dev/null
     # Random I/O.
-    for mode in read write; do
+    want iops && for mode in read write; do
         for qd in 1 16; do
             local b c a ca line
             b=$(cpu_ticks "$server_pid"); c=$(cluster_ticks)
@@ -227,7 +237,7 @@ run_nfs_peer() { # round peer
         done
     done
     # Streams.
-    for dir in write read; do
+    want stream && for dir in write read; do
         local line
         line=$(taskset -c 0 "$bin" bench stream "$url" --direction "$dir" --size "${stream_mib}MiB" \
             --rpc-size 1MiB --in-flight 8 --file stream --no-progress 2>&1 |
@@ -237,12 +247,12 @@ run_nfs_peer() { # round peer
     done
     rm -f "$sdir/stream" "$sdir/iops"
     # Call rate: the SFS mix, a ramp to saturation.
-    taskset -c 0 "$bin" bench load "$url" --clients 32 --ramp 1000:1.4:400000 --step-seconds 5 \
+    want load && taskset -c 0 "$bin" bench load "$url" --clients 32 --ramp 1000:1.4:400000 --step-seconds 5 \
         --max-seconds 200 --no-progress --label "$peer" --json "$work/$peer-load-$round.json.gz" \
         >"$work/$peer-load-$round.txt" 2>&1 || log "$peer load: $(tail -3 "$work/$peer-load-$round.txt")"
-    record "$round\t$peer\tload\t$work/$peer-load-$round.json.gz"
+    want load && record "$round\t$peer\tload\t$work/$peer-load-$round.json.gz"
     # Small files: creates, then reads of the load's file set.
-    for mix in CREATE READ; do
+    want small && for mix in CREATE READ; do
         taskset -c 0 "$bin" bench load "$url" --mix "$mix=1" --closed-loop 8 --clients 16 \
             --step-seconds "$seconds" --max-seconds "$((seconds * 2))" --file-size 16KiB --no-progress \
             --label "$peer-$mix" --json "$work/$peer-small-$mix-$round.json.gz" \
@@ -250,12 +260,14 @@ run_nfs_peer() { # round peer
         record "$round\t$peer\tsmall-$mix\t$work/$peer-small-$mix-$round.json.gz"
     done
     # tar xf, cat, rm -r through eagernfs mount.
-    mkdir -p "$work/mnt-$peer"
-    local mnt="$work/mnt-$peer"
-    mount_it() { taskset -c 0 "$bin" mount "$url" "$mnt"; }
-    mount_it
-    tar_steps "$round" "$peer" "$mnt" "$bin umount $mnt" mount_it
-    "$bin" umount "$mnt"
+    if want tar; then
+        mkdir -p "$work/mnt-$peer"
+        local mnt="$work/mnt-$peer"
+        mount_it() { taskset -c 0 "$bin" mount "$url" "$mnt"; }
+        mount_it
+        tar_steps "$round" "$peer" "$mnt" "$bin umount $mnt" mount_it
+        "$bin" umount "$mnt"
+    fi
     stop_server "$peer"
     rm -rf "${sdir:?}"/*
 }
@@ -282,7 +294,7 @@ run_native() { # round
     local round=$1 sdir="$work/root/$top/native"
     head -c $((128 << 20)) /dev/urandom >"$sdir/iops"
     sync "$sdir/iops"
-    for mode in read write; do
+    want iops && for mode in read write; do
         for qd in 1 16; do
             local c ca line
             c=$(cluster_ticks)
@@ -293,11 +305,12 @@ run_native() { # round
         done
     done
     local line
-    line=$(taskset -c 0 "$work/cephbench" "$conf" cephfs stream "/$top/native/stream" "$stream_mib" 8)
-    log "round $round native streams: $line"
-    record "$round\tnative\tstream-write\t$(echo "$line" | sed 's/.*write_mbps=\([0-9.]*\) write_mbps_with_sync=\([0-9.]*\).*/mbps=\1 mbps_with_sync=\2/')"
-    record "$round\tnative\tstream-read\t$(echo "$line" | sed 's/.*read_mbps=\([0-9.]*\).*/mbps=\1/')"
+    want stream && line=$(taskset -c 0 "$work/cephbench" "$conf" cephfs stream "/$top/native/stream" "$stream_mib" 8)
+    want stream && log "round $round native streams: $line"
+    want stream && record "$round\tnative\tstream-write\t$(echo "$line" | sed 's/.*write_mbps=\([0-9.]*\) write_mbps_with_sync=\([0-9.]*\).*/mbps=\1 mbps_with_sync=\2/')"
+    want stream && record "$round\tnative\tstream-read\t$(echo "$line" | sed 's/.*read_mbps=\([0-9.]*\).*/mbps=\1/')"
     rm -f "$sdir/stream" "$sdir/iops"
+    want tar || return 0
     mkdir -p "$work/mnt-native"
     local mnt="$work/mnt-native"
     mount_native() { taskset -c 0 ceph-fuse --conf "$conf" --client_fs cephfs -r "/$top/native" "$mnt" >/dev/null 2>&1; }
@@ -315,6 +328,7 @@ for round in $(seq 1 "$rounds"); do
     for peer in "${order[@]}"; do
         log "round $round: $peer ($(uptime | sed 's/.*load/load/'))"
         echo "round $round $peer: $(uptime)" >>"$work/load.txt"
+        if [ "$peer" = native ] && ! want iops && ! want stream && ! want tar; then continue; fi
         if [ "$peer" = native ]; then run_native "$round"; else run_nfs_peer "$round" "$peer"; fi
     done
 done
