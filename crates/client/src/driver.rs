@@ -32,12 +32,13 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io::{self, IoSlice};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 
 /// Largest reply record accepted: a full 1 MiB READ or READDIR plus
 /// headers and attributes, with room to spare.
@@ -136,6 +137,108 @@ struct Request {
     reply: oneshot::Sender<NfsResult<Bytes>>,
 }
 
+/// Largest record a caller writes itself (see [`RpcClient::send_direct`]);
+/// larger ones (WRITE data) go to the writer task, which sends them in
+/// pieces and lets other threads run in between.
+const DIRECT_RECORD_BYTES_MAX: usize = 64 * 1024;
+
+/// What a connection's task and its callers share.
+struct Shared {
+    core: RpcCore,
+    /// Who waits for each submitted call.
+    waiters: HashMap<Token, oneshot::Sender<NfsResult<Bytes>>>,
+    /// The socket, while callers may write to it themselves: a plain TCP
+    /// connection that is up. Cleared before the connection is dropped, so
+    /// the descriptor is open whenever it is here.
+    direct_fd: Option<RawFd>,
+    /// The writer task of the current connection.
+    writer_tx: Option<mpsc::UnboundedSender<Record>>,
+    /// Records were handed to the writer task and not all written yet:
+    /// everything goes through it until it has caught up (records must
+    /// not interleave on the stream).
+    writer_busy: bool,
+    /// When the connection task wakes up by itself next (`None`: only
+    /// when something wakes it).
+    task_wakes_at: Option<Instant>,
+}
+
+impl Shared {
+    fn new(core: RpcCore) -> Self {
+        Shared {
+            core,
+            waiters: HashMap::new(),
+            direct_fd: None,
+            writer_tx: None,
+            writer_busy: false,
+            task_wakes_at: None,
+        }
+    }
+
+    /// Send every record the core has ready: written here when the socket
+    /// takes it at once, otherwise (and from then on, until the writer has
+    /// caught up) through the writer task.
+    fn transmit(&mut self, now: Instant) {
+        while let Some(record) = self.core.poll_transmit(now) {
+            let mut record = record;
+            if !self.writer_busy && record.len() <= DIRECT_RECORD_BYTES_MAX {
+                if let Some(fd) = self.direct_fd {
+                    match send_nonblocking(fd, &record) {
+                        Ok(n) if n == record.len() => continue,
+                        Ok(n) => record = record_after(&record, n),
+                        // Full socket buffer, or a broken connection (the
+                        // writer meets the error again and reports it).
+                        Err(_) => {}
+                    }
+                }
+            }
+            if let Some(tx) = &self.writer_tx {
+                self.writer_busy = true;
+                // A send error means the writer died; `writer_failed` reports it.
+                let _ = tx.send(record);
+            }
+        }
+    }
+}
+
+/// Write as much of `record` as the socket takes without waiting.
+fn send_nonblocking(fd: RawFd, record: &Record) -> io::Result<usize> {
+    let mut iov: Vec<libc::iovec> = Vec::with_capacity(1 + record.tail.len());
+    for b in std::iter::once(&record.head).chain(record.tail.iter()) {
+        if !b.is_empty() {
+            iov.push(libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() });
+        }
+    }
+    // SAFETY: a zeroed msghdr is valid; it points at `iov`, which points at
+    // buffers that outlive the call; `fd` is an open socket (see
+    // `Shared::direct_fd`).
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
+        libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// What is left of `record` after its first `n` bytes were sent.
+fn record_after(record: &Record, mut n: usize) -> Record {
+    let mut pieces: Vec<Bytes> = Vec::with_capacity(1 + record.tail.len());
+    for b in std::iter::once(&record.head).chain(record.tail.iter()) {
+        if n >= b.len() {
+            n -= b.len();
+        } else {
+            pieces.push(b.slice(n..));
+            n = 0;
+        }
+    }
+    let mut it = pieces.into_iter();
+    let head = it.next().unwrap_or_default();
+    Record { head, tail: it.collect::<Vec<_>>().into() }
+}
+
 /// A client for ONC RPC over TCP to one server; clones share the
 /// connections. Dropping the last clone closes them.
 #[derive(Clone)]
@@ -147,6 +250,10 @@ struct Inner {
     server: SocketAddr,
     /// One sender per connection task.
     connections: Vec<mpsc::Sender<Request>>,
+    /// Each connection's core and socket, for calls sent by their caller.
+    shared: Vec<Arc<Mutex<Shared>>>,
+    /// Wakes a connection task whose timer a direct call moved earlier.
+    kicks: Vec<Arc<Notify>>,
     /// Round-robin position.
     next: AtomicUsize,
     /// AUTH_SYS machine name: this host's name, truncated to 255 bytes.
@@ -174,6 +281,8 @@ impl RpcClient {
         let (events, _) = broadcast::channel(256);
         let stats: Arc<Vec<ConnectionStats>> = Arc::new((0..n).map(|_| ConnectionStats::default()).collect());
         let mut connections = Vec::with_capacity(n);
+        let mut shared = Vec::with_capacity(n);
+        let mut kicks = Vec::with_capacity(n);
         for i in 0..n {
             // The channel only hands calls over; the core's queue is the
             // real bound (the task stops reading at `queue_max`).
@@ -183,12 +292,18 @@ impl RpcClient {
             // Distinct xid ranges per connection keep xids unique per client,
             // which the server's duplicate cache relies on.
             cfg.core.first_xid = config.core.first_xid.wrapping_add((i as u32) << 24);
-            tokio::spawn(connection_task(i, cfg, rx, stats.clone(), events.clone()));
+            let sh = Arc::new(Mutex::new(Shared::new(RpcCore::new(cfg.core.clone(), Instant::now()))));
+            let kick = Arc::new(Notify::new());
+            shared.push(sh.clone());
+            kicks.push(kick.clone());
+            tokio::spawn(connection_task(i, cfg, rx, sh, kick, stats.clone(), events.clone()));
         }
         RpcClient {
             inner: Arc::new(Inner {
                 server: config.server,
                 connections,
+                shared,
+                kicks,
                 next: AtomicUsize::new(0),
                 machine_name: machine_name(),
                 stats,
@@ -251,9 +366,15 @@ impl RpcClient {
         let n = self.inner.connections.len();
         let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
         self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
         let shut = || NfsError::Connection("the RPC client has shut down".into());
-        self.inner.connections[i].send(Request { call, reply: tx }).await.map_err(|_| shut())?;
+        let rx = match self.send_direct(i, call) {
+            Ok(rx) => rx,
+            Err(call) => {
+                let (tx, rx) = oneshot::channel();
+                self.inner.connections[i].send(Request { call, reply: tx }).await.map_err(|_| shut())?;
+                rx
+            }
+        };
         let result = rx.await.map_err(|_| shut())?;
         let ns = started.elapsed().as_nanos() as u64;
         let mut ops = self.inner.ops.lock();
@@ -264,6 +385,42 @@ impl RpcClient {
         t.exec_max_ns = t.exec_max_ns.max(ns);
         drop(ops);
         result
+    }
+
+    /// Send `call` from the caller's thread: submit it to connection `i`'s
+    /// core and write it to the socket here, so a call costs no hand-off to
+    /// the connection task (a thread wake-up each, the largest part of a
+    /// small call's cost through a FUSE mount). The task still reads the
+    /// reply, and runs timers, reconnects and whatever cannot be written
+    /// at once. Gives the call back when this connection cannot take it
+    /// that way: not connected, not plain TCP, a large record, the queue
+    /// full, or records already waiting for the writer task.
+    fn send_direct(&self, i: usize, call: Call) -> Result<oneshot::Receiver<NfsResult<Bytes>>, Call> {
+        if call.len() > DIRECT_RECORD_BYTES_MAX {
+            return Err(call);
+        }
+        let mut s = self.inner.shared[i].lock();
+        if s.direct_fd.is_none() || s.writer_busy || !s.core.is_connected() || !s.core.can_submit() {
+            return Err(call);
+        }
+        let now = Instant::now();
+        let token = s.core.submit(now, call);
+        let (tx, rx) = oneshot::channel();
+        s.waiters.insert(token, tx);
+        s.transmit(now);
+        // The task sleeps until `wakes_at` at the latest; a call whose
+        // first timer comes sooner must wake it (it never does when the
+        // task's heartbeat is shorter than `timeo`).
+        let kick = match (s.core.poll_timeout(), s.task_wakes_at) {
+            (Some(t), Some(w)) => t < w,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        drop(s);
+        if kick {
+            self.inner.kicks[i].notify_one();
+        }
+        Ok(rx)
     }
 
     /// Execution times by (program, procedure).
@@ -310,6 +467,8 @@ fn machine_name() -> Opaque<MAX_MACHINE_NAME> {
 /// A live connection as the task holds it.
 struct Conn {
     io: ConnIo,
+    /// The socket, for callers' own writes (plain TCP only).
+    direct_fd: Option<RawFd>,
     buf: BytesMut,
     writer_tx: mpsc::UnboundedSender<Record>,
     /// Fires if the writer task fails.
@@ -375,93 +534,114 @@ async fn connection_task(
     index: usize,
     config: TransportConfig,
     mut requests: mpsc::Receiver<Request>,
+    shared: Arc<Mutex<Shared>>,
+    kick: Arc<Notify>,
     stats: Arc<Vec<ConnectionStats>>,
     events: broadcast::Sender<TransportEvent>,
 ) {
     let my_stats = &stats[index];
-    let mut core = RpcCore::new(config.core.clone(), Instant::now());
-    let mut waiters: HashMap<Token, oneshot::Sender<NfsResult<Bytes>>> = HashMap::new();
     let mut conn: Option<Conn> = None;
     let mut connecting: Option<ConnectFuture> = None;
     // The source port of the last connection, tried first on reconnect so
     // the server's duplicate reply cache recognises our retransmissions.
     let mut last_port: Option<u16> = None;
     let mut last_stats = CoreStats::default();
+    // Callers send their own calls (`RpcClient::send_direct`) without
+    // waking this task, so it looks at the core's timers at least this
+    // often: a call's first timer is `timeo` away, never sooner.
+    let heartbeat = (config.core.timeo / 2).clamp(Duration::from_millis(10), Duration::from_secs(5));
+    let mut completed: Vec<(oneshot::Sender<NfsResult<Bytes>>, NfsResult<Bytes>)> = Vec::new();
     loop {
         let now = Instant::now();
-        if conn.is_none() && connecting.is_none() && core.wants_connect(now) {
-            core.on_connecting();
-            connecting = Some(Box::pin(connect(
-                config.server,
-                config.udp,
-                config.source_addr,
-                config.resvport,
-                last_port,
-                config.connect_timeout,
-                config.tls.clone(),
-            )));
-        }
-        if let Some(c) = &conn {
-            while let Some(record) = core.poll_transmit(now) {
-                // A send error means the writer died; `writer_failed` reports it.
-                let _ = c.writer_tx.send(record);
+        let (wakes_at, accept) = {
+            let mut guard = shared.lock();
+            let s = &mut *guard;
+            if conn.is_none() && connecting.is_none() && s.core.wants_connect(now) {
+                s.core.on_connecting();
+                connecting = Some(Box::pin(connect(
+                    config.server,
+                    config.udp,
+                    config.source_addr,
+                    config.resvport,
+                    last_port,
+                    config.connect_timeout,
+                    config.tls.clone(),
+                )));
             }
-        }
-        while let Some(event) = core.poll_event() {
-            match event {
-                Event::Completed(token, result) => {
-                    if let Some(tx) = waiters.remove(&token) {
-                        let _ = tx.send(result);
+            if conn.is_some() {
+                s.transmit(now);
+            }
+            while let Some(event) = s.core.poll_event() {
+                match event {
+                    Event::Completed(token, result) => {
+                        if let Some(tx) = s.waiters.remove(&token) {
+                            completed.push((tx, result));
+                        }
+                    }
+                    Event::NotResponding => {
+                        tracing::warn!("NFS server {} not responding, still trying", config.server);
+                        let _ = events.send(TransportEvent::NotResponding { connection: index });
+                    }
+                    Event::ServerOk => {
+                        tracing::warn!("NFS server {} OK", config.server);
+                        let _ = events.send(TransportEvent::ServerOk { connection: index });
                     }
                 }
-                Event::NotResponding => {
-                    tracing::warn!("NFS server {} not responding, still trying", config.server);
-                    let _ = events.send(TransportEvent::NotResponding { connection: index });
-                }
-                Event::ServerOk => {
-                    tracing::warn!("NFS server {} OK", config.server);
-                    let _ = events.send(TransportEvent::ServerOk { connection: index });
-                }
             }
-        }
-        let s = core.stats();
-        if s != last_stats {
-            *my_stats.core.lock() = s;
-            // Round trips change only with replies, which change the stats.
-            my_stats.rtt.lock().clone_from(core.rtt_stats());
-            last_stats = s;
+            let st = s.core.stats();
+            if st != last_stats {
+                *my_stats.core.lock() = st;
+                // Round trips change only with replies, which change the stats.
+                my_stats.rtt.lock().clone_from(s.core.rtt_stats());
+                last_stats = st;
+            }
+            let wakes_at = match s.core.poll_timeout() {
+                Some(t) => t.min(now + heartbeat),
+                None => now + heartbeat,
+            };
+            s.task_wakes_at = Some(wakes_at);
+            (wakes_at, s.core.can_submit())
+        };
+        // Answers go out with the lock released: a waiter may run at once.
+        for (tx, result) in completed.drain(..) {
+            let _ = tx.send(result);
         }
 
-        let timer = core.poll_timeout().map(tokio::time::Instant::from_std);
-        let accept = core.can_submit();
+        let timer = Some(tokio::time::Instant::from_std(wakes_at));
         let wake = tokio::select! {
             r = requests.recv(), if accept => Wake::Request(r),
             r = input(conn.as_mut()) => Wake::Input(r),
             r = maybe(connecting.as_mut()) => Wake::Connected(r),
             _ = sleep_until(timer) => Wake::Timer,
+            _ = kick.notified() => Wake::Timer,
         };
         let now = Instant::now();
+        let mut guard = shared.lock();
+        let s = &mut *guard;
         match wake {
             Wake::Request(Some(req)) => {
-                let token = core.submit(now, req.call);
-                waiters.insert(token, req.reply);
+                let token = s.core.submit(now, req.call);
+                s.waiters.insert(token, req.reply);
             }
             // Every RpcClient clone is gone, so no one awaits an answer.
-            Wake::Request(None) => return,
+            Wake::Request(None) => {
+                s.direct_fd = None;
+                return;
+            }
             Wake::Input(Input::Data) => {
                 let c = conn.as_mut().expect("input only from a connection");
                 match &mut c.io {
                     ConnIo::Datagram { .. } => {
                         let datagram = c.buf.split().freeze();
-                        core.handle_record(now, datagram);
+                        s.core.handle_record(now, datagram);
                     }
                     ConnIo::Stream { decoder, .. } => loop {
                         match decoder.decode(&mut c.buf) {
-                            Ok(Some(record)) => core.handle_record(now, record),
+                            Ok(Some(record)) => s.core.handle_record(now, record),
                             Ok(None) => break,
                             Err(e) => {
                                 tracing::warn!("NFS server {}: {e}; reconnecting", config.server);
-                                drop_connection(&mut conn, &mut core, now, index, &events);
+                                drop_connection(&mut conn, s, now, index, &events);
                                 break;
                             }
                         }
@@ -475,42 +655,50 @@ async fn connection_task(
                 if let Some(e) = e {
                     tracing::debug!("connection {index} to {} failed: {e}", config.server);
                 }
-                drop_connection(&mut conn, &mut core, now, index, &events);
+                drop_connection(&mut conn, s, now, index, &events);
             }
             Wake::Connected(r) => {
                 connecting = None;
-                match r.and_then(|s| Ok((s.local_addr()?, s))) {
+                match r.and_then(|sock| Ok((sock.local_addr()?, sock))) {
                     Ok((local, sock)) => {
                         last_port = Some(local.port());
                         *my_stats.local_addr.lock() = Some(local);
                         my_stats.connects.fetch_add(1, Ordering::Relaxed);
-                        conn = Some(start_connection(sock, config.max_record_bytes));
-                        core.on_connected(now);
+                        let c = start_connection(sock, config.max_record_bytes, shared.clone());
+                        s.direct_fd = c.direct_fd;
+                        s.writer_tx = Some(c.writer_tx.clone());
+                        s.writer_busy = false;
+                        conn = Some(c);
+                        s.core.on_connected(now);
                         let _ = events.send(TransportEvent::Connected { connection: index, local });
                     }
                     Err(e) => {
                         let error = connect_error_message(config.server, &e);
                         my_stats.connect_failures.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("{error}");
-                        core.on_connect_failed(now, &error);
+                        s.core.on_connect_failed(now, &error);
                         let _ = events.send(TransportEvent::ConnectFailed { connection: index, error });
                     }
                 }
             }
-            Wake::Timer => core.handle_timeout(now),
+            Wake::Timer => s.core.handle_timeout(now),
         }
     }
 }
 
 fn drop_connection(
     conn: &mut Option<Conn>,
-    core: &mut RpcCore,
+    s: &mut Shared,
     now: Instant,
     index: usize,
     events: &broadcast::Sender<TransportEvent>,
 ) {
+    // Callers stop writing to the socket before it can be closed.
+    s.direct_fd = None;
+    s.writer_tx = None;
+    s.writer_busy = false;
     if conn.take().is_some() {
-        core.on_disconnect(now);
+        s.core.on_disconnect(now);
         let _ = events.send(TransportEvent::Disconnected { connection: index });
     }
 }
@@ -568,14 +756,16 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     }
 }
 
-fn start_connection(sock: Connected, max_record_bytes: usize) -> Conn {
+fn start_connection(sock: Connected, max_record_bytes: usize, shared: Arc<Mutex<Shared>>) -> Conn {
     let (writer_tx, rx) = mpsc::unbounded_channel();
     let (failed_tx, writer_failed) = oneshot::channel();
+    let mut direct_fd = None;
     let (io, writer) = match sock {
         Connected::Stream(stream) => {
             let _ = stream.set_nodelay(true);
+            direct_fd = Some(stream.as_raw_fd());
             let (reader, writer) = stream.into_split();
-            let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
+            let writer = tokio::spawn(writer_task(writer, rx, failed_tx, Some(shared)));
             (
                 ConnIo::Stream { reader: Box::new(reader), decoder: RecordDecoder::new(max_record_bytes) },
                 writer,
@@ -584,7 +774,7 @@ fn start_connection(sock: Connected, max_record_bytes: usize) -> Conn {
         Connected::Tls(stream) => {
             let _ = stream.get_ref().0.set_nodelay(true);
             let (reader, writer) = tokio::io::split(*stream);
-            let writer = tokio::spawn(writer_task(writer, rx, failed_tx));
+            let writer = tokio::spawn(writer_task(writer, rx, failed_tx, None));
             (
                 ConnIo::Stream { reader: Box::new(reader), decoder: RecordDecoder::new(max_record_bytes) },
                 writer,
@@ -596,7 +786,7 @@ fn start_connection(sock: Connected, max_record_bytes: usize) -> Conn {
             (ConnIo::Datagram { sock }, writer)
         }
     };
-    Conn { io, buf: BytesMut::with_capacity(64 * 1024), writer_tx, writer_failed, writer }
+    Conn { io, direct_fd, buf: BytesMut::with_capacity(64 * 1024), writer_tx, writer_failed, writer }
 }
 
 /// Send each record as one datagram: the message without its record mark.
@@ -636,6 +826,7 @@ async fn writer_task<W: tokio::io::AsyncWrite + Unpin + Send>(
     mut writer: W,
     mut records: mpsc::UnboundedReceiver<Record>,
     failed: oneshot::Sender<io::Error>,
+    shared: Option<Arc<Mutex<Shared>>>,
 ) {
     let mut batch: Vec<Record> = Vec::new();
     while let Some(first) = records.recv().await {
@@ -655,6 +846,14 @@ async fn writer_task<W: tokio::io::AsyncWrite + Unpin + Send>(
             return;
         }
         batch.clear();
+        if let Some(shared) = &shared {
+            // Caught up: callers may write themselves again. Records are
+            // only queued with this lock held, so none can slip in between.
+            let mut s = shared.lock();
+            if records.is_empty() {
+                s.writer_busy = false;
+            }
+        }
     }
 }
 

@@ -511,3 +511,66 @@ async fn proto_udp_survives_lost_calls_and_replies() {
         s.stats.drc_counts()
     );
 }
+
+/// A server that answers every call with an empty success, and says on
+/// `seen` each time a whole call has arrived.
+fn null_server() -> (SocketAddr, std::sync::mpsc::Receiver<u32>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (seen, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut sock, _) = listener.accept().unwrap();
+        let mut decoder = RecordDecoder::new(1 << 20);
+        let mut buf = bytes::BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = match sock.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            while let Ok(Some(record)) = decoder.decode(&mut buf) {
+                let xid = u32::from_be_bytes(record[..4].try_into().unwrap());
+                // xid, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS.
+                let mut reply = vec![0x80, 0, 0, 24];
+                for w in [xid, 1, 0, 0, 0, 0] {
+                    reply.extend_from_slice(&w.to_be_bytes());
+                }
+                if sock.write_all(&reply).is_err() {
+                    return;
+                }
+                let _ = seen.send(xid);
+            }
+        }
+    });
+    (addr, rx)
+}
+
+/// A call leaves from the caller's thread: with the runtime not running
+/// at all (nothing can wake the connection task), polling the call once
+/// puts it on the wire. The mount relies on this to save a thread wake-up
+/// per call (`RpcClient::send_direct`).
+#[test]
+fn a_call_is_written_by_the_thread_that_makes_it() {
+    let (addr, seen) = null_server();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = rt.block_on(async { RpcClient::new(TransportConfig::new(addr, &MountOptions::default())) });
+    let cred = root();
+    // The first call connects (through the connection task).
+    rt.block_on(within(client.call(100_003, 3, 0, &cred, &()))).expect("first call");
+    seen.recv_timeout(WAIT).expect("the first call arrived");
+
+    // Now nobody drives the runtime: poll the next call once, by hand.
+    let mut call = Box::pin(client.call(100_003, 3, 0, &cred, &()));
+    let waker = std::task::Waker::noop();
+    let polled = {
+        let _rt = rt.enter();
+        call.as_mut().poll(&mut std::task::Context::from_waker(waker))
+    };
+    assert!(polled.is_pending(), "the reply cannot be read while the runtime is idle");
+    seen.recv_timeout(Duration::from_secs(10))
+        .expect("the call reached the server without the runtime running: sent by its caller");
+    // The runtime reads the reply.
+    rt.block_on(within(call)).expect("second call");
+}

@@ -247,7 +247,7 @@ impl<C: NfsOps> NfsFuse<C> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let fut = work(self.fs.clone(), self.cred(req));
-        self.rt.spawn(fut);
+        crate::inline::run(&self.rt, fut);
     }
 
     fn reply_entry(names_uncached: bool, reply: ReplyEntry, r: Result<Entry, FsError>) {
