@@ -125,7 +125,7 @@ pub(crate) struct LockManager {
     /// The lock table, shared with NFSv4 (its LOCK takes the same locks).
     table: Arc<LockTable<Grant>>,
     /// Started with the first request a file system refused.
-    retrying: std::sync::Once,
+    retrying: std::sync::OnceLock<Arc<mirror::Retrier>>,
     grace_until: Option<Instant>,
     nsm_state: i32,
     hosts: parking_lot::Mutex<Vec<(Bytes, IpAddr)>>,
@@ -167,7 +167,7 @@ impl LockManager {
         }
         LockManager {
             table,
-            retrying: std::sync::Once::new(),
+            retrying: std::sync::OnceLock::new(),
             grace_until,
             nsm_state: config.nsm_state,
             hosts: Default::default(),
@@ -187,12 +187,14 @@ impl LockManager {
         announce(self.callbacks.as_ref(), granted)
     }
 
-    /// Retry, from now on, the requests file systems refused.
+    /// Retry, from now on, the requests file systems refused (a new one is waiting).
     fn retry_refused(&self) {
-        self.retrying.call_once(|| {
-            let tx = self.callbacks.clone();
-            mirror::start_retrying(Arc::downgrade(&self.table), move |g| announce(tx.as_ref(), g));
-        });
+        self.retrying
+            .get_or_init(|| {
+                let tx = self.callbacks.clone();
+                mirror::start_retrying(Arc::downgrade(&self.table), move |g| announce(tx.as_ref(), g))
+            })
+            .poke();
     }
 
     /// Remember that `host` at `addr` holds locks (persisted before the lock
