@@ -48,18 +48,25 @@ pub(crate) struct ClusterArgs {
 pub(crate) struct Member {
     pub(crate) head: Arc<Head>,
     pub(crate) key: [u8; 16],
+    /// Where the shared state is (`pool/namespace`): names this cluster of heads.
+    place: String,
     joined: Joined,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Member {
     /// The CephFS session name of this node's export `url`: the same on
-    /// every start of node N, so a new head ends the old one's session.
+    /// every start of node N of this cluster of heads, so a new head ends the
+    /// old one's session, and different from node N of another cluster of
+    /// heads (another pool or namespace) on the same CephFS, whose session it
+    /// must not end.
     pub(crate) fn session_uuid(&self, url: &str) -> String {
         use siphasher::sip::SipHasher24;
         use std::hash::Hasher;
         let mut h = SipHasher24::new_with_keys(0, 0);
         h.write(url.as_bytes());
+        h.write_u8(0);
+        h.write(self.place.as_bytes());
         format!("eagernfs-node-{}-{:016x}", self.head.node(), h.finish())
     }
 
@@ -227,7 +234,8 @@ pub(crate) fn join(
             "no grace period"
         }
     );
-    Ok(Some(Member { head, key, joined, thread: Some(thread) }))
+    let place = format!("{}/{}", args.cluster_pool, args.cluster_namespace);
+    Ok(Some(Member { head, key, place, joined, thread: Some(thread) }))
 }
 
 /// The cluster as `eagernfs stat` and the status page show it.
