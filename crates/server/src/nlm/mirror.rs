@@ -21,12 +21,13 @@
 //! the MDS, which grants it later to a session that no longer wants it (or
 //! that nobody uses any more: held until the MDS evicts it, minutes later),
 //! and an unmount waits for it. So requests are polled, as ganesha does:
-//! the [`FAST_FILES`] files first in the queue every [`RETRY_FAST`] (the
-//! time from another head's unlock to GRANTED is half that on average), the
-//! rest every [`RETRY_SLOW`]. A poll is one non-blocking `setlk` to the MDS
-//! per waiting file, so the MDS load is bounded: at most
-//! `FAST_FILES / RETRY_FAST` + (waiting files) / `RETRY_SLOW` requests per second.
-//! The thread sleeps while nothing waits, and is woken by the next refusal.
+//! [`FAST_FILES`] of the waiting files (the same ones while they wait) every
+//! [`RETRY_FAST`] (the time from another head's unlock to GRANTED is half
+//! that on average), all of them every [`RETRY_SLOW`]. A poll is one
+//! non-blocking `setlk` to the MDS per waiting request, so the MDS load is
+//! bounded: about `FAST_FILES / RETRY_FAST` + (waiting files) / `RETRY_SLOW`
+//! polls per second, however often clients ask. The thread sleeps while
+//! nothing waits, and is woken by the next refusal.
 
 use bytes::Bytes;
 use eagernfs_proto::nfs3::NfsFh3;
@@ -195,14 +196,18 @@ pub(crate) fn start_retrying(
             }
             let idle = waiting.is_empty();
             drop((t, waiting));
-            // Nothing to poll: sleep until a refusal pokes (looking at least
-            // every RETRY_SLOW, so the thread sees the table go).
-            let wait = if idle { RETRY_SLOW } else { RETRY_FAST };
-            let mut p = r.pokes.lock();
-            if *p == seen {
-                r.woken.wait_for(&mut p, wait);
+            if idle {
+                // Nothing to poll: sleep until a refusal pokes (looking at
+                // least every RETRY_SLOW, so the thread sees the table go).
+                let mut p = r.pokes.lock();
+                if *p == seen {
+                    r.woken.wait_for(&mut p, RETRY_SLOW);
+                }
+                seen = *p;
             }
-            seen = *p;
+            // A poke does not shorten this: the refused request was tried
+            // just now, and the MDS sees at most one pass per RETRY_FAST.
+            std::thread::sleep(RETRY_FAST);
         }
     });
     if let Err(e) = spawned {
