@@ -48,18 +48,25 @@ pub(crate) struct ClusterArgs {
 pub(crate) struct Member {
     pub(crate) head: Arc<Head>,
     pub(crate) key: [u8; 16],
+    /// Where the shared state is (`pool/namespace`): names this cluster of heads.
+    place: String,
     joined: Joined,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Member {
     /// The CephFS session name of this node's export `url`: the same on
-    /// every start of node N, so a new head ends the old one's session.
+    /// every start of node N of this cluster of heads, so a new head ends the
+    /// old one's session, and different from node N of another cluster of
+    /// heads (another pool or namespace) on the same CephFS, whose session it
+    /// must not end.
     pub(crate) fn session_uuid(&self, url: &str) -> String {
         use siphasher::sip::SipHasher24;
         use std::hash::Hasher;
         let mut h = SipHasher24::new_with_keys(0, 0);
         h.write(url.as_bytes());
+        h.write_u8(0);
+        h.write(self.place.as_bytes());
         format!("eagernfs-node-{}-{:016x}", self.head.node(), h.finish())
     }
 
@@ -90,7 +97,38 @@ impl Member {
             nsm_state: self.joined.nsm_state,
             on_hosts_changed: Some(on_hosts_changed),
             cluster_grace: Some(self.head.grace_flag()),
+            on_reclaims_done: Some({
+                let head = self.head.clone();
+                Arc::new(move || head.reclaims_done())
+            }),
             ..LockConfig::default()
+        }
+    }
+}
+
+impl Member {
+    /// A planned stop (SIGTERM, SIGINT): if clients hold locks through this
+    /// head, keep them for a successor with this node id (a grace period the
+    /// other heads confirm, lasting at most `hold_for` without a successor)
+    /// before the exports close, which ends the CephFS session and so
+    /// releases the locks in the file system. Without locks: nothing to do.
+    pub(crate) fn stop_cleanly(&self, locks_held: u64, hold_for: Duration, confirm: Duration) {
+        if locks_held == 0 {
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        match self.head.hand_over(hold_for, confirm) {
+            Ok(confirmed) => tracing::info!(
+                node = self.head.node(),
+                locks = locks_held,
+                "cluster: clients' locks handed over in {:.0} ms ({}); a head started with node id {} reclaims them",
+                t0.elapsed().as_secs_f64() * 1e3,
+                if confirmed { "every live head enforces the grace period" } else { "NOT confirmed by every head" },
+                self.head.node()
+            ),
+            Err(e) => tracing::error!(
+                "cluster: cannot start a grace period for this node's clients ({e}): their locks are released as this head stops"
+            ),
         }
     }
 }
@@ -196,7 +234,8 @@ pub(crate) fn join(
             "no grace period"
         }
     );
-    Ok(Some(Member { head, key, joined, thread: Some(thread) }))
+    let place = format!("{}/{}", args.cluster_pool, args.cluster_namespace);
+    Ok(Some(Member { head, key, place, joined, thread: Some(thread) }))
 }
 
 /// The cluster as `eagernfs stat` and the status page show it.

@@ -916,10 +916,26 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
                 let _ = tokio::task::spawn_blocking(move || o.reload_now()).await;
             }
         });
+        let (stopping_stats, stopping) = (server.stats(), builder.clone());
         tokio::spawn(async move {
             tokio::select! {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
+            }
+            // A head whose clients hold locks hands them over before its CephFS session ends.
+            let held = stopping_stats.locks_held();
+            if held > 0 && stopping.member.is_some() {
+                let b = stopping.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Some(m) = &b.member {
+                        let hold_for =
+                            std::time::Duration::from_secs_f64(b.args.grace_period.clamp(1.0, 86_400.0));
+                        let confirm =
+                            std::time::Duration::from_secs_f64(b.args.cluster.cluster_confirm_timeout);
+                        m.stop_cleanly(held, hold_for, confirm);
+                    }
+                })
+                .await;
             }
             tracing::info!("shutting down: finishing calls in flight and syncing exports");
             crate::sd_notify::notify_or_log("STOPPING=1\nSTATUS=finishing calls in flight, syncing exports");

@@ -121,6 +121,11 @@ pub struct NodeFlags {
     pub need: bool,
     /// It grants only reclaims.
     pub enforcing: bool,
+    /// Its head stopped cleanly with clients holding locks and left its NEED
+    /// for a successor (see [`Head::hand_over`]) until this time, in seconds
+    /// since the Unix epoch; after it any head lifts the NEED. 0: none (a
+    /// successor's start clears it, in the same write that sets its NEED).
+    pub handover_until: u64,
 }
 
 /// The `grace` object.
@@ -151,9 +156,14 @@ impl GraceDb {
         let mut s = format!("{GRACE_MAGIC}\nepoch {} {}\n", self.current, self.recovery);
         for (n, f) in &self.nodes {
             s.push_str(&format!(
-                "node {n}{}{}\n",
+                "node {n}{}{}{}\n",
                 if f.need { " need" } else { "" },
-                if f.enforcing { " enforcing" } else { "" }
+                if f.enforcing { " enforcing" } else { "" },
+                if f.handover_until != 0 {
+                    format!(" handover_until={}", f.handover_until)
+                } else {
+                    String::new()
+                }
             ));
         }
         s.into_bytes()
@@ -182,7 +192,10 @@ impl GraceDb {
                         match flag {
                             "need" => f.need = true,
                             "enforcing" => f.enforcing = true,
-                            _ => return Err(format!("unknown flag in {line:?}")),
+                            _ => match flag.strip_prefix("handover_until=").map(str::parse) {
+                                Some(Ok(t)) => f.handover_until = t,
+                                _ => return Err(format!("unknown flag in {line:?}")),
+                            },
                         }
                     }
                     db.nodes.insert(n, f);
@@ -206,11 +219,14 @@ impl GraceDb {
         let f = self.nodes.entry(node).or_default();
         f.need = true;
         f.enforcing = true;
+        f.handover_until = 0;
     }
 
     /// `node` needs no more grace; the last one ends it for all.
     pub fn lift(&mut self, node: u32) {
-        self.nodes.entry(node).or_default().need = false;
+        let f = self.nodes.entry(node).or_default();
+        f.need = false;
+        f.handover_until = 0;
         if self.nodes.values().all(|f| !f.need) {
             self.recovery = 0;
             for f in self.nodes.values_mut() {
@@ -238,6 +254,7 @@ impl NodeRecord {
         if !self.addr.is_empty() {
             s.push_str(&format!("addr {}\n", self.addr.replace(['\n', '\r', ' '], "")));
         }
+
         for h in &self.hosts {
             s.push_str(&format!("host {} {}\n", h.addr, h.name.replace(['\n', '\r'], " ")));
         }
@@ -268,6 +285,12 @@ impl NodeRecord {
         }
         Ok(r)
     }
+}
+
+/// Seconds since the Unix epoch (heads' clocks must agree within seconds
+/// for [`NodeFlags::handover_until`]).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The next NSM state number after `last`: odd while up, wrapping before overflow.
@@ -374,6 +397,8 @@ pub struct Head {
     woken: Condvar,
     /// When this head clears its NEED flag (none: it has none).
     lift_at: Mutex<Option<Instant>>,
+    /// Handing its clients over (stopping): its NEED stays for a successor.
+    handing_over: AtomicBool,
     stop: AtomicBool,
     /// The last grace state seen, for status pages.
     seen: Mutex<GraceDb>,
@@ -469,6 +494,7 @@ impl Head {
             events: Mutex::new(0),
             woken: Condvar::new(),
             lift_at: Mutex::new(need.then(|| Instant::now() + grace_period)),
+            handing_over: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             seen: Mutex::new(db),
             fencing: Mutex::new(fencing),
@@ -560,13 +586,19 @@ impl Head {
     /// Read the grace state and act on it: set this head's flag, say
     /// ENFORCING when in grace, end this head's need when its time is up.
     pub fn refresh(&self) -> Result<GraceDb, ClusterError> {
-        let lift = self.lift_at.lock().is_some_and(|t| Instant::now() >= t);
+        let lift = self.lift_at.lock().is_some_and(|t| Instant::now() >= t)
+            && !self.handing_over.load(Ordering::Acquire);
         let node = self.node;
-        let before = read_grace(&*self.store)?;
+        let mut before = read_grace(&*self.store)?;
+        if before.in_grace() && self.lift_expired_handovers(&before)? {
+            before = read_grace(&*self.store)?;
+        }
         let f = before.nodes.get(&node).copied().unwrap_or_default();
         let must_change = lift || (before.in_grace() && !f.enforcing);
         let db = if must_change {
             let db = update_grace(&*self.store, |db| {
+                // Checked again on every attempt: a hand-over begun meanwhile keeps the NEED.
+                let lift = lift && !self.handing_over.load(Ordering::Acquire);
                 if lift {
                     let had = db.nodes.get(&node).is_some_and(|f| f.need);
                     db.lift(node);
@@ -595,6 +627,79 @@ impl Head {
         self.grace.store(db.in_grace() || self.watch_lost.load(Ordering::Acquire), Ordering::Release);
         *self.seen.lock() = db.clone();
         Ok(db)
+    }
+
+    /// Every host that held locks through this node has reclaimed them: end
+    /// this head's need for the grace period now instead of at its end.
+    pub fn reclaims_done(&self) {
+        let mut at = self.lift_at.lock();
+        if at.is_some() {
+            *at = Some(Instant::now());
+            drop(at);
+            tracing::info!(
+                node = self.node,
+                "cluster: every host of this node has reclaimed its locks: this head's grace period ends now"
+            );
+            self.poke();
+        }
+    }
+
+    /// A planned stop of a head whose clients hold locks: keep them for a
+    /// successor with this node id. Sets this node's NEED (a grace period
+    /// for the cluster: nobody grants anything but reclaims), records until
+    /// when a successor may come (`hold_for` from now; after that any head
+    /// lifts the NEED, see [`NodeFlags::handover_until`]), and waits (at most
+    /// `timeout`) until every other live head enforces it. Only then may this
+    /// head end its CephFS session, which releases its clients' locks in the
+    /// file system. True if every live head confirmed.
+    pub fn hand_over(&self, hold_for: Duration, timeout: Duration) -> Result<bool, ClusterError> {
+        self.handing_over.store(true, Ordering::Release);
+        *self.lift_at.lock() = None;
+        // This head grants only reclaims from now on, too.
+        self.grace.store(true, Ordering::Release);
+        let until = unix_now() + hold_for.as_secs().max(1);
+        let node = self.node;
+        update_grace(&*self.store, |db| {
+            db.start_grace(node);
+            db.nodes.entry(node).or_default().handover_until = until;
+            true
+        })?;
+        announce(&self.store);
+        tracing::info!(node, "cluster: stopping with clients holding locks: grace period for this node's clients until a successor takes them over (at most {hold_for:?})");
+        self.wait_enforced(timeout)
+    }
+
+    /// Lift the NEED of nodes whose head stopped (handing over) longer ago
+    /// than it allowed a successor; true if one was lifted. Decided on the
+    /// grace object alone, in one checked write: a successor's start, which
+    /// clears `handover_until` in its own write, cannot be lost.
+    fn lift_expired_handovers(&self, db: &GraceDb) -> Result<bool, ClusterError> {
+        let now = unix_now();
+        let expired_in = |db: &GraceDb| -> Vec<u32> {
+            db.nodes
+                .iter()
+                .filter(|(n, f)| {
+                    **n != self.node && f.need && f.handover_until != 0 && now > f.handover_until
+                })
+                .map(|(n, _)| *n)
+                .collect()
+        };
+        if expired_in(db).is_empty() {
+            return Ok(false);
+        }
+        let mut expired = Vec::new();
+        update_grace(&*self.store, |db| {
+            expired = expired_in(db);
+            for n in &expired {
+                db.lift(*n);
+            }
+            !expired.is_empty()
+        })?;
+        for n in &expired {
+            tracing::warn!(node = n, "cluster: node {n} stopped handing its clients over and no successor came in time: its grace period is lifted (its clients' locks are no longer protected)");
+        }
+        announce(&self.store);
+        Ok(true)
     }
 
     /// Wait (at most `timeout`) until every other live head enforces the
@@ -769,7 +874,8 @@ mod tests {
     fn records_round_trip_and_damage_is_named() {
         let mut db = GraceDb::default();
         db.start_grace(3);
-        db.nodes.insert(1, NodeFlags { need: false, enforcing: true });
+        db.nodes.insert(1, NodeFlags { need: false, enforcing: true, handover_until: 0 });
+        db.nodes.insert(4, NodeFlags { need: true, enforcing: true, handover_until: 1_800_000_000 });
         assert_eq!(GraceDb::decode(&db.encode()).unwrap(), db);
         let r = NodeRecord {
             nsm_state: 7,
@@ -887,6 +993,64 @@ mod tests {
         h.stop();
         thread.join().unwrap();
         h.unwatch();
+    }
+
+    #[test]
+    fn a_heads_grace_ends_as_soon_as_its_hosts_have_reclaimed() {
+        let store = Arc::new(MemoryStore::default());
+        let grace = Duration::from_secs(3600);
+        let (h1, _) = Head::join(client(&store, 1), 1, grace).unwrap();
+        h1.record_hosts(&[host(7)]).unwrap();
+        store.live.lock().retain(|c| *c != 1);
+        let (h1b, j) = Head::join(client(&store, 2), 1, grace).unwrap();
+        assert_eq!(j.previous_hosts, vec![host(7)]);
+        assert!(h1b.refresh().unwrap().in_grace(), "an hour of grace ahead");
+        h1b.reclaims_done();
+        let db = h1b.refresh().unwrap();
+        assert!(!db.in_grace(), "over at once: {db:?}");
+        assert!(!h1b.grace_flag().load(Ordering::Acquire));
+        // Said again (or with no grace period of its own): nothing changes.
+        h1b.reclaims_done();
+        assert!(!h1b.refresh().unwrap().in_grace());
+        drop(h1);
+    }
+
+    #[test]
+    fn a_head_stopping_with_locks_keeps_the_grace_period_for_a_successor_or_until_its_deadline() {
+        let store = Arc::new(MemoryStore::default());
+        let grace = Duration::from_secs(3600);
+        let (h1, _) = Head::join(client(&store, 1), 1, grace).unwrap();
+        h1.record_hosts(&[host(7)]).unwrap();
+        let (h2, _) = Head::join(client(&store, 2), 2, grace).unwrap();
+        // Node 1 stops cleanly: grace for its clients, confirmed by node 2 before it goes on.
+        let (s2, h2c) = (store.clone(), h2.clone());
+        store.on_notify.lock().push(Box::new(move || {
+            let _ = h2c.refresh();
+        }));
+        assert!(h1.hand_over(Duration::from_secs(600), Duration::from_secs(5)).unwrap(), "node 2 confirmed");
+        assert!(h2.grace_flag().load(Ordering::Acquire), "node 2 grants only reclaims");
+        let f = h2.refresh().unwrap().nodes[&1];
+        assert!(f.need && f.handover_until > unix_now(), "{f:?}");
+        // Node 1's own thread does not lift it (it is going), even when its time comes.
+        *h1.lift_at.lock() = Some(Instant::now());
+        assert!(h1.refresh().unwrap().in_grace());
+        // A successor takes it over: the deadline goes, its own grace period runs.
+        s2.live.lock().retain(|c| *c != 1);
+        let (h1b, j) = Head::join(client(&store, 3), 1, grace).unwrap();
+        assert_eq!(j.previous_hosts, vec![host(7)]);
+        let f = h1b.refresh().unwrap().nodes[&1];
+        assert!(f.need && f.handover_until == 0, "{f:?}");
+        // It stops cleanly too, and no successor comes: once its deadline is past,
+        // node 2 lifts its need (a deadline in the past, written as node 1 would).
+        assert!(h1b.hand_over(Duration::from_secs(600), Duration::from_secs(5)).unwrap());
+        update_grace(&*client(&store, 9), |db| {
+            db.nodes.get_mut(&1).unwrap().handover_until = unix_now() - 1;
+            true
+        })
+        .unwrap();
+        let db = h2.refresh().unwrap();
+        assert!(!db.in_grace(), "{db:?}");
+        assert!(!h2.grace_flag().load(Ordering::Acquire));
     }
 
     #[test]

@@ -221,6 +221,60 @@ fn after_a_restart_only_reclaims_are_granted_in_the_grace_period() {
     s.stop();
 }
 
+/// The grace period ends once every host that held locks has reclaimed them: a host is done
+/// when, after a reclaim, it sends a LOCK that is not one (clients reclaim everything first).
+/// Not before: a LOCK from a host that has not reclaimed yet, another host's calls, or the
+/// same name from another address change nothing.
+#[test]
+fn the_grace_period_ends_early_once_every_previous_host_has_reclaimed() {
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let d = done.clone();
+    let host = |name: &str, ip: &str| LockHost { name: name.into(), addr: ip.parse().unwrap() };
+    let s = server(LockConfig {
+        grace_period: Duration::from_secs(3600),
+        previous_hosts: vec![host("host-a", "127.0.0.1"), host("host-c", "127.0.0.3")],
+        on_reclaims_done: Some(Arc::new(move || {
+            d.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })),
+        ..LockConfig::default()
+    });
+    let fh = file(&s);
+    let mut a = Host { c: from(&s, "127.0.0.1"), name: "host-a" };
+    let mut b = Host { c: from(&s, "127.0.0.2"), name: "host-b" };
+    let mut c = Host { c: from(&s, "127.0.0.3"), name: "host-c" };
+    let mut fake_a = Host { c: from(&s, "127.0.0.2"), name: "host-a" };
+    let reclaim = |h: &Host, owner: u8, offset: u64| Nlm4LockArgs {
+        cookie: Opaque::from_static(b"r"),
+        block: false,
+        exclusive: true,
+        alock: h.alock(&fh, owner, offset, 1),
+        reclaim: true,
+        state: 3,
+    };
+    // Before it has reclaimed, a's plain LOCK is no sign (it has not noticed the restart).
+    assert_eq!(a.lock(&fh, 1, 50, 1, true, false), Nlm4Stats::DeniedGracePeriod);
+    assert_eq!(a.lock_args(reclaim(&a, 1, 0)), Nlm4Stats::Granted);
+    assert_eq!(a.lock_args(reclaim(&a, 1, 1)), Nlm4Stats::Granted);
+    // Someone naming a from another address, and b, end nothing.
+    let r = fake_a.lock_args(reclaim(&fake_a, 9, 10));
+    assert_eq!(r, Nlm4Stats::Granted, "a reclaim from anyone is granted in grace (as before)");
+    assert_eq!(fake_a.lock(&fh, 9, 60, 1, true, false), Nlm4Stats::DeniedGracePeriod);
+    assert_eq!(b.lock(&fh, 2, 70, 1, true, false), Nlm4Stats::DeniedGracePeriod);
+    // a is done; c is not yet.
+    assert_eq!(a.lock(&fh, 1, 50, 1, true, false), Nlm4Stats::DeniedGracePeriod);
+    assert_eq!(done.load(std::sync::atomic::Ordering::SeqCst), 0);
+    assert_eq!(b.lock(&fh, 2, 70, 1, true, false), Nlm4Stats::DeniedGracePeriod);
+    // c restarted (SM_NOTIFY from its own address): it has nothing to reclaim. Grace is over.
+    let notify = StatChge { mon_name: Opaque::from_static(b"host-c"), state: 9 };
+    c.c.call(NSM_PROGRAM, NSM_V1, sm::NOTIFY, &notify);
+    assert_eq!(done.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(b.lock(&fh, 2, 70, 1, true, false), Nlm4Stats::Granted, "grace over: new locks granted");
+    assert_eq!(b.lock(&fh, 2, 0, 1, true, false), Nlm4Stats::Denied, "a's reclaimed lock holds");
+    assert_eq!(c.lock(&fh, 3, 80, 1, true, false), Nlm4Stats::Granted);
+    assert_eq!(done.load(std::sync::atomic::Ordering::SeqCst), 1, "said once");
+    s.stop();
+}
+
 #[test]
 fn no_grace_without_previous_holders_and_bad_calls_get_clear_answers() {
     let s = server(LockConfig::default());

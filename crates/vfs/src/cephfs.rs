@@ -1594,13 +1594,10 @@ impl Cx<'_> {
         let mut fl = flock(kind, range);
         match f.file().setlk(&mut fl, ceph_owner(owner), false) {
             Ok(()) => Ok(None),
+            // Who holds it is not asked (one more MDS request, on every poll
+            // of a waiting request; `test_lock` says).
             Err(e) if matches!(e.0, libc::EAGAIN | libc::EACCES) => {
-                // Who holds it, as far as the MDS tells (it may be gone by now).
-                let mut probe = flock(kind, range);
-                match f.file().getlk(&mut probe, ceph_owner(owner)) {
-                    Ok(()) if probe.l_type != libc::F_UNLCK as libc::c_short => Ok(Some(conflict_of(&probe))),
-                    _ => Ok(Some(LockConflict { exclusive: true, range, pid: 0 })),
-                }
+                Ok(Some(LockConflict { exclusive: true, range, pid: 0 }))
             }
             Err(e) => Err(fs_err(e)),
         }

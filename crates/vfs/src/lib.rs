@@ -467,7 +467,8 @@ pub struct LockConflict {
 pub trait FileLocks: Send + Sync {
     /// Take the lock unless another owner's lock conflicts: `Ok(None)` when
     /// taken (replacing what `owner` held on the range, POSIX-style),
-    /// `Ok(Some(conflict))` when refused.
+    /// `Ok(Some(conflict))` when refused (the conflict may be only the range
+    /// asked for: a backend need not find out who holds it; [`FileLocks::test_lock`] does).
     fn try_lock(
         &self,
         fh: &FileHandle,

@@ -10,8 +10,24 @@
 //! server taking over another's clients (issue 20) names their locks alike;
 //! NFSv4 lock owners can be hashed into the same space. Requests the backend
 //! refused wait in the table's queue; a thread of their own retries them
-//! every [`RETRY_EVERY`] (CephFS tells a waiting client nothing when a lock
-//! goes: ganesha polls too) and announces what it grants.
+//! and announces what it grants (GRANTED).
+//!
+//! # Why polling, and how often
+//! CephFS tells a client nothing when another client's lock goes, unless
+//! the client waits for it in a blocking `ceph_ll_setlk`. That call cannot
+//! be cancelled through libcephfs's C API (the interrupt the MDS supports is
+//! wired only for FUSE, `Client::ll_interrupt`), so an NLM CANCEL, a client
+//! that goes away or a server that stops would leave a request waiting in
+//! the MDS, which grants it later to a session that no longer wants it (or
+//! that nobody uses any more: held until the MDS evicts it, minutes later),
+//! and an unmount waits for it. So requests are polled, as ganesha does:
+//! [`FAST_FILES`] of the waiting files (the same ones while they wait) every
+//! [`RETRY_FAST`] (the time from another head's unlock to GRANTED is half
+//! that on average), all of them every [`RETRY_SLOW`]. A poll is one
+//! non-blocking `setlk` to the MDS per waiting request, so the MDS load is
+//! bounded: about `FAST_FILES / RETRY_FAST` + (waiting files) / `RETRY_SLOW`
+//! polls per second, however often clients ask. The thread sleeps while
+//! nothing waits, and is woken by the next refusal.
 
 use bytes::Bytes;
 use eagernfs_proto::nfs3::NfsFh3;
@@ -26,8 +42,12 @@ use super::locks::{Admit, Held, LockTable, Mirror, NoMirror, Owner, Range};
 use super::Grant;
 use crate::{handle, ExportSpec};
 
-/// How often requests refused by a file system are tried again.
-pub(crate) const RETRY_EVERY: Duration = Duration::from_millis(500);
+/// How often the first waiting files' requests are tried again.
+pub(crate) const RETRY_FAST: Duration = Duration::from_millis(40);
+/// How many files are tried every [`RETRY_FAST`].
+pub(crate) const FAST_FILES: usize = 16;
+/// How often every waiting file's requests are tried again.
+pub(crate) const RETRY_SLOW: Duration = Duration::from_millis(500);
 
 /// The 64-bit id of an NLM lock owner, for the file system.
 pub(crate) fn owner_id(o: &Owner) -> u64 {
@@ -133,22 +153,61 @@ impl Mirror for ArcMirror {
     }
 }
 
+/// Wakes the retrying thread (a request was refused: there is something to poll).
+#[derive(Default)]
+pub(crate) struct Retrier {
+    pokes: parking_lot::Mutex<u64>,
+    woken: parking_lot::Condvar,
+}
+
+impl Retrier {
+    pub(crate) fn poke(&self) {
+        *self.pokes.lock() += 1;
+        self.woken.notify_one();
+    }
+}
+
 /// Start the thread that retries refused requests (once per server), which
 /// ends with the table. `announce` sends GRANTED for what it grants.
 pub(crate) fn start_retrying(
     table: Weak<LockTable<Grant>>,
     announce: impl Fn(Vec<super::locks::Waiter<Grant>>) + Send + 'static,
-) {
-    let spawned = std::thread::Builder::new().name("nlm-retry".into()).spawn(move || loop {
-        std::thread::sleep(RETRY_EVERY);
-        let Some(table) = table.upgrade() else { return };
-        for (fh, notice) in table.files_waiting() {
-            if let Some(m) = &notice.mirror {
-                let granted = table.retry(&fh, &**m);
-                if !granted.is_empty() {
-                    announce(granted);
+) -> Arc<Retrier> {
+    let retrier = Arc::new(Retrier::default());
+    let r = retrier.clone();
+    let spawned = std::thread::Builder::new().name("nlm-retry".into()).spawn(move || {
+        let mut seen = 0;
+        let mut last_full = std::time::Instant::now();
+        loop {
+            let Some(t) = table.upgrade() else { return };
+            let waiting: Vec<_> = t.files_waiting().into_iter().filter(|(_, n)| n.mirror.is_some()).collect();
+            let full = last_full.elapsed() >= RETRY_SLOW;
+            if full {
+                last_full = std::time::Instant::now();
+            }
+            let n = if full { waiting.len() } else { waiting.len().min(FAST_FILES) };
+            for (fh, notice) in &waiting[..n] {
+                if let Some(m) = &notice.mirror {
+                    let granted = t.retry(fh, &**m);
+                    if !granted.is_empty() {
+                        announce(granted);
+                    }
                 }
             }
+            let idle = waiting.is_empty();
+            drop((t, waiting));
+            if idle {
+                // Nothing to poll: sleep until a refusal pokes (looking at
+                // least every RETRY_SLOW, so the thread sees the table go).
+                let mut p = r.pokes.lock();
+                if *p == seen {
+                    r.woken.wait_for(&mut p, RETRY_SLOW);
+                }
+                seen = *p;
+            }
+            // A poke does not shorten this: the refused request was tried
+            // just now, and the MDS sees at most one pass per RETRY_FAST.
+            std::thread::sleep(RETRY_FAST);
         }
     });
     if let Err(e) = spawned {
@@ -156,4 +215,5 @@ pub(crate) fn start_retrying(
             "no thread to retry locks the file system refused ({e}): such requests wait until a release here"
         );
     }
+    retrier
 }

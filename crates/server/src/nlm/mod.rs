@@ -72,6 +72,9 @@ pub struct LockConfig {
     /// Set while the cluster of heads this server is one of is in its grace
     /// period (another head took over a dead one's clients): only reclaims are granted.
     pub cluster_grace: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// Called once every host of `previous_hosts` has reclaimed what it held
+    /// (see [`LockManager`]'s reclaim tracking): the grace period ends then.
+    pub on_reclaims_done: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Default for LockConfig {
@@ -85,6 +88,7 @@ impl Default for LockConfig {
             on_hosts_changed: None,
             callbacks: true,
             cluster_grace: None,
+            on_reclaims_done: None,
         }
     }
 }
@@ -125,7 +129,7 @@ pub(crate) struct LockManager {
     /// The lock table, shared with NFSv4 (its LOCK takes the same locks).
     table: Arc<LockTable<Grant>>,
     /// Started with the first request a file system refused.
-    retrying: std::sync::Once,
+    retrying: std::sync::OnceLock<Arc<mirror::Retrier>>,
     grace_until: Option<Instant>,
     nsm_state: i32,
     hosts: parking_lot::Mutex<Vec<(Bytes, IpAddr)>>,
@@ -135,6 +139,12 @@ pub(crate) struct LockManager {
     persister: Option<std::sync::mpsc::SyncSender<(Vec<LockHost>, std::sync::mpsc::SyncSender<()>)>>,
     callbacks: Option<callback::Sender>,
     cluster_grace: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// The hosts of `previous_hosts` that may still reclaim, and whether each
+    /// has reclaimed something yet.
+    pending: parking_lot::Mutex<Vec<(LockHost, bool)>>,
+    /// Every previous host has reclaimed: the grace period is over early.
+    reclaims_over: std::sync::atomic::AtomicBool,
+    on_reclaims_done: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// A thread (with the server's own identity) that runs `f` for each list, answering when done.
@@ -167,19 +177,74 @@ impl LockManager {
         }
         LockManager {
             table,
-            retrying: std::sync::Once::new(),
+            retrying: std::sync::OnceLock::new(),
             grace_until,
             nsm_state: config.nsm_state,
             hosts: Default::default(),
             persister: config.on_hosts_changed.clone().and_then(start_persister),
             callbacks: config.callbacks.then(|| callback::Sender::start(stats)),
             cluster_grace: config.cluster_grace.clone(),
+            pending: parking_lot::Mutex::new(
+                config.previous_hosts.iter().map(|h| (h.clone(), false)).collect(),
+            ),
+            reclaims_over: std::sync::atomic::AtomicBool::new(config.previous_hosts.is_empty()),
+            on_reclaims_done: config.on_reclaims_done.clone(),
         }
     }
 
     pub(crate) fn in_grace(&self) -> bool {
-        self.grace_until.is_some_and(|t| Instant::now() < t)
-            || self.cluster_grace.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::Acquire))
+        let own = self.grace_until.is_some_and(|t| Instant::now() < t)
+            && !self.reclaims_over.load(std::sync::atomic::Ordering::Acquire);
+        own || self.cluster_grace.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// Follow the previous hosts' reclaims, to end the grace period as soon
+    /// as none of them can reclaim anything more. NLM has no "reclaim
+    /// complete", so the signal is this: a host is done once it has sent a
+    /// reclaim and then a LOCK that is not one. Lock clients reclaim
+    /// everything before they send anything else (Linux's lockd holds every
+    /// lock call of the host while its reclaimer runs, `h_rwsem`; eagernfs's
+    /// client does the same), so such a LOCK means its reclaims are over. A
+    /// host that reclaims nothing (it held nothing any more) gives no signal:
+    /// the grace period then lasts its full length. A host that restarted
+    /// (SM_NOTIFY, FREE_ALL) has nothing to reclaim. Hosts are matched by name
+    /// and address, as their locks are.
+    fn reclaim_progress(&self, name: &[u8], addr: IpAddr, reclaim: bool) {
+        if self.reclaims_over.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        let mut pending = self.pending.lock();
+        let Some(i) = pending.iter().position(|(h, _)| h.name.as_bytes() == name && h.addr == addr) else {
+            return;
+        };
+        if reclaim {
+            pending[i].1 = true;
+            return;
+        }
+        if !pending[i].1 {
+            // It has not noticed the restart yet (the answer tells it).
+            return;
+        }
+        self.host_done(&mut pending, i, "has reclaimed its locks");
+    }
+
+    /// `name` at `addr` restarted: it has nothing to reclaim.
+    fn host_restarted(&self, name: &[u8], addr: IpAddr) {
+        let mut pending = self.pending.lock();
+        if let Some(i) = pending.iter().position(|(h, _)| h.name.as_bytes() == name && h.addr == addr) {
+            self.host_done(&mut pending, i, "restarted: nothing to reclaim");
+        }
+    }
+
+    fn host_done(&self, pending: &mut Vec<(LockHost, bool)>, i: usize, why: &str) {
+        let (h, _) = pending.remove(i);
+        tracing::info!(host = %h.name, client = %h.addr, left = pending.len(), "grace period: the host {why}");
+        if pending.is_empty() && !self.reclaims_over.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::info!("grace period over early: every host that held locks has reclaimed them");
+            if let Some(f) = &self.on_reclaims_done {
+                f();
+            }
+        }
     }
 
     /// Announce grants (GRANTED callbacks), best effort.
@@ -187,12 +252,14 @@ impl LockManager {
         announce(self.callbacks.as_ref(), granted)
     }
 
-    /// Retry, from now on, the requests file systems refused.
+    /// Retry, from now on, the requests file systems refused (a new one is waiting).
     fn retry_refused(&self) {
-        self.retrying.call_once(|| {
-            let tx = self.callbacks.clone();
-            mirror::start_retrying(Arc::downgrade(&self.table), move |g| announce(tx.as_ref(), g));
-        });
+        self.retrying
+            .get_or_init(|| {
+                let tx = self.callbacks.clone();
+                mirror::start_retrying(Arc::downgrade(&self.table), move |g| announce(tx.as_ref(), g))
+            })
+            .poke();
     }
 
     /// Remember that `host` at `addr` holds locks (persisted before the lock
@@ -360,6 +427,7 @@ fn in_grace(call: &Call, lm: &LockManager) -> bool {
 }
 
 fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
+    lm.reclaim_progress(&a.alock.caller_name.0, call.conn.peer.addr.ip(), a.reclaim);
     if in_grace(call, lm) && !a.reclaim {
         return Nlm4Stats::DeniedGracePeriod;
     }
@@ -431,6 +499,7 @@ fn release_host(call: &Call, lm: &LockManager, name: &[u8], why: &str) {
     tracing::info!(peer = %addr, host = %String::from_utf8_lossy(name), locks = n, "{why}: the host restarted; its locks are released");
     lm.announce(granted);
     lm.forget_host(name, addr);
+    lm.host_restarted(name, addr);
 }
 
 /// The status monitor: our state number, and SM_NOTIFY from clients that restarted.

@@ -462,6 +462,11 @@ impl Stats {
     }
 
     /// Service threads running now.
+    /// Byte-range locks held now (NLM and NFSv4).
+    pub fn locks_held(&self) -> u64 {
+        self.locks_held.load(Ordering::Relaxed)
+    }
+
     pub fn threads(&self) -> u64 {
         self.threads.load(Ordering::Relaxed)
     }
