@@ -142,7 +142,11 @@ static struct nfs_context *nfs_connect(const char *url_text, char **dir)
         sleep_ms(200);
     }
     nfs_set_autoreconnect(nfs, -1);
-    *dir = strdup(url->file ? url->file : "/");
+    /* The directory without a trailing slash ("" for the export's root): paths are DIR/FILE. */
+    *dir = strdup(url->file ? url->file : "");
+    size_t n = strlen(*dir);
+    while (n > 0 && (*dir)[n - 1] == '/')
+        (*dir)[--n] = 0;
     nfs_destroy_url(url);
     return nfs;
 }
