@@ -7,7 +7,8 @@
   cluster-soak-report.py brief               (rows on stdin) a one-line summary of a round
   cluster-soak-report.py summary ROWS CMD N  README.md for the output directory
 
-A round directory holds `round` ("r victim kill_ms listen_ms"), `clients` ("i kind head
+A round directory holds `round` ("r victim kill_ms killed_ms listen_ms": before and after
+`heads.sh kill`, and when the new head listened), `clients` ("i kind head
 fsync_every file" per line), and per client cI.log (soakclient's log) and cI.verify (its file read
 back: "seq offset length ok|bad|short|error" per acknowledged write).
 """
@@ -18,8 +19,8 @@ from pathlib import Path
 BLOCK = 16384
 ESTALE = 116
 COLUMNS = [
-    "round", "victim", "client", "kind", "head", "fsync_every", "affected", "resume_ms",
-    "max_gap_ms", "estale", "errors", "writes", "committed_bytes", "committed_lost_bytes",
+    "round", "victim", "new_head_listening_ms", "client", "kind", "head", "fsync_every", "affected", "resume_ms",
+    "max_gap_ms", "lock_resume_ms", "lock_max_gap_ms", "estale", "errors", "writes", "committed_bytes", "committed_lost_bytes",
     "prekill_uncommitted_bytes", "prekill_uncommitted_present_bytes", "readback_bad",
     "lock_holds", "lock_busy", "lock_errors", "double_grants", "verified",
 ]
@@ -53,14 +54,25 @@ def parse_log(path):
     return ev
 
 
+def resume_gap(times, kill_ms, killed_ms):
+    """From the kill to the first success after it (after `heads.sh kill` returned: a reply of
+    the dying head does not count), and the longest time between two successes."""
+    times = sorted(times)
+    after = [t for t in times if t > killed_ms]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return (round(after[0] - kill_ms) if after else "", round(max(gaps)) if gaps else "")
+
+
 def round_rows(rd):
     rd = Path(rd)
-    r, victim, kill_ms, _listen_ms = rd.joinpath("round").read_text().split()
-    kill_ms = float(kill_ms)
+    r, victim, kill_ms, killed_ms, listen_ms = rd.joinpath("round").read_text().split()
+    kill_ms, killed_ms = float(kill_ms), float(killed_ms)
+    listening = round(float(listen_ms) - kill_ms)
     clients = [line.split() for line in rd.joinpath("clients").read_text().splitlines() if line.strip()]
     logs = {c[0]: parse_log(rd / f"c{c[0]}.log") for c in clients}
+    locks = {c[0]: parse_log(rd / f"c{c[0]}.lock.log") for c in clients}
     # Double grants: two clients' lock intervals overlapping (one machine, one clock).
-    intervals = sorted((a, b, i) for i, ev in logs.items() for a, b in ev["L"])
+    intervals = sorted((a, b, i) for i, ev in locks.items() for a, b in ev["L"])
     doubles = {i: 0 for i in logs}
     for k, (a, b, i) in enumerate(intervals):
         for a2, _b2, i2 in intervals[k + 1:]:
@@ -70,21 +82,19 @@ def round_rows(rd):
                 doubles[i2] += 1
     rows = []
     for i, kind, head, fsync_every, _file in clients:
-        ev = logs[i]
+        ev, lk = logs[i], locks[i]
         mount = kind == "mount"
-        # Calls that reached a server: for a mount, fsync (or an O_SYNC write) and lock answers;
-        # writes and reads may be served by its cache. For libnfs every call does.
-        ok_times = [t for _, t in ev["S"]] + [a for a, _ in ev["L"]] + ev["B"]
+        # Data calls that reached a server: for a mount, fsync (or an O_SYNC write); its cache
+        # may answer writes and reads. For libnfs every call does.
+        ok_times = [t for _, t in ev["S"]]
         if not mount:
             ok_times += [t for _, t in ev["W"]] + [t for _, t, _ in ev["R"]]
-        ok_times.sort()
-        after = [t for t in ok_times if t > kill_ms]
-        resume = round(after[0] - kill_ms) if after else ""
-        gaps = [b - a for a, b in zip(ok_times, ok_times[1:])]
-        max_gap = round(max(gaps)) if gaps else ""
+        resume, max_gap = resume_gap(ok_times, kill_ms, killed_ms)
+        # Lock calls answered (granted or refused because another holds it).
+        lock_resume, lock_gap = resume_gap([a for a, _ in lk["L"]] + lk["B"], kill_ms, killed_ms)
         # What the client was told: committed = covered by a later successful fsync/COMMIT.
         synced = max((s for s, _ in ev["S"]), default=-1)
-        synced_before_kill = max((s for s, t in ev["S"] if t < kill_ms), default=-1)
+        synced_before_kill = max((s for s, t in ev["S"] if t < killed_ms), default=-1)
         status = {}
         vpath = rd / f"c{i}.verify"
         verified = vpath.exists() and vpath.stat().st_size > 0
@@ -99,14 +109,14 @@ def round_rows(rd):
             if seq <= synced:
                 committed += BLOCK
                 lost += 0 if ok else BLOCK
-            if t < kill_ms and seq > synced_before_kill:
+            if t < killed_ms and seq > synced_before_kill:
                 pre += BLOCK
                 pre_present += BLOCK if ok else 0
         rows.append([
-            r, victim, i, kind, head, fsync_every, int(head == victim), resume, max_gap,
-            sum(1 for _, e, _ in ev["E"] if e == ESTALE), len(ev["E"]), len(ev["W"]), committed, lost,
-            pre, pre_present, sum(1 for _, _, s in ev["R"] if s != "ok"), len(ev["L"]), len(ev["B"]),
-            sum(1 for op, _, _ in ev["E"] if op in ("lock", "unlock")), doubles[i], int(verified),
+            r, victim, listening, i, kind, head, fsync_every, int(head == victim), resume, max_gap, lock_resume, lock_gap,
+            sum(1 for _, e, _ in ev["E"] + lk["E"] if e == ESTALE), len(ev["E"]), len(ev["W"]), committed, lost,
+            pre, pre_present, sum(1 for _, _, s in ev["R"] if s != "ok"), len(lk["L"]), len(lk["B"]),
+            sum(1 for op, _, _ in lk["E"] if op in ("lock", "unlock")), doubles[i], int(verified),
         ])
     return rows
 
@@ -139,8 +149,8 @@ def fmt_ms(xs):
 
 
 def summary_table(rows):
-    out = ["| clients | rows | resume after the kill, s (median / max) | no call succeeded after the kill | longest pause, s (median / max) | ESTALE | errors | committed bytes | committed bytes lost | unsynced at the kill: bytes / present afterwards | read-back mismatches | lock holds / refused | lock errors | double grants |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| clients | rows | data: resume after the kill, s (median / max) | no data call succeeded after the kill | data: longest pause, s (median / max) | locks: first answer after the kill, s (median / max) | locks: longest pause, s (median / max) | ESTALE | data errors | committed bytes | committed bytes lost | unsynced at the kill: bytes / present afterwards | read-back mismatches | lock holds / refused | lock errors | double grants |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     groups = []
     for kind in ("mount", "libnfs"):
         for fs in sorted({d["fsync_every"] for d in rows if d["kind"] == kind}):
@@ -154,9 +164,11 @@ def summary_table(rows):
     for name, sel in groups:
         res = [d["resume_ms"] for d in sel if d["resume_ms"] != ""]
         gaps = [d["max_gap_ms"] for d in sel if d["max_gap_ms"] != ""]
+        lres = [d["lock_resume_ms"] for d in sel if d["lock_resume_ms"] != ""]
+        lgaps = [d["lock_max_gap_ms"] for d in sel if d["lock_max_gap_ms"] != ""]
         s = lambda k: sum(d[k] for d in sel)
         out.append(
-            f"| {name} | {len(sel)} | {fmt_ms(res)} | {sum(1 for d in sel if d['resume_ms'] == '')} | {fmt_ms(gaps)} | "
+            f"| {name} | {len(sel)} | {fmt_ms(res)} | {sum(1 for d in sel if d['resume_ms'] == '')} | {fmt_ms(gaps)} | {fmt_ms(lres)} | {fmt_ms(lgaps)} | "
             f"{s('estale')} | {s('errors')} | {s('committed_bytes')} | {s('committed_lost_bytes')} | "
             f"{s('prekill_uncommitted_bytes')} / {s('prekill_uncommitted_present_bytes')} | {s('readback_bad')} | "
             f"{s('lock_holds')} / {s('lock_busy')} | {s('lock_errors')} | {s('double_grants')} |")
@@ -186,10 +198,18 @@ def main():
         print(f"# Cluster soak: {rounds} rounds, a head killed with kill -9 in each\n")
         print(f"Command: `{sys.argv[3]}` (rounds with a failure: {sys.argv[4]}; their logs are in "
               "failed-round-N/). Rows: rounds.tsv.gz (one per round and client; columns explained in "
-              "scripts/cluster-soak-report.py). Resume: from the kill to the client's first call that "
-              "succeeded after it (for a mount: an fsync, O_SYNC write or lock answer; its cache may "
-              "answer writes and reads). Longest pause: the longest time between two successful calls "
-              "of a client in the round.\n")
+              "scripts/cluster-soak-report.py).\n\n"
+              "- Data resume: from the kill to the client's first data call that succeeded after it "
+              "(for a mount, an fsync or O_SYNC write: its cache may answer writes and reads; for "
+              "libnfs any call). Longest pause: the longest time between two such successes in the round.\n"
+              "- Locks (mounts only: a second process per mount, fcntl F_SETLK on byte 0 of one shared "
+              "file, held up to --hold-ms): first answer (granted, or refused because another holds "
+              "it) after the kill, and the longest time without an answer; during a grace period new "
+              "locks wait (NFSv3's rule), so this includes the grace period.\n"
+              "- Committed: acknowledged and then covered by a successful fsync/COMMIT (or FILE_SYNC). "
+              "Unsynced at the kill: acknowledged before the kill, not yet covered by a commit then.\n"
+              "- Double grants: pairs of lock holds of two clients that overlap in time (the holder's "
+              "own view: from F_SETLK's return to just before its unlock; one machine, one clock).\n")
         print(summary_table(rows))
     else:
         print(__doc__, file=sys.stderr)

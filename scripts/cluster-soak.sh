@@ -6,7 +6,8 @@
 #   scripts/cluster-soak.sh [--heads 3] [--clients 8] [--rounds 100] [--out DIR]
 #                           [--round-seconds 10] [--kill-at 3] [--grace 5] [--hold-ms 300]
 #
-# Clients: odd ones are `eagernfs mount`s (FUSE, hard mounts; fcntl locks on one shared file),
+# Clients: odd ones are `eagernfs mount`s (FUSE, hard mounts; and a second process per mount
+# taking fcntl locks on one shared file),
 # even ones libnfs (tests/clients/soakclient.c, built here with cc against libnfs-dev); client i
 # uses head ((i-1) mod heads)+1. Every second one of each kind commits with fsync/COMMIT every
 # 4 writes, the others write O_SYNC (FILE_SYNC). Round r kills head ((r-1) mod heads)+1 at
@@ -142,8 +143,13 @@ for r in $(seq "$rounds"); do
         file=$dir/r$r-c$i.dat
         if [ $((i % 2)) = 1 ]; then
             kind=mount
-            timeout -s KILL $((round_s + 120)) "$sc" posix "$work/mnt/$i/$file" "$work/mnt/$i/$dir/lock" "$i" \
-                "$round_s" "$fsync_every" "$hold_ms" "$rd/c$i.log" 2>"$rd/c$i.err" &
+            timeout -s KILL $((round_s + 120)) "$sc" posix "$work/mnt/$i/$file" - "$i" \
+                "$round_s" "$fsync_every" 0 "$rd/c$i.log" 2>"$rd/c$i.err" &
+            client_pids+=($!)
+            # Its locks in a process of their own: a lock refused during a grace period (NFSv3's
+            # rule) must not hold up the data calls.
+            timeout -s KILL $((round_s + 120)) "$sc" posix - "$work/mnt/$i/$dir/lock" "$i" \
+                "$round_s" 0 "$hold_ms" "$rd/c$i.lock.log" 2>>"$rd/c$i.err" &
         else
             kind=libnfs
             timeout -s KILL $((round_s + 120)) "$sc" nfs "$(nfs_url "$h")" "$file" "$i" "$round_s" "$fsync_every" \
@@ -153,11 +159,14 @@ for r in $(seq "$rounds"); do
         echo "$i $kind $h $fsync_every $file" >>"$rd/clients"
     done
     sleep "$kill_at"
+    # Just before and just after the kill: resume times count from the first (an overestimate
+    # by a few ms), "acknowledged before the kill" means before the second.
     kill_ms=$(now_ms)
     "$root/scripts/heads.sh" kill "$victim" >/dev/null
+    killed_ms=$(now_ms)
     "$root/scripts/heads.sh" restart "$victim" >/dev/null
     listen_ms=$(now_ms)
-    echo "$r $victim $kill_ms $listen_ms" >"$rd/round"
+    echo "$r $victim $kill_ms $killed_ms $listen_ms" >"$rd/round"
     for p in "${client_pids[@]}"; do wait "$p" || echo "client pid $p exit $?" >>"$rd/client-exits"; done
     client_pids=()
     # Read every client's file back through the next head.

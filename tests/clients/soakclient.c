@@ -6,7 +6,8 @@
  *   soakclient posix FILE LOCKFILE ID SECONDS FSYNC_EVERY HOLD_MAX_MS LOG
  *       through a mount (an `eagernfs mount`): pwrite, fsync every FSYNC_EVERY writes, pread
  *       back, and a non-blocking fcntl write lock on byte 0 of LOCKFILE held up to HOLD_MAX_MS
- *       (LOCKFILE "-": no locks)
+ *       (LOCKFILE "-": no locks; FILE "-": locks only, so a lock refused in a grace period
+ *       does not hold up the data calls of the same client)
  *   soakclient nfs URL FILE ID SECONDS FSYNC_EVERY LOG
  *       through libnfs (URL: nfs://ADDR/?nfsport=P&mountport=P&version=3, FILE relative to it):
  *       the same without locks (libnfs 4.0's nfs_lockf/nfs_fcntl are NFSv4 only); FSYNC_EVERY 0
@@ -215,7 +216,9 @@ int main(int argc, char **argv)
         return 2;
     }
     struct io io = { .posix = posix, .fd = -1 };
-    if (posix) {
+    int data = !posix || strcmp(argv[2], "-") != 0;
+    if (!data) {
+    } else if (posix) {
         io.fd = open(argv[2], O_RDWR | O_CREAT | (fsync_every == 0 ? O_SYNC : 0), 0644);
         if (io.fd < 0) {
             fprintf(stderr, "soakclient: open %s: %s\n", argv[2], strerror(errno));
@@ -248,6 +251,8 @@ int main(int argc, char **argv)
     uint64_t seq = 0;
     int err;
     while (now_ms() < end) {
+        if (!data)
+            goto lock;
         fill(buf, seq);
         if ((err = io_pwrite(&io, buf, seq * BLOCK)) != 0) {
             logline("E write %d %.3f\n", err, now_ms());
@@ -268,6 +273,7 @@ int main(int argc, char **argv)
         else
             logline("R %" PRIu64 " %.3f %s\n", seq, now_ms(), memcmp(buf, back, BLOCK) ? "bad" : "ok");
         seq++;
+    lock:
         if (lockfd >= 0) {
             struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
             if (fcntl(lockfd, F_SETLK, &fl) == 0) {
@@ -288,7 +294,7 @@ int main(int argc, char **argv)
         sleep_ms(20);
     }
     /* Everything written is committed before the client says it is done. */
-    if (seq > 0 && fsync_every != 0) {
+    if (data && seq > 0 && fsync_every != 0) {
         double hard_end = now_ms() + 60000;
         while ((err = io_fsync(&io)) != 0 && now_ms() < hard_end) {
             logline("E fsync %d %.3f\n", err, now_ms());
@@ -297,7 +303,8 @@ int main(int argc, char **argv)
         if (err == 0)
             logline("S %" PRIu64 " %.3f\n", seq - 1, now_ms());
     }
-    if (posix)
+    if (!data) {
+    } else if (posix)
         close(io.fd);
     else {
         nfs_close(io.nfs, io.fh);
