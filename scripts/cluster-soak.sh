@@ -83,6 +83,9 @@ cleanup() {
         timeout 60 "$bin" umount "$m" 2>/dev/null || timeout 10 "$bin" umount -z "$m" 2>/dev/null || true
     done
     "$root/scripts/heads.sh" stop 2>/dev/null || true
+    # The heads' logs, whatever ended the run (the evidence of a failure).
+    [ -d "$out" ] && [ -s "${rows:-}" ] && gzip -9c "$rows" >"$out/rounds.tsv.gz" || true
+    [ -d "$out" ] && [ -d "$HEADS_DIR" ] && tar -C "$HEADS_DIR" -czf "$out/heads-logs.tar.gz" --exclude=state . 2>/dev/null || true
     if [ "$started_cluster" = 1 ]; then "$root/scripts/ceph-cluster.sh" stop >/dev/null 2>&1 || true; fi
     rm -rf "$work"
     exit "$rc"
@@ -128,6 +131,7 @@ else
 fi
 
 mkdir -p "$out" "$work/rounds"
+rm -rf "$out"/failed-round-* "$out/failures.txt"
 rows=$work/rows.tsv
 python3 "$root/scripts/cluster-soak-report.py" header >"$rows"
 log "$heads heads on $HEADS_ADDR_BASE+N:$HEADS_PORT, $clients clients, $rounds rounds of $round_s s (kill at $kill_at s, grace $grace s); work dir $work"
@@ -180,12 +184,24 @@ for r in $(seq "$rounds"); do
         cp -r "$rd" "$out/failed-round-$r"
         "$root/scripts/heads.sh" status >"$out/failed-round-$r/heads-status"
     fi
-    rm -f "$first_mount/$dir"/r"$r"-c*.dat
+    # The round's files go, through the first mount. A refusal is a finding, not the end of the
+    # run: it is recorded (failures.txt, the round's logs kept) and retried for up to 60 s.
+    t0=$(now_ms) tries=0
+    until rm -f "$first_mount/$dir"/r"$r"-c*.dat 2>"$rd/rm.err"; do
+        tries=$((tries + 1))
+        [ "$tries" = 1 ] && echo "round $r: rm of the round's files through mount 1 (head 1) failed: $(sort -u "$rd/rm.err" | sed 's/.*: //' | sort | uniq -c | tr -s ' \n' ' ')" >>"$out/failures.txt"
+        [ $(( $(now_ms) - t0 )) -lt 60000 ] || break
+        sleep 1
+    done
+    if [ "$tries" -gt 0 ]; then
+        echo "round $r: rm ... $( [ -s "$rd/rm.err" ] && echo "still failing" || echo "succeeded") after $(( $(now_ms) - t0 )) ms, $tries failed tries" >>"$out/failures.txt"
+        [ -d "$out/failed-round-$r" ] || cp -r "$rd" "$out/failed-round-$r"
+        cp "$rd/rm.err" "$out/failed-round-$r/" 2>/dev/null || true
+    fi
     log "round $r/$rounds: killed head $victim, new head listening $((listen_ms - kill_ms)) ms later; $(tail -n +2 "$rows" | awk -F'\t' -v r="$r" '$1==r' | python3 "$root/scripts/cluster-soak-report.py" brief)"
 done
 
-gzip -9c "$rows" >"$out/rounds.tsv.gz"
-tar -C "$HEADS_DIR" -czf "$out/heads-logs.tar.gz" --exclude=state .
+gzip -9c "$rows" >"$out/rounds.tsv.gz" || true
 python3 "$root/scripts/cluster-soak-report.py" summary "$rows" \
     "scripts/cluster-soak.sh --heads $heads --clients $clients --rounds $rounds --round-seconds $round_s --kill-at $kill_at --grace $grace --hold-ms $hold_ms" \
     "$failed_rounds" >"$out/README.md"
