@@ -112,7 +112,13 @@ stop)
         [ -e "$p" ] || continue
         if pid=$(alive "$p"); then
             kill -TERM "$pid"
-            for _ in $(seq 100); do running "$pid" || break; sleep 0.01; done
+            for _ in $(seq 1000); do running "$pid" || break; sleep 0.01; done
+            # A head with a call stuck in libcephfs does not exit on SIGTERM: do not leave it
+            # running unrecorded.
+            if running "$pid"; then
+                log "head $(basename "$(dirname "$p")") (pid $pid) did not exit within 10 s of SIGTERM; SIGKILL"
+                kill -KILL "$pid"
+            fi
         fi
         rm -f "$p"
     done
