@@ -63,7 +63,7 @@ if ! "$root/scripts/ceph-cluster.sh" status >/dev/null 2>&1; then
     started_cluster=1
     "$root/scripts/ceph-cluster.sh" start >/dev/null
 fi
-cluster_pids() { "$root/scripts/ceph-cluster.sh" pids | awk '{print $2}'; }
+cluster_pids() { "$root/scripts/ceph-cluster.sh" pids | awk -v w="${1:-}" 'w == "" || $1 ~ "^" w {print $2}'; }
 for p in $(cluster_pids); do taskset -a -cp 0,1 "$p" >/dev/null; done
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 sum_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(cpu_ticks "$p"))); done; echo "$t"; }
@@ -93,20 +93,20 @@ mnt=""
 
 mkdir -p "$out"
 tsv=$out/results.tsv
-printf 'round\theads\tmode\tcalls\tseconds\tcalls_per_s\thead_ticks\tcluster_ticks\thead_us_per_call\tcluster_us_per_call\n' >"$tsv"
+printf 'round\theads\tmode\tcalls\tseconds\tcalls_per_s\thead_ticks\tcluster_ticks\thead_us_per_call\tcluster_us_per_call\tmds_us_per_call\tosd_us_per_call\n' >"$tsv"
 for round in $(seq "$rounds"); do
     for k in $(seq "$max_heads"); do
         start_heads "$k"
         hp=($(head_pids))
         [ "${#hp[@]}" = "$k" ] || { log "expected $k heads up, found ${#hp[@]}"; exit 1; }
-        cp=($(cluster_pids))
+        cp=($(cluster_pids)) mp=($(cluster_pids mds)) op=($(cluster_pids osd))
         # Warm: each head reads its file once (as it would have served it), untimed.
         for j in $(seq "$k"); do
             taskset -c 0 "$bin" cat "nfs://$(addr "$j"):$HEADS_PORT/$top/h$j/iops" >/dev/null
         done
         for mode in read write; do
             pids=() outs=()
-            h0=$(sum_ticks "${hp[@]}") c0=$(sum_ticks "${cp[@]}")
+            h0=$(sum_ticks "${hp[@]}") c0=$(sum_ticks "${cp[@]}") m0=$(sum_ticks "${mp[@]}") o0=$(sum_ticks "${op[@]}")
             for j in $(seq "$k"); do
                 qd=$(( 16 / k + (j <= 16 % k ? 1 : 0) ))
                 taskset -c 0 "$work/nfsiops" "nfs://$(addr "$j")/?nfsport=$HEADS_PORT&mountport=$HEADS_PORT&version=3" \
@@ -114,14 +114,15 @@ for round in $(seq "$rounds"); do
                 pids+=($!)
             done
             for p in "${pids[@]}"; do wait "$p"; done
-            h1=$(sum_ticks "${hp[@]}") c1=$(sum_ticks "${cp[@]}")
+            h1=$(sum_ticks "${hp[@]}") c1=$(sum_ticks "${cp[@]}") m1=$(sum_ticks "${mp[@]}") o1=$(sum_ticks "${op[@]}")
             calls=0 secs=0
             for j in $(seq "$k"); do
                 calls=$((calls + $(sed -n 's/^ops=\([0-9]*\) .*/\1/p' "$work/out-$j")))
                 secs=$(sed -n 's/.* seconds=\([0-9.]*\) .*/\1/p' "$work/out-$j")
             done
             row=$(awk -v r="$round" -v k="$k" -v m="$mode" -v n="$calls" -v s="$secs" -v ht=$((h1 - h0)) \
-                -v ct=$((c1 - c0)) -v hz="$hz" 'BEGIN { printf "%s\t%s\t%s\t%d\t%.2f\t%.0f\t%d\t%d\t%.1f\t%.1f", r, k, m, n, s, n / s, ht, ct, ht / hz * 1e6 / n, ct / hz * 1e6 / n }')
+                -v ct=$((c1 - c0)) -v mt=$((m1 - m0)) -v ot=$((o1 - o0)) -v hz="$hz" \
+                'BEGIN { printf "%s\t%s\t%s\t%d\t%.2f\t%.0f\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f", r, k, m, n, s, n / s, ht, ct, ht / hz * 1e6 / n, ct / hz * 1e6 / n, mt / hz * 1e6 / n, ot / hz * 1e6 / n }')
             echo "$row" >>"$tsv"
             log "round $round, $k heads, $mode: $row"
         done
@@ -137,12 +138,12 @@ med = {}
 for mode in ("read", "write"):
     for k in sorted({r[1] for r in rows}, key=int):
         sel = [r for r in rows if r[1] == k and r[2] == mode]
-        med[mode, k] = tuple(statistics.median(float(r[i]) for r in sel) for i in (5, 8, 9))
-print("| 8 KiB, QD16 in all | heads | calls/s | head CPU µs per call | vs 1 head | cluster CPU µs per call | vs 1 head |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for (mode, k), (rate, h, c) in med.items():
+        med[mode, k] = tuple(statistics.median(float(r[i]) for r in sel) for i in (5, 8, 9, 10, 11))
+print("| 8 KiB, QD16 in all | heads | calls/s | head CPU µs per call | vs 1 head | cluster CPU µs per call | vs 1 head | of it MDS | of it OSD |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for (mode, k), (rate, h, c, m, o) in med.items():
     r1 = med[mode, "1"]
-    print(f"| {mode} | {k} | {rate:.0f} | {h:.1f} | {h / r1[1]:.2f} | {c:.1f} | {c / r1[2]:.2f} |")
+    print(f"| {mode} | {k} | {rate:.0f} | {h:.1f} | {h / r1[1]:.2f} | {c:.1f} | {c / r1[2]:.2f} | {m:.1f} | {o:.1f} |")
 print(f"\nMedians of {len({r[0] for r in rows})} rounds; every round in results.tsv.")
 EOF
 cat "$out/table.md"
