@@ -22,7 +22,7 @@ COLUMNS = [
     "round", "victim", "new_head_listening_ms", "client", "kind", "head", "fsync_every", "affected", "resume_ms",
     "max_gap_ms", "lock_resume_ms", "lock_max_gap_ms", "estale", "errors", "writes", "committed_bytes", "committed_lost_bytes",
     "prekill_uncommitted_bytes", "prekill_uncommitted_present_bytes", "readback_bad",
-    "lock_holds", "lock_busy", "lock_errors", "double_grants", "verified",
+    "lock_holds", "lock_held_across_kill", "lock_busy", "lock_errors", "double_grants", "verified",
 ]
 
 
@@ -115,7 +115,7 @@ def round_rows(rd):
         rows.append([
             r, victim, listening, i, kind, head, fsync_every, int(head == victim), resume, max_gap, lock_resume, lock_gap,
             sum(1 for _, e, _ in ev["E"] + lk["E"] if e == ESTALE), len(ev["E"]), len(ev["W"]), committed, lost,
-            pre, pre_present, sum(1 for _, _, s in ev["R"] if s != "ok"), len(lk["L"]), len(lk["B"]),
+            pre, pre_present, sum(1 for _, _, s in ev["R"] if s != "ok"), len(lk["L"]), sum(1 for a, b in lk["L"] if a < kill_ms and b > killed_ms), len(lk["B"]),
             sum(1 for op, _, _ in lk["E"] if op in ("lock", "unlock")), doubles[i], int(verified),
         ])
     return rows
@@ -149,7 +149,7 @@ def fmt_ms(xs):
 
 
 def summary_table(rows):
-    out = ["| clients | rows | data: resume after the kill, s (median / max) | no data call succeeded after the kill | data: longest pause, s (median / max) | locks: first answer after the kill, s (median / max) | locks: longest pause, s (median / max) | ESTALE | data errors | committed bytes | committed bytes lost | unsynced at the kill: bytes / present afterwards | read-back mismatches | lock holds / refused | lock errors | double grants |",
+    out = ["| clients | rows | data: resume after the kill, s (median / max) | no data call succeeded after the kill | data: longest pause, s (median / max) | locks: first answer after the kill, s (median / max) | locks: longest pause, s (median / max) | ESTALE | data errors | committed bytes | committed bytes lost | unsynced at the kill: bytes / present afterwards | read-back mismatches | lock holds / across the kill / refused | lock errors | double grants |",
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     groups = []
     for kind in ("mount", "libnfs"):
@@ -171,7 +171,7 @@ def summary_table(rows):
             f"| {name} | {len(sel)} | {fmt_ms(res)} | {sum(1 for d in sel if d['resume_ms'] == '')} | {fmt_ms(gaps)} | {fmt_ms(lres)} | {fmt_ms(lgaps)} | "
             f"{s('estale')} | {s('errors')} | {s('committed_bytes')} | {s('committed_lost_bytes')} | "
             f"{s('prekill_uncommitted_bytes')} / {s('prekill_uncommitted_present_bytes')} | {s('readback_bad')} | "
-            f"{s('lock_holds')} / {s('lock_busy')} | {s('lock_errors')} | {s('double_grants')} |")
+            f"{s('lock_holds')} / {s('lock_held_across_kill')} / {s('lock_busy')} | {s('lock_errors')} | {s('double_grants')} |")
     return "\n".join(out)
 
 

@@ -5,6 +5,7 @@
 #
 #   scripts/cluster-soak.sh [--heads 3] [--clients 8] [--rounds 100] [--out DIR]
 #                           [--round-seconds 10] [--kill-at 3] [--grace 5] [--hold-ms 300]
+#                           [--server eagernfs|ganesha]
 #
 # Clients: odd ones are `eagernfs mount`s (FUSE, hard mounts; and a second process per mount
 # taking fcntl locks on one shared file),
@@ -21,7 +22,11 @@
 #
 # Out: DIR/rounds.tsv.gz (a row per round and client), DIR/README.md (command, summary table),
 # DIR/heads-logs.tar.gz and the raw logs of rounds that found a failure. DIR defaults to
-# docs/benchmarks/cluster-soak-YYYY-MM-DD.
+# docs/benchmarks/cluster-soak-YYYY-MM-DD (cluster-soak-ganesha-YYYY-MM-DD).
+#
+# --server ganesha: the same with nfs-ganesha 4.3 (FSAL_CEPH, the rados_cluster recovery backend)
+# in the place of the heads (scripts/ganesha-heads.sh), for a comparison; without locks (its
+# NLM needs the machine's one rpcbind and rpc.statd, see that script), mounts with nolock.
 #
 # Uses its own test cluster, addresses and ports unless told otherwise (environment):
 #   CEPH_CLUSTER_DIR (target/ceph-soak), CEPH_MON_PORT (47389), CEPH_PORT_MIN (47400) — started
@@ -31,7 +36,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-heads=3 clients=8 rounds=100 out="" round_s=10 kill_at=3 grace=5 hold_ms=300
+heads=3 clients=8 rounds=100 out="" round_s=10 kill_at=3 grace=5 hold_ms=300 server=eagernfs
 while [ $# -gt 0 ]; do
     case $1 in
     --heads) heads=$2; shift 2 ;;
@@ -42,6 +47,7 @@ while [ $# -gt 0 ]; do
     --kill-at) kill_at=$2; shift 2 ;;
     --grace) grace=$2; shift 2 ;;
     --hold-ms) hold_ms=$2; shift 2 ;;
+    --server) server=$2; shift 2 ;;
     *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -53,7 +59,12 @@ done
 [ "$rounds" -ge 1 ] && [ "$rounds" -le 10000 ] || { echo "cluster-soak.sh: --rounds 1..10000" >&2; exit 2; }
 [ "$kill_at" -lt "$round_s" ] || { echo "cluster-soak.sh: --kill-at must be less than --round-seconds" >&2; exit 2; }
 
-out=${out:-$root/docs/benchmarks/cluster-soak-$(date -u +%F)}
+case $server in
+eagernfs) heads_sh=$root/scripts/heads.sh suffix="" mount_opts=hard locks=1 mnt_port_off=0 ;;
+ganesha) heads_sh=$root/scripts/ganesha-heads.sh suffix=-ganesha mount_opts=hard,nolock locks=0 mnt_port_off=1 ;;
+*) echo "cluster-soak.sh: --server eagernfs or ganesha" >&2; exit 2 ;;
+esac
+out=${out:-$root/docs/benchmarks/cluster-soak$suffix-$(date -u +%F)}
 export CEPH_CLUSTER_DIR=${CEPH_CLUSTER_DIR:-$root/target/ceph-soak}
 export CEPH_MON_PORT=${CEPH_MON_PORT:-47389} CEPH_PORT_MIN=${CEPH_PORT_MIN:-47400}
 export HEADS_ADDR_BASE=${HEADS_ADDR_BASE:-127.0.3.10} HEADS_PORT=${HEADS_PORT:-47520}
@@ -78,11 +89,16 @@ client_pids=()
 cleanup() {
     local rc=$? p m
     trap - EXIT INT TERM
-    for p in "${client_pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    # client_pids are `timeout` processes: SIGTERM is relayed to the client (SIGKILL would not be).
+    for p in "${client_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${client_pids[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        pkill -KILL -P "$p" 2>/dev/null || true
+    done
     for m in "${mounts[@]}"; do
         timeout 60 "$bin" umount "$m" 2>/dev/null || timeout 10 "$bin" umount -z "$m" 2>/dev/null || true
     done
-    "$root/scripts/heads.sh" stop 2>/dev/null || true
+    "$heads_sh" stop 2>/dev/null || true
     # The heads' logs, whatever ended the run (the evidence of a failure).
     [ -d "$out" ] && [ -s "${rows:-}" ] && gzip -9c "$rows" >"$out/rounds.tsv.gz" || true
     [ -d "$out" ] && [ -d "$HEADS_DIR" ] && tar -C "$HEADS_DIR" -czf "$out/heads-logs.tar.gz" --exclude=state . 2>/dev/null || true
@@ -107,17 +123,17 @@ if ! "$root/scripts/ceph-cluster.sh" status >/dev/null 2>&1; then
     started_cluster=1
     "$root/scripts/ceph-cluster.sh" start >/dev/null
 fi
-"$root/scripts/heads.sh" start "$heads" >&2
+"$heads_sh" start "$heads" >&2
 addr() { echo "${HEADS_ADDR_BASE%.*}.$((${HEADS_ADDR_BASE##*.} + $1))"; }
 head_of() { echo $((($1 - 1) % heads + 1)); }
-nfs_url() { echo "nfs://$(addr "$1")/?nfsport=$HEADS_PORT&mountport=$HEADS_PORT&version=3"; }
+nfs_url() { echo "nfs://$(addr "$1")/?nfsport=$HEADS_PORT&mountport=$((HEADS_PORT + mnt_port_off))&version=3"; }
 
 # Odd clients are mounts, each of its own head's address.
 for i in $(seq "$clients"); do
     [ $((i % 2)) = 1 ] || continue
     m=$work/mnt/$i
     mkdir -p "$m"
-    "$bin" mount "nfs://$(addr "$(head_of "$i")"):$HEADS_PORT/" "$m" -o hard >&2
+    "$bin" mount "nfs://$(addr "$(head_of "$i")"):$HEADS_PORT/" "$m" -o "$mount_opts,mountport=$((HEADS_PORT + mnt_port_off))" >&2
     mounts+=("$m")
 done
 first_mount=${mounts[0]:-}
@@ -134,7 +150,7 @@ mkdir -p "$out" "$work/rounds"
 rm -rf "$out"/failed-round-* "$out/failures.txt"
 rows=$work/rows.tsv
 python3 "$root/scripts/cluster-soak-report.py" header >"$rows"
-log "$heads heads on $HEADS_ADDR_BASE+N:$HEADS_PORT, $clients clients, $rounds rounds of $round_s s (kill at $kill_at s, grace $grace s); work dir $work"
+log "$server: $heads heads on $HEADS_ADDR_BASE+N:$HEADS_PORT, $clients clients, $rounds rounds of $round_s s (kill at $kill_at s, grace $grace s); work dir $work"
 failed_rounds=0
 for r in $(seq "$rounds"); do
     rd=$work/rounds/$r
@@ -149,11 +165,13 @@ for r in $(seq "$rounds"); do
             kind=mount
             timeout -s KILL $((round_s + 120)) "$sc" posix "$work/mnt/$i/$file" - "$i" \
                 "$round_s" "$fsync_every" 0 "$rd/c$i.log" 2>"$rd/c$i.err" &
+            if [ "$locks" = 1 ]; then
             client_pids+=($!)
             # Its locks in a process of their own: a lock refused during a grace period (NFSv3's
             # rule) must not hold up the data calls.
             timeout -s KILL $((round_s + 120)) "$sc" posix - "$work/mnt/$i/$dir/lock" "$i" \
                 "$round_s" 0 "$hold_ms" "$rd/c$i.lock.log" 2>>"$rd/c$i.err" &
+            fi
         else
             kind=libnfs
             timeout -s KILL $((round_s + 120)) "$sc" nfs "$(nfs_url "$h")" "$file" "$i" "$round_s" "$fsync_every" \
@@ -166,9 +184,9 @@ for r in $(seq "$rounds"); do
     # Just before and just after the kill: resume times count from the first (an overestimate
     # by a few ms), "acknowledged before the kill" means before the second.
     kill_ms=$(now_ms)
-    "$root/scripts/heads.sh" kill "$victim" >/dev/null
+    "$heads_sh" kill "$victim" >/dev/null
     killed_ms=$(now_ms)
-    "$root/scripts/heads.sh" restart "$victim" >/dev/null
+    "$heads_sh" restart "$victim" >/dev/null
     listen_ms=$(now_ms)
     echo "$r $victim $kill_ms $killed_ms $listen_ms" >"$rd/round"
     for p in "${client_pids[@]}"; do wait "$p" || echo "client pid $p exit $?" >>"$rd/client-exits"; done
@@ -182,7 +200,7 @@ for r in $(seq "$rounds"); do
     if ! python3 "$root/scripts/cluster-soak-report.py" clean "$rd"; then
         failed_rounds=$((failed_rounds + 1))
         cp -r "$rd" "$out/failed-round-$r"
-        "$root/scripts/heads.sh" status >"$out/failed-round-$r/heads-status"
+        "$heads_sh" status >"$out/failed-round-$r/heads-status"
     fi
     # The round's files go, through the first mount. A refusal is a finding, not the end of the
     # run: it is recorded (failures.txt, the round's logs kept) and retried for up to 60 s.
@@ -203,7 +221,7 @@ done
 
 gzip -9c "$rows" >"$out/rounds.tsv.gz" || true
 python3 "$root/scripts/cluster-soak-report.py" summary "$rows" \
-    "scripts/cluster-soak.sh --heads $heads --clients $clients --rounds $rounds --round-seconds $round_s --kill-at $kill_at --grace $grace --hold-ms $hold_ms" \
+    "scripts/cluster-soak.sh --server $server --heads $heads --clients $clients --rounds $rounds --round-seconds $round_s --kill-at $kill_at --grace $grace --hold-ms $hold_ms" \
     "$failed_rounds" >"$out/README.md"
 log "done: $out/README.md ($failed_rounds rounds with a failure)"
 cat "$out/README.md"
