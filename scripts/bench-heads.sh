@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Server CPU per call with 1, 2 and 3 heads on one CephFS (issue 20: adding heads must add no
-# per-call cost). In each round, for k = 1, 2, 3 (alternating, in the same run): k heads are
+# per-call cost). In each round, first a control (one `eagernfs serve` without --node-id: no
+# RADOS, no cluster state), then for k = 1, 2, 3 (alternating, in the same run): k heads are
 # started (scripts/heads.sh), and 8 KiB random READs and then WRITEs at a total queue depth of 16
 # (tests/clients/nfsiops.c, libnfs) are spread over them — 16/k threads per head, each head on
 # a 64 MiB file in a directory of its own (no capability is shared between heads). The heads'
@@ -48,6 +49,7 @@ started_cluster=0 mnt=""
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    stop_standalone
     [ -n "$mnt" ] && { timeout 60 "$bin" umount "$mnt" 2>/dev/null || "$bin" umount -z "$mnt" 2>/dev/null || true; }
     "$root/scripts/heads.sh" stop 2>/dev/null || true
     if [ "$started_cluster" = 1 ]; then "$root/scripts/ceph-cluster.sh" stop >/dev/null 2>&1 || true; fi
@@ -70,6 +72,25 @@ sum_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(cpu_ticks "$p"))); done;
 hz=$(getconf CLK_TCK)
 addr() { echo "${HEADS_ADDR_BASE%.*}.$((${HEADS_ADDR_BASE##*.} + $1))"; }
 head_pids() { "$root/scripts/heads.sh" status | awk '$4 == "up" {print $3}'; }
+standalone_pid=""
+stop_standalone() {
+    [ -n "$standalone_pid" ] || return 0
+    kill -TERM "$standalone_pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$standalone_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$standalone_pid" 2>/dev/null || true
+    wait "$standalone_pid" 2>/dev/null || true
+    standalone_pid=""
+}
+start_standalone() { # the control: one server without --node-id (no RADOS, no cluster state)
+    "$root/scripts/heads.sh" stop
+    : >"$work/standalone.out"
+    "$bin" serve "cephfs://admin@cephfs/?conf=$CEPH_CLUSTER_DIR/ceph.conf" --listen "$(addr 1):$HEADS_PORT" \
+        -o rw,no_root_squash --state-dir "$work/standalone" >"$work/standalone.out" 2>"$work/standalone.log" &
+    standalone_pid=$!
+    for _ in $(seq 600); do grep -q "listening on" "$work/standalone.out" && break; sleep 0.05; done
+    grep -q "listening on" "$work/standalone.out" || { log "the standalone server did not start: $(tail -3 "$work/standalone.log")"; exit 1; }
+    taskset -a -cp 1 "$standalone_pid" >/dev/null
+}
 start_heads() { # k: heads 1..k, pinned to CPU 1
     "$root/scripts/heads.sh" stop
     "$root/scripts/heads.sh" start "$1" >/dev/null
@@ -95,20 +116,26 @@ mkdir -p "$out"
 tsv=$out/results.tsv
 printf 'round\theads\tmode\tcalls\tseconds\tcalls_per_s\thead_ticks\tcluster_ticks\thead_us_per_call\tcluster_us_per_call\tmds_us_per_call\tosd_us_per_call\n' >"$tsv"
 for round in $(seq "$rounds"); do
-    for k in $(seq "$max_heads"); do
-        start_heads "$k"
-        hp=($(head_pids))
-        [ "${#hp[@]}" = "$k" ] || { log "expected $k heads up, found ${#hp[@]}"; exit 1; }
+    for k in $(seq 0 "$max_heads"); do
+        if [ "$k" = 0 ]; then
+            start_standalone
+            hp=("$standalone_pid") nh=1
+        else
+            stop_standalone
+            start_heads "$k"
+            hp=($(head_pids)) nh=$k
+            [ "${#hp[@]}" = "$k" ] || { log "expected $k heads up, found ${#hp[@]}"; exit 1; }
+        fi
         cp=($(cluster_pids)) mp=($(cluster_pids mds)) op=($(cluster_pids osd))
         # Warm: each head reads its file once (as it would have served it), untimed.
-        for j in $(seq "$k"); do
+        for j in $(seq "$nh"); do
             taskset -c 0 "$bin" cat "nfs://$(addr "$j"):$HEADS_PORT/$top/h$j/iops" >/dev/null
         done
         for mode in read write; do
             pids=() outs=()
             h0=$(sum_ticks "${hp[@]}") c0=$(sum_ticks "${cp[@]}") m0=$(sum_ticks "${mp[@]}") o0=$(sum_ticks "${op[@]}")
-            for j in $(seq "$k"); do
-                qd=$(( 16 / k + (j <= 16 % k ? 1 : 0) ))
+            for j in $(seq "$nh"); do
+                qd=$(( 16 / nh + (j <= 16 % nh ? 1 : 0) ))
                 taskset -c 0 "$work/nfsiops" "nfs://$(addr "$j")/?nfsport=$HEADS_PORT&mountport=$HEADS_PORT&version=3" \
                     "$top/h$j/iops" "$mode" "$seconds" "$qd" >"$work/out-$j" &
                 pids+=($!)
@@ -116,7 +143,7 @@ for round in $(seq "$rounds"); do
             for p in "${pids[@]}"; do wait "$p"; done
             h1=$(sum_ticks "${hp[@]}") c1=$(sum_ticks "${cp[@]}") m1=$(sum_ticks "${mp[@]}") o1=$(sum_ticks "${op[@]}")
             calls=0 secs=0
-            for j in $(seq "$k"); do
+            for j in $(seq "$nh"); do
                 calls=$((calls + $(sed -n 's/^ops=\([0-9]*\) .*/\1/p' "$work/out-$j")))
                 secs=$(sed -n 's/.* seconds=\([0-9.]*\) .*/\1/p' "$work/out-$j")
             done
@@ -129,6 +156,7 @@ for round in $(seq "$rounds"); do
     done
 done
 "$root/scripts/heads.sh" stop
+stop_standalone
 
 # The table: medians over rounds, and the ratio to one head.
 python3 - "$tsv" >"$out/table.md" <<'EOF'
@@ -143,7 +171,8 @@ print("| 8 KiB, QD16 in all | heads | calls/s | head CPU µs per call | vs 1 hea
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for (mode, k), (rate, h, c, m, o) in med.items():
     r1 = med[mode, "1"]
-    print(f"| {mode} | {k} | {rate:.0f} | {h:.1f} | {h / r1[1]:.2f} | {c:.1f} | {c / r1[2]:.2f} | {m:.1f} | {o:.1f} |")
+    label = "1, no --node-id (control)" if k == "0" else k
+    print(f"| {mode} | {label} | {rate:.0f} | {h:.1f} | {h / r1[1]:.2f} | {c:.1f} | {c / r1[2]:.2f} | {m:.1f} | {o:.1f} |")
 print(f"\nMedians of {len({r[0] for r in rows})} rounds; every round in results.tsv.")
 EOF
 cat "$out/table.md"
