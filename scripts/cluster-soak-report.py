@@ -196,8 +196,8 @@ def main():
         rows = read_rows(Path(sys.argv[2]).read_text().splitlines())
         rounds = len({d["round"] for d in rows})
         print(f"# Cluster soak: {rounds} rounds, a head killed with kill -9 in each\n")
-        print(f"Command: `{sys.argv[3]}` (rounds with a failure: {sys.argv[4]}; their logs are in "
-              "failed-round-N/). Rows: rounds.tsv.gz (one per round and client; columns explained in "
+        print(f"Command: `{sys.argv[3]}` (rounds with a failure: {sys.argv[4]}; their logs are "
+              "failed-round-N/ in failed-rounds.tar.xz). Rows: rounds.tsv.gz (one per round and client; columns explained in "
               "scripts/cluster-soak-report.py).\n\n"
               "- Data resume: from the kill to the client's first data call that succeeded after it "
               "(for a mount, an fsync or O_SYNC write: its cache may answer writes and reads; for "

@@ -21,7 +21,7 @@
 # one machine, one clock).
 #
 # Out: DIR/rounds.tsv.gz (a row per round and client), DIR/README.md (command, summary table),
-# DIR/heads-logs.tar.gz and the raw logs of rounds that found a failure. DIR defaults to
+# DIR/heads-logs.tar.gz and the raw logs of rounds that found a failure (failed-rounds.tar.xz). DIR defaults to
 # docs/benchmarks/cluster-soak-YYYY-MM-DD (cluster-soak-ganesha-YYYY-MM-DD).
 #
 # --server ganesha: the same with nfs-ganesha 4.3 (FSAL_CEPH, the rados_cluster recovery backend)
@@ -219,7 +219,10 @@ for r in $(seq "$rounds"); do
     log "round $r/$rounds: killed head $victim, new head listening $((listen_ms - kill_ms)) ms later; $(tail -n +2 "$rows" | awk -F'\t' -v r="$r" '$1==r' | python3 "$root/scripts/cluster-soak-report.py" brief)"
 done
 
-gzip -9c "$rows" >"$out/rounds.tsv.gz" || true
+gzip -9c "$rows" >"$out/rounds.tsv.gz"
+if ls -d "$out"/failed-round-* >/dev/null 2>&1; then
+    (cd "$out" && tar -cJf failed-rounds.tar.xz failed-round-* && rm -rf failed-round-*)
+fi
 python3 "$root/scripts/cluster-soak-report.py" summary "$rows" \
     "scripts/cluster-soak.sh --server $server --heads $heads --clients $clients --rounds $rounds --round-seconds $round_s --kill-at $kill_at --grace $grace --hold-ms $hold_ms" \
     "$failed_rounds" >"$out/README.md"
