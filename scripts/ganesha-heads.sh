@@ -123,6 +123,14 @@ stop)
         fi
         rm -f "$p"
     done
+    # A stopped node's CephFS session stays open, holding its capabilities, so that the same
+    # nodeid can reclaim it (ganesha-N-0001); until then it blocks other clients' directory
+    # operations (seen in the soak). Evict the sessions of the nodes this script ran.
+    sessions=$(timeout 30 ceph --conf "$cluster/ceph.conf" tell mds.a session ls 2>/dev/null |
+        python3 -c 'import json, sys; [print(s["id"]) for s in json.load(sys.stdin) if s.get("client_metadata", {}).get("uuid", "").startswith("ganesha-")]' || true)
+    for id in $sessions; do
+        timeout 30 ceph --conf "$cluster/ceph.conf" tell mds.a client evict "id=$id" >/dev/null 2>&1 || true
+    done
     ;;
 status)
     for p in "$dir"/*/pid; do
