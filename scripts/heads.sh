@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Several eagernfs heads on the test cluster's CephFS, each on its own loopback address.
 #
-#   scripts/heads.sh start N [EXTRA...]   start heads 1..N on 127.0.0.11, .12, … (base + N), port
-#                                         $HEADS_PORT;
-#                                         prints "node address pid" per head
+#   scripts/heads.sh start N [EXTRA...]   start heads 1..N on 127.0.0.11, .12, … (HEADS_ADDR_BASE
+#                                         + N), port $HEADS_PORT; prints "node address pid" per head
 #   scripts/heads.sh kill I               kill -9 head I (a crash)
 #   scripts/heads.sh restart I [EXTRA...] start head I again (same node id and address; the
 #                                         new process takes over the dead one's clients)
@@ -130,5 +129,5 @@ status)
         if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
     done
     ;;
-*) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
