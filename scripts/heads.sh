@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Several eagernfs heads on the test cluster's CephFS, each on its own loopback address.
 #
-#   scripts/heads.sh start N [EXTRA...]   start heads 1..N on 127.0.0.11, .12, …, port $HEADS_PORT;
-#                                         prints "node address pid" per head
+#   scripts/heads.sh start N [EXTRA...]   start heads 1..N on 127.0.0.11, .12, … (HEADS_ADDR_BASE
+#                                         + N), port $HEADS_PORT; prints "node address pid" per head
 #   scripts/heads.sh kill I               kill -9 head I (a crash)
 #   scripts/heads.sh restart I [EXTRA...] start head I again (same node id and address; the
 #                                         new process takes over the dead one's clients)
@@ -19,6 +19,8 @@
 #   HEADS_PORT         the NFS port of every head            (default 2049)
 #   HEADS_NAMESPACE    RADOS namespace of the shared state   (default heads)
 #   HEADS_GRACE        grace period in seconds               (default 15)
+#   HEADS_ADDR_BASE    head N listens on this address + N    (default 127.0.0.10; e.g. 127.0.3.10
+#                      keeps one engineer's heads off another's)
 #   EAGERNFS           the binary                            (default: target/release, else debug)
 set -euo pipefail
 
@@ -27,6 +29,9 @@ dir=${HEADS_DIR:-$cluster/heads}
 port=${HEADS_PORT:-2049}
 ns=${HEADS_NAMESPACE:-heads}
 grace=${HEADS_GRACE:-15}
+addr_base=${HEADS_ADDR_BASE:-127.0.0.10}
+[[ $addr_base =~ ^127\.[0-9]+\.[0-9]+\.([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -lt 240 ] ||
+    { echo "heads.sh: HEADS_ADDR_BASE must be a loopback address 127.x.y.z with z < 240, not $addr_base" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${EAGERNFS:-}
 if [ -z "$bin" ]; then
@@ -48,7 +53,7 @@ check_cluster() { # once, before the first head starts (the ceph tool takes abou
     cluster_checked=1
 }
 
-addr_of() { echo "127.0.0.$((10 + $1))"; }
+addr_of() { echo "${addr_base%.*}.$((${addr_base##*.} + $1))"; }
 
 # A head whose parent (this script, gone) does not reap it stays a zombie for a while after it
 # exited: that is not running (its sockets are closed), so `kill -0` alone would mislead.
@@ -106,7 +111,13 @@ stop)
         [ -e "$p" ] || continue
         if pid=$(alive "$p"); then
             kill -TERM "$pid"
-            for _ in $(seq 100); do running "$pid" || break; sleep 0.01; done
+            for _ in $(seq 1000); do running "$pid" || break; sleep 0.01; done
+            # A head with a call stuck in libcephfs does not exit on SIGTERM: do not leave it
+            # running unrecorded.
+            if running "$pid"; then
+                log "head $(basename "$(dirname "$p")") (pid $pid) did not exit within 10 s of SIGTERM; SIGKILL"
+                kill -KILL "$pid"
+            fi
         fi
         rm -f "$p"
     done
