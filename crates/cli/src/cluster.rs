@@ -42,7 +42,21 @@ pub(crate) struct ClusterArgs {
     /// before it ends the dead head's CephFS session.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "node_id")]
     pub(crate) cluster_confirm_timeout: f64,
+
+    /// Seconds a head keeps answering without hearing from the cluster (a read of the
+    /// shared grace state, renewed four times a lease): a head cut off from the cluster
+    /// longer answers nothing (NFSv3: JUKEBOX), and a take-over of a node waits this long
+    /// after fencing its previous head before it ends that head's CephFS session. 0: no
+    /// lease (only where something else makes sure a replaced head is dead, e.g.
+    /// pacemaker's STONITH). See docs/cluster.md, "Fencing".
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, requires = "node_id")]
+    pub(crate) cluster_lease: f64,
 }
+
+/// The exit status of a head that was fenced (its node taken over, or its CephFS
+/// session ended): EX_TEMPFAIL. Do not restart it automatically: a restarted head takes
+/// its node back, fencing the head that replaced it.
+pub(crate) const EXIT_FENCED: i32 = 75;
 
 /// A joined head: what the server is built with, and what keeps it current.
 pub(crate) struct Member {
@@ -65,6 +79,12 @@ impl Member {
 
     /// The lock manager's configuration: node N's hosts and state number,
     /// hosts recorded in RADOS, the cluster's grace flag.
+    /// The head's lease: the server checks it at every call, the CephFS
+    /// backend raises its fence when its session is ended.
+    pub(crate) fn lease(&self) -> Arc<eagernfs_server::cluster::Lease> {
+        self.head.lease()
+    }
+
     pub(crate) fn lock_config(&self, grace_period: Duration) -> LockConfig {
         let head = self.head.clone();
         // Until the grace period is over, the hosts that have not reclaimed yet stay on
@@ -90,6 +110,7 @@ impl Member {
             nsm_state: self.joined.nsm_state,
             on_hosts_changed: Some(on_hosts_changed),
             cluster_grace: Some(self.head.grace_flag()),
+            lease: Some(self.head.lease()),
             ..LockConfig::default()
         }
     }
@@ -105,6 +126,13 @@ impl Drop for Member {
         tracing::debug!("cluster: thread stopped in {:?}", t0.elapsed());
         self.head.unwatch();
         tracing::debug!("cluster: unwatched in {:?}", t0.elapsed());
+        // A clean stop: the next start of this node need not wait out this head's lease.
+        if self.head.lease().fenced().is_none() {
+            match self.head.leave() {
+                Ok(()) => tracing::debug!("cluster: left node {} in {:?}", self.head.node(), t0.elapsed()),
+                Err(e) => tracing::warn!("cluster: cannot mark node {} stopped: {e}", self.head.node()),
+            }
+        }
     }
 }
 
@@ -145,6 +173,14 @@ pub(crate) fn join(
     if !(args.cluster_confirm_timeout.is_finite() && (0.0..=600.0).contains(&args.cluster_confirm_timeout)) {
         bail!("--cluster-confirm-timeout {}: give 0 to 600 seconds", args.cluster_confirm_timeout);
     }
+    if !(args.cluster_lease.is_finite() && (0.0..=600.0).contains(&args.cluster_lease)) {
+        bail!("--cluster-lease {}: give 0 (no lease) to 600 seconds", args.cluster_lease);
+    }
+    let lease_length = Duration::from_secs_f64(args.cluster_lease);
+    if !lease_length.is_zero() && lease_length < Duration::from_millis(500) {
+        bail!("--cluster-lease {}: give at least 0.5 seconds (or 0: no lease)", args.cluster_lease);
+    }
+    let lease = Arc::new(eagernfs_server::cluster::Lease::new(lease_length));
     let started = std::time::Instant::now();
     let spec = RadosSpec {
         library: args.librados.clone(),
@@ -160,8 +196,14 @@ pub(crate) fn join(
     tracing::debug!("cluster: RADOS connected in {:?}", started.elapsed());
     let key = eagernfs_server::cluster::handle_key(&*rados).context("the shared handle key")?;
     let grace = if locks { grace_period } else { Duration::ZERO };
-    let (head, joined) =
-        Head::join(rados.clone(), node, grace).with_context(|| format!("joining as node {node}"))?;
+    let (head, joined) = Head::join(rados.clone(), node, grace, Some(lease.clone()))
+        .with_context(|| format!("joining as node {node}"))?;
+    head.on_fenced(Box::new(move |why| {
+        // Nothing more is answered (the lease is fenced); a restart by hand
+        // or by a cluster manager takes the node back when that is wanted.
+        eprintln!("eagernfs: node {node} is fenced ({why}): exiting with status {EXIT_FENCED}");
+        std::process::exit(EXIT_FENCED);
+    }));
     tracing::debug!("cluster: node record and grace state in {:?}", started.elapsed());
     let watcher = rados.clone();
     head.watch_with(Box::new(move |cb| {
@@ -184,6 +226,25 @@ pub(crate) fn join(
             if confirmed { "confirmed by every live head" } else { "NOT confirmed by every head" }
         );
     }
+    // The node's previous head may be alive but cut off (or frozen): it must have
+    // stopped answering before its CephFS session, and so its clients' locks, is ended
+    // (by the mount that follows). Its RADOS client is fenced; now its lease runs out.
+    if joined.previous.client != 0 {
+        head.wait_fenced();
+        if let Some(at) = head.lease_over_at().context("reading the grace state after fencing")? {
+            let wait = at.saturating_duration_since(std::time::Instant::now());
+            tracing::info!(
+                node,
+                "cluster: waiting {:.1} s for the lease of node {node}'s previous head to run out",
+                wait.as_secs_f64()
+            );
+            std::thread::sleep(wait);
+            head.restart_grace_clock(grace);
+        }
+    }
+    // The lease is renewed by each read of the grace state (the head's thread does one
+    // every quarter lease); this one makes it valid before the first call.
+    head.refresh().context("reading the grace state")?;
     let db = head.grace_state();
     tracing::info!(
         node,

@@ -72,6 +72,8 @@ pub struct LockConfig {
     /// Set while the cluster of heads this server is one of is in its grace
     /// period (another head took over a dead one's clients): only reclaims are granted.
     pub cluster_grace: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// A head's lease: no GRANTED callback goes out while it does not hold.
+    pub lease: Option<Arc<crate::cluster::Lease>>,
 }
 
 impl Default for LockConfig {
@@ -85,6 +87,7 @@ impl Default for LockConfig {
             on_hosts_changed: None,
             callbacks: true,
             cluster_grace: None,
+            lease: None,
         }
     }
 }
@@ -172,7 +175,7 @@ impl LockManager {
             nsm_state: config.nsm_state,
             hosts: Default::default(),
             persister: config.on_hosts_changed.clone().and_then(start_persister),
-            callbacks: config.callbacks.then(|| callback::Sender::start(stats)),
+            callbacks: config.callbacks.then(|| callback::Sender::start(stats, config.lease.clone())),
             cluster_grace: config.cluster_grace.clone(),
         }
     }
