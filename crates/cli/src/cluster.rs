@@ -238,8 +238,9 @@ pub(crate) fn join(
                 "cluster: waiting {:.1} s for the lease of node {node}'s previous head to run out",
                 wait.as_secs_f64()
             );
+            // The grace period this head started counts from when it serves.
+            head.restart_grace_clock(grace + wait);
             std::thread::sleep(wait);
-            head.restart_grace_clock(grace);
         }
     }
     // The lease is renewed by each read of the grace state (the head's thread does one

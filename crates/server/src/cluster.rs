@@ -502,8 +502,11 @@ pub struct Head {
     /// This head's right to answer.
     lease: Arc<Lease>,
     /// Called once when the head is fenced (the server exits).
-    on_fenced: Mutex<Option<Box<dyn FnOnce(String) + Send>>>,
+    on_fenced: Mutex<Option<OnFenced>>,
 }
+
+/// What a fenced head does (given why): the server exits.
+pub type OnFenced = Box<dyn FnOnce(String) + Send>;
 
 /// Keeps a watch; ends it when dropped.
 pub type WatchGuard = Box<dyn Send>;
@@ -804,7 +807,7 @@ impl Head {
     }
 
     /// Run `f` (once) when the head is fenced; the head's thread then ends.
-    pub fn on_fenced(&self, f: Box<dyn FnOnce(String) + Send>) {
+    pub fn on_fenced(&self, f: OnFenced) {
         *self.on_fenced.lock() = Some(f);
     }
 
