@@ -64,16 +64,20 @@ pub(crate) struct Member {
     pub(crate) key: [u8; 16],
     joined: Joined,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The flock that says node N runs from this state directory (see [`here`]).
+    _here: std::fs::File,
 }
 
 impl Member {
-    /// The CephFS session name of this node's export `url`: the same on
-    /// every start of node N, so a new head ends the old one's session.
-    pub(crate) fn session_uuid(&self, url: &str) -> String {
+    /// The CephFS session name of this node's export `src`: the same on
+    /// every start of node N, so a new head ends the old one's session. It
+    /// names the client, file system and path, not the ceph.conf's path
+    /// (which may differ between the machines that run node N).
+    pub(crate) fn session_uuid(&self, src: &CephFsSource) -> String {
         use siphasher::sip::SipHasher24;
         use std::hash::Hasher;
         let mut h = SipHasher24::new_with_keys(0, 0);
-        h.write(url.as_bytes());
+        h.write(format!("{}@{}{}", src.client_id, src.fs_name, src.path).as_bytes());
         format!("eagernfs-node-{}-{:016x}", self.head.node(), h.finish())
     }
 
@@ -157,14 +161,50 @@ pub(crate) fn first_cephfs_source(
     Ok(None)
 }
 
+/// Node `node` runs from `state_dir`: an exclusive flock on
+/// `cluster-node-N.lock` there, held for the life of the process (the kernel
+/// lets go of it when the process dies, even of SIGKILL; a frozen process
+/// keeps it), and the RADOS client id the last process of this directory ran
+/// as (`cluster-node-N.client`, 0 if none). With both, a restart in place
+/// knows its predecessor is dead and has no lease to wait out.
+fn here(state_dir: &std::path::Path, node: u32) -> Result<(std::fs::File, u64)> {
+    use std::os::unix::io::AsRawFd;
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let path = state_dir.join(format!("cluster-node-{node}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "node {node} is served from {} by another process (it holds {}); stop it first",
+            state_dir.display(),
+            path.display()
+        );
+    }
+    let last = std::fs::read_to_string(state_dir.join(format!("cluster-node-{node}.client")))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    Ok((file, last))
+}
+
 /// Join as `args.node_id` (None: not a head). Blocks until the other heads
-/// confirm a grace period this head starts (bounded).
+/// confirm a grace period this head starts (bounded), and until the node's
+/// previous head's lease has run out (unless that head ran from `state_dir`
+/// and is gone).
 pub(crate) fn join(
     args: &ClusterArgs,
     source: Option<CephFsSource>,
     grace_period: Duration,
     connect_timeout: Duration,
     locks: bool,
+    state_dir: &std::path::Path,
 ) -> Result<Option<Member>> {
     let Some(node) = args.node_id else { return Ok(None) };
     let Some(source) = source else {
@@ -182,6 +222,7 @@ pub(crate) fn join(
     }
     let lease = Arc::new(eagernfs_server::cluster::Lease::new(lease_length));
     let started = std::time::Instant::now();
+    let (here_lock, last_here) = here(state_dir, node)?;
     let spec = RadosSpec {
         library: args.librados.clone(),
         conf: source.conf.clone(),
@@ -213,10 +254,12 @@ pub(crate) fn join(
     .context("watching the cluster's grace state")?;
     let thread = head.spawn().context("starting the cluster thread")?;
     let in_grace = head.grace_flag().load(std::sync::atomic::Ordering::Acquire);
+    let mut all_confirmed = true;
     if !joined.previous_hosts.is_empty() && locks {
         let confirmed = head
             .wait_enforced(Duration::from_secs_f64(args.cluster_confirm_timeout))
             .context("waiting for the other heads to enter the grace period")?;
+        all_confirmed = confirmed && !head.assumed_down();
         tracing::info!(
             node,
             hosts = joined.previous_hosts.len(),
@@ -229,7 +272,18 @@ pub(crate) fn join(
     // The node's previous head may be alive but cut off (or frozen): it must have
     // stopped answering before its CephFS session, and so its clients' locks, is ended
     // (by the mount that follows). Its RADOS client is fenced; now its lease runs out.
-    if joined.previous.client != 0 {
+    let client_file = state_dir.join(format!("cluster-node-{node}.client"));
+    std::fs::write(&client_file, format!("{}\n", rados.instance_id()))
+        .with_context(|| format!("writing {}", client_file.display()))?;
+    if joined.previous.client != 0 && joined.previous.client == last_here && all_confirmed {
+        // The node's previous head ran from this state directory, and its flock was
+        // free: that process is dead and answers nothing; every other head confirmed the
+        // grace period. A restart in place: nothing to wait for.
+        tracing::info!(
+            node,
+            "cluster: node {node}'s previous head (RADOS client {last_here}) ran here and is gone: no lease to wait out"
+        );
+    } else if joined.previous.client != 0 {
         head.wait_fenced();
         if let Some(at) = head.lease_over_at().context("reading the grace state after fencing")? {
             let wait = at.saturating_duration_since(std::time::Instant::now());
@@ -258,7 +312,7 @@ pub(crate) fn join(
             "no grace period"
         }
     );
-    Ok(Some(Member { head, key, joined, thread: Some(thread) }))
+    Ok(Some(Member { head, key, joined, thread: Some(thread), _here: here_lock }))
 }
 
 /// The cluster as `eagernfs stat` and the status page show it.

@@ -642,7 +642,7 @@ fn build_exports(
                 cfg.library = args.ceph.libcephfs.clone();
                 cfg.session_uuid = Some(match member {
                     // Node N's session, whichever machine runs node N.
-                    Some(m) => m.session_uuid(&src.to_string()),
+                    Some(m) => m.session_uuid(src),
                     None => ceph_session_uuid(state_dir, &src.to_string())?,
                 });
                 // A head's session is never replaced under the node's name (docs/cluster.md).
@@ -803,6 +803,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         std::time::Duration::from_secs_f64(args.grace_period.clamp(0.0, 86_400.0)),
         seconds("--ceph-connect-timeout", args.ceph.ceph_connect_timeout)?,
         !args.no_locks,
+        &state_dir,
     )?;
     let config = ServerConfig {
         max_connections: args.max_connections,

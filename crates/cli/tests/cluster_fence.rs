@@ -66,13 +66,21 @@ fn unique() -> String {
 struct Head {
     child: Child,
     log: PathBuf,
-    _state: tempfile::TempDir,
+    _state: Option<tempfile::TempDir>,
 }
 
 impl Head {
     fn start(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>) -> Head {
         let state = tempfile::Builder::new().prefix("eagernfs-fence-").tempdir().unwrap();
-        let log = state.path().join("log");
+        let mut h = Head::start_in(conf, ns, node, listen, gid, &state.path().join("state"));
+        h._state = Some(state);
+        h
+    }
+
+    /// Start with state directory `state` (a restart in place uses the same one again).
+    fn start_in(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>, state: &Path) -> Head {
+        std::fs::create_dir_all(state).unwrap();
+        let log = state.join(format!("log-{}", unique()));
         let url = format!("cephfs://admin@cephfs/?conf={}", conf.display());
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_eagernfs"));
         if let Some(gid) = gid {
@@ -81,7 +89,7 @@ impl Head {
         let mut child = cmd
             .args(["serve", &url, "--listen", listen, "-o", "rw,no_root_squash"])
             .arg("--state-dir")
-            .arg(state.path().join("state"))
+            .arg(state)
             .args(["--node-id", &node.to_string(), "--cluster-pool", "cephfs_data"])
             .args(["--cluster-namespace", ns, "--grace-period", GRACE_S, "--cluster-lease", LEASE_S])
             .args(["--ceph-connect-timeout", "10"])
@@ -107,7 +115,7 @@ impl Head {
                 )
             }
         }
-        Head { child, log, _state: state }
+        Head { child, log, _state: None }
     }
 
     fn pid(&self) -> i32 {
@@ -119,13 +127,39 @@ impl Head {
     }
 }
 
-impl Drop for Head {
-    fn drop(&mut self) {
+impl Head {
+    fn kill9(&mut self) {
         // SAFETY: a signal to our own child.
         unsafe { libc::kill(self.pid(), libc::SIGCONT) };
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        // A clean stop first (its CephFS session is closed, not left to the MDS to time
+        // out: an MDS restart waits for the sessions it knows to reconnect).
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: signals to our own child.
+            unsafe {
+                libc::kill(self.pid(), libc::SIGCONT);
+                libc::kill(self.pid(), libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill9();
+    }
+}
+
+/// The tests of this file one at a time: one restarts the cluster's MDS, and each
+/// measures times.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An iptables rule dropping what sockets of group `gid` send from 127.0.0.1 (where the
@@ -198,6 +232,7 @@ fn within<T>(
 
 fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
     let Some(conf) = ceph(test) else { return };
+    let _one = serial();
     if matches!(cut, Cut::Partition) {
         if let Err(why) = Partition::usable() {
             let why =
@@ -360,4 +395,202 @@ fn a_frozen_head_thawed_after_a_take_over_grants_nothing_and_exits() {
         ["127.0.0.33", "127.0.0.34"],
         54_333,
     );
+}
+
+fn median_max(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[v.len() - 1])
+}
+
+/// Call GETATTR until one succeeds (each try bounded); the time since `from`.
+fn first_success(rt: &tokio::runtime::Runtime, c: &NfsClient, fh: &NfsFh3, from: Instant) -> Duration {
+    let cred = c.default_cred();
+    loop {
+        match within(rt, Duration::from_secs(5), c.getattr(&cred, fh)) {
+            Some(Ok(_)) => return from.elapsed(),
+            Some(Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Stale))) => {
+                panic!("ESTALE for a handle given before")
+            }
+            _ => {}
+        }
+        assert!(from.elapsed() < Duration::from_secs(120), "no answer within 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A head killed with SIGKILL and started again in place (same node id, address and state
+/// directory): its flock there was free, so it knows its predecessor is dead and does not
+/// wait out a lease. Committed data is kept, the verifier changes, client 1 reclaims its
+/// lock and client 2 is refused it after the grace period. Rounds: EAGERNFS_RESTART_ROUNDS
+/// (default 3); kill to first successful call, median and max, printed.
+#[test]
+fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
+    let test = "a_head_restarted_in_place_resumes_at_once_with_data_and_locks";
+    let Some(conf) = ceph(test) else { return };
+    let _one = serial();
+    let ns = format!("inplace-{}", unique());
+    let ip = "127.0.0.35";
+    let addr = format!("{ip}:{}", free_port(ip));
+    let state = tempfile::Builder::new().prefix("eagernfs-inplace-").tempdir().unwrap();
+    let state = state.path().join("state");
+    let mut a = Head::start_in(&conf, &ns, 1, &addr, None, &state);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let c1 = rt.block_on(client(&addr));
+    let cred = c1.default_cred();
+    let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let name = format!("inplace-{ns}");
+    let fh: NfsFh3 = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how)).unwrap().obj.unwrap();
+    rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
+    let mut verf =
+        rt.block_on(c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable)).unwrap().verf;
+    let l1 = rt
+        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
+        .unwrap();
+    rt.block_on(l1.announce_restart()).unwrap();
+    let (o1, o2) = (
+        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
+    let rounds: usize =
+        std::env::var("EAGERNFS_RESTART_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let mut figures = Vec::new();
+    for round in 1..=rounds {
+        a.kill9();
+        let killed = Instant::now();
+        a = Head::start_in(&conf, &ns, 1, &addr, None, &state);
+        let resumed = first_success(&rt, &c1, &fh, killed);
+        eprintln!("{test}: round {round}: kill -9 to the first successful call {resumed:?}");
+        figures.push(resumed);
+        assert!(a.log().contains("ran here and is gone: no lease to wait out"), "{}", a.log());
+        let r = rt.block_on(c1.read(&cred, &fh, 0, 9)).expect("read after the restart");
+        assert_eq!(&r.data[..], b"committed");
+        let now = rt
+            .block_on(c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable))
+            .unwrap()
+            .verf;
+        assert_ne!(now, verf, "a new process, a new write verifier");
+        verf = now;
+        // Client 1 hears of the restart (a grace reply) and reclaims what it held.
+        let more = LockRange { offset: 20, len: 10 };
+        assert_eq!(rt.block_on(l1.lock(&fh, &o1, more, true, false)).unwrap(), LockReply::Grace);
+    }
+    let (median, max) = median_max(figures);
+    eprintln!(
+        "{test}: {rounds} rounds, kill -9 to the first successful call: median {median:?}, max {max:?}"
+    );
+    // After the grace period client 2 is refused: client 1 holds the lock (reclaimed).
+    let c2 = rt.block_on(client(&addr));
+    let l2 = rt
+        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match rt.block_on(l2.lock(&fh, &o2, range, true, false)).unwrap() {
+            LockReply::Grace => {}
+            LockReply::Denied => break,
+            other => panic!("client 2 got {other:?} for client 1's lock:\n{}", a.log()),
+        }
+        assert!(Instant::now() < deadline, "the grace period never ended");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(l1.holds(&fh, &o1));
+}
+
+/// The cluster's MDS killed with SIGKILL and started again (`ceph-cluster.sh start-mds`)
+/// under a head: calls wait or get JUKEBOX, never ESTALE; they resume; committed data and
+/// the lock held are kept. The time from the kill to the first successful CREATE (which
+/// needs the MDS) is printed.
+#[test]
+fn an_mds_restart_under_a_head_loses_nothing() {
+    let test = "an_mds_restart_under_a_head_loses_nothing";
+    let Some(conf) = ceph(test) else { return };
+    let _one = serial();
+    let cluster_dir = conf.parent().unwrap().to_path_buf();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
+    // Whatever happens, the MDS is up again afterwards for the other tests.
+    struct MdsBack(PathBuf, PathBuf);
+    impl Drop for MdsBack {
+        fn drop(&mut self) {
+            let _ = Command::new(&self.0).arg("start-mds").env("CEPH_CLUSTER_DIR", &self.1).output();
+        }
+    }
+    let _back = MdsBack(script.clone(), cluster_dir.clone());
+    let ns = format!("mds-{}", unique());
+    let ip = "127.0.0.36";
+    let addr = format!("{ip}:{}", free_port(ip));
+    let a = Head::start(&conf, &ns, 1, &addr, None);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let c1 = rt.block_on(client(&addr));
+    let cred = c1.default_cred();
+    let how = || Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let name = format!("mds-{ns}");
+    let fh: NfsFh3 = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how())).unwrap().obj.unwrap();
+    rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
+    let l1 = rt
+        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
+        .unwrap();
+    let (o1, o2) = (
+        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
+
+    let pids = Command::new(&script).arg("pids").env("CEPH_CLUSTER_DIR", &cluster_dir).output().unwrap();
+    let pids = String::from_utf8_lossy(&pids.stdout).to_string();
+    let mds: i32 = pids
+        .lines()
+        .find_map(|l| l.strip_prefix("mds.a "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no MDS pid in {pids:?}"));
+    // SAFETY: a signal to the test cluster's MDS, started by ceph-cluster.sh for the tests.
+    assert_eq!(unsafe { libc::kill(mds, libc::SIGKILL) }, 0);
+    let killed = Instant::now();
+    let (s2, d2) = (script.clone(), cluster_dir.clone());
+    let restart = std::thread::spawn(move || {
+        let out = Command::new(&s2).arg("start-mds").env("CEPH_CLUSTER_DIR", &d2).output().unwrap();
+        assert!(out.status.success(), "start-mds: {}", String::from_utf8_lossy(&out.stderr));
+        Instant::now()
+    });
+    let mut jukeboxes = 0;
+    let resumed = loop {
+        match within(
+            &rt,
+            Duration::from_secs(5),
+            c1.create(&cred, &c1.root(), format!("{name}-after").as_bytes(), how()),
+        ) {
+            Some(Ok(_)) => break killed.elapsed(),
+            Some(Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Jukebox))) | None => {
+                jukeboxes += 1
+            }
+            Some(Err(e)) => panic!("CREATE while the MDS restarts: {e} (want JUKEBOX or a wait)"),
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(180),
+            "no CREATE within 180 s of the MDS kill:\n{}",
+            a.log()
+        );
+        let attr = within(&rt, Duration::from_secs(5), c1.getattr(&cred, &fh));
+        assert!(
+            !matches!(attr, Some(Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Stale)))),
+            "ESTALE while the MDS restarts"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let active_at = restart.join().unwrap();
+    eprintln!(
+        "{test}: MDS kill -9 to active again {:?}; to the first successful CREATE through the head {resumed:?} ({jukeboxes} JUKEBOX or unanswered tries before)",
+        active_at - killed
+    );
+    let r = rt.block_on(c1.read(&cred, &fh, 0, 9)).unwrap();
+    assert_eq!(&r.data[..], b"committed");
+    // The lock survived the MDS restart (libcephfs sends its locks again when it reconnects).
+    let c2 = rt.block_on(client(&addr));
+    let l2 = rt
+        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
+        .unwrap();
+    assert_eq!(rt.block_on(l2.lock(&fh, &o2, range, true, false)).unwrap(), LockReply::Denied);
+    assert!(a.log().lines().all(|l| !l.contains("fenced")), "{}", a.log());
 }

@@ -501,6 +501,8 @@ pub struct Head {
     watch_lost: AtomicBool,
     /// This head's right to answer.
     lease: Arc<Lease>,
+    /// [`Head::wait_enforced`] took heads that did not answer for down.
+    assumed_down: AtomicBool,
     /// Called once when the head is fenced (the server exits).
     on_fenced: Mutex<Option<OnFenced>>,
 }
@@ -600,6 +602,7 @@ impl Head {
             watch_lost: AtomicBool::new(false),
             lease: lease.unwrap_or_else(|| Arc::new(Lease::new(Duration::ZERO))),
             on_fenced: Mutex::new(None),
+            assumed_down: AtomicBool::new(false),
         });
         Ok((head, Joined { previous_hosts: rec.hosts.clone(), nsm_state: rec.nsm_state, previous }))
     }
@@ -763,6 +766,12 @@ impl Head {
         Ok(())
     }
 
+    /// Whether [`Head::wait_enforced`] took some heads that did not answer
+    /// for down (their leases are then to be waited out).
+    pub fn assumed_down(&self) -> bool {
+        self.assumed_down.load(Ordering::Acquire)
+    }
+
     /// The head's lease (the server checks it at every call).
     pub fn lease(&self) -> Arc<Lease> {
         self.lease.clone()
@@ -843,7 +852,9 @@ impl Head {
                     .filter(|n| self.client_of(*n).is_some_and(|c| c != me && live.contains(&c)))
                     .collect();
                 if lagging_live.is_empty() {
-                    // Heads that did not answer are down (or cut off: fencing them is not done yet).
+                    // Heads that did not answer are down, or cut off: their leases
+                    // must run out before the dead head's locks are let go.
+                    self.assumed_down.store(true, Ordering::Release);
                     return Ok(true);
                 }
                 if Instant::now() >= deadline {
