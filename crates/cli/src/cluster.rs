@@ -243,7 +243,10 @@ pub(crate) fn join(
         // Nothing more is answered (the lease is fenced); a restart by hand
         // or by a cluster manager takes the node back when that is wanted.
         eprintln!("eagernfs: node {node} is fenced ({why}): exiting with status {EXIT_FENCED}");
-        std::process::exit(EXIT_FENCED);
+        // _exit, not exit: the C++ destructors of libcephfs and librados must not run
+        // while their threads still do (that crashes), and nothing is left to flush.
+        // SAFETY: ends the process; no Rust state is relied on afterwards.
+        unsafe { libc::_exit(EXIT_FENCED) };
     }));
     tracing::debug!("cluster: node record and grace state in {:?}", started.elapsed());
     let watcher = rados.clone();
@@ -284,8 +287,7 @@ pub(crate) fn join(
             "cluster: node {node}'s previous head (RADOS client {last_here}) ran here and is gone: no lease to wait out"
         );
     } else if joined.previous.client != 0 {
-        head.wait_fenced();
-        if let Some(at) = head.lease_over_at().context("reading the grace state after fencing")? {
+        if let Some(at) = head.lease_over_at() {
             let wait = at.saturating_duration_since(std::time::Instant::now());
             tracing::info!(
                 node,

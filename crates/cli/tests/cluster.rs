@@ -111,6 +111,17 @@ impl Head {
 
 impl Drop for Head {
     fn drop(&mut self) {
+        // A clean stop: a head killed here would leave its CephFS session, and the caps it
+        // holds on the root, to the MDS's session timeout (60 s), stalling the next test's
+        // CREATE there and any MDS restart.
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         self.kill9();
     }
 }

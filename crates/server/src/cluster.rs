@@ -503,6 +503,8 @@ pub struct Head {
     lease: Arc<Lease>,
     /// [`Head::wait_enforced`] took heads that did not answer for down.
     assumed_down: AtomicBool,
+    /// When [`Head::join`]'s writes of the node record and the grace state were done.
+    written: Instant,
     /// Called once when the head is fenced (the server exits).
     on_fenced: Mutex<Option<OnFenced>>,
 }
@@ -586,6 +588,8 @@ impl Head {
             db.nodes.entry(node).or_default().enforcing = in_grace;
             *db != before
         })?;
+        // Both writes (node record, grace state) are done: see `lease_over_at`.
+        let written = Instant::now();
         announce(&store);
         let head = Arc::new(Head {
             store,
@@ -603,6 +607,7 @@ impl Head {
             lease: lease.unwrap_or_else(|| Arc::new(Lease::new(Duration::ZERO))),
             on_fenced: Mutex::new(None),
             assumed_down: AtomicBool::new(false),
+            written,
         });
         Ok((head, Joined { previous_hosts: rec.hosts.clone(), nsm_state: rec.nsm_state, previous }))
     }
@@ -780,19 +785,26 @@ impl Head {
     /// When the node's previous head (and any head that did not confirm a
     /// grace period this head started) has certainly stopped answering:
     /// `None` if there is no lease to wait out (`--cluster-lease 0`).
-    /// Call after [`Head::wait_fenced`]. The proof is in `docs/cluster.md`
-    /// ("Fencing"): any read of [`GRACE_OID`] that renewed another head's
-    /// lease without showing it this head's take-over was processed by the
-    /// object's OSD before this read, so was sent before now.
-    pub fn lease_over_at(&self) -> Result<Option<Instant>, ClusterError> {
+    ///
+    /// The proof (`docs/cluster.md`, "Fencing"): a head renews its lease
+    /// only with a read of [`GRACE_OID`] sent at `t` followed by a read of
+    /// its node record still naming its own client, and then only until
+    /// `t + length`. [`Head::join`] wrote the node record, then the grace
+    /// state, and both writes were done at `written`. RADOS orders the
+    /// operations on one object, so the previous head's record read that
+    /// came after `written` names this head's client (and fences it), and
+    /// another head's grace read that came after shows the grace period
+    /// (which it then enforces before it renews). Every renewal that shows
+    /// neither was processed, so sent, before `written`: those leases end
+    /// before `written + length`, on the other head's clock.
+    pub fn lease_over_at(&self) -> Option<Instant> {
         let length = self.lease.length();
         if length.is_zero() {
-            return Ok(None);
+            return None;
         }
-        read_grace(&*self.store)?;
         // A margin for clocks that tick at different rates on two machines
         // (NTP keeps them within 500 ppm; 2 % and 50 ms is generous).
-        Ok(Some(Instant::now() + length + length / 50 + Duration::from_millis(50)))
+        Some(self.written + length + length / 50 + Duration::from_millis(50))
     }
 
     /// The grace period this head started is counted from now (after a wait
