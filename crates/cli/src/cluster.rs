@@ -46,9 +46,10 @@ pub(crate) struct ClusterArgs {
     /// Seconds a head keeps answering without hearing from the cluster (a read of the
     /// shared grace state, renewed four times a lease): a head cut off from the cluster
     /// longer answers nothing (NFSv3: JUKEBOX), and a take-over of a node waits this long
-    /// after fencing its previous head before it ends that head's CephFS session. 0: no
-    /// lease (only where something else makes sure a replaced head is dead, e.g.
-    /// pacemaker's STONITH). See docs/cluster.md, "Fencing".
+    /// after taking the node (its writes to the shared state) before it ends the previous
+    /// head's CephFS session (not after a restart in place). 0: no lease (only where
+    /// something else makes sure a replaced head is dead, e.g. pacemaker's STONITH). See
+    /// docs/cluster.md, "Fencing".
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0, requires = "node_id")]
     pub(crate) cluster_lease: f64,
 }
@@ -81,14 +82,14 @@ impl Member {
         format!("eagernfs-node-{}-{:016x}", self.head.node(), h.finish())
     }
 
-    /// The lock manager's configuration: node N's hosts and state number,
-    /// hosts recorded in RADOS, the cluster's grace flag.
     /// The head's lease: the server checks it at every call, the CephFS
     /// backend raises its fence when its session is ended.
     pub(crate) fn lease(&self) -> Arc<eagernfs_server::cluster::Lease> {
         self.head.lease()
     }
 
+    /// The lock manager's configuration: node N's hosts and state number,
+    /// hosts recorded in RADOS, the cluster's grace flag.
     pub(crate) fn lock_config(&self, grace_period: Duration) -> LockConfig {
         let head = self.head.clone();
         // Until the grace period is over, the hosts that have not reclaimed yet stay on
@@ -274,11 +275,14 @@ pub(crate) fn join(
     }
     // The node's previous head may be alive but cut off (or frozen): it must have
     // stopped answering before its CephFS session, and so its clients' locks, is ended
-    // (by the mount that follows). Its RADOS client is fenced; now its lease runs out.
+    // (by the mount that follows), and so must any head that did not confirm the grace
+    // period: their leases run out first.
     let client_file = state_dir.join(format!("cluster-node-{node}.client"));
     std::fs::write(&client_file, format!("{}\n", rados.instance_id()))
         .with_context(|| format!("writing {}", client_file.display()))?;
-    if joined.previous.client != 0 && joined.previous.client == last_here && all_confirmed {
+    let previous = joined.previous.client;
+    let in_place = previous != 0 && previous == last_here;
+    if in_place && all_confirmed {
         // The node's previous head ran from this state directory, and its flock was
         // free: that process is dead and answers nothing; every other head confirmed the
         // grace period. A restart in place: nothing to wait for.
@@ -286,13 +290,14 @@ pub(crate) fn join(
             node,
             "cluster: node {node}'s previous head (RADOS client {last_here}) ran here and is gone: no lease to wait out"
         );
-    } else if joined.previous.client != 0 {
+    } else if previous != 0 || !all_confirmed {
         if let Some(at) = head.lease_over_at() {
             let wait = at.saturating_duration_since(std::time::Instant::now());
             tracing::info!(
                 node,
-                "cluster: waiting {:.1} s for the lease of node {node}'s previous head to run out",
-                wait.as_secs_f64()
+                "cluster: waiting {:.1} s for the lease of node {node}'s previous head{} to run out",
+                wait.as_secs_f64(),
+                if all_confirmed { "" } else { " and of the heads that did not confirm the grace period" }
             );
             // The grace period this head started counts from when it serves.
             head.restart_grace_clock(grace + wait);
