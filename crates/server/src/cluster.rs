@@ -1108,6 +1108,7 @@ mod tests {
         h2.refresh().unwrap();
         assert!(h2.grace_flag().load(Ordering::Acquire), "node 2 now grants only reclaims");
         assert!(h1b.wait_enforced(Duration::from_secs(5)).unwrap());
+        assert!(!h1b.assumed_down(), "every head confirmed");
         // A head that is down (node 3, never answering) is not waited for.
         update_grace(&*client(&store, 14), |db| {
             db.nodes.insert(3, NodeFlags::default());
@@ -1115,6 +1116,9 @@ mod tests {
         })
         .unwrap();
         assert!(h1b.wait_enforced(Duration::from_secs(5)).unwrap());
+        assert!(h1b.assumed_down(), "node 3 was taken for down: its lease is to be waited out");
+        let at = h1b.lease_over_at();
+        assert!(at.is_none(), "a head without a lease (--cluster-lease 0) waits for nothing");
         // The new head's grace ends: the cluster's too, for everyone.
         *h1b.lift_at.lock() = Some(Instant::now());
         let db = h1b.refresh().unwrap();
@@ -1167,6 +1171,8 @@ mod tests {
         assert!(!lease.valid(), "not valid before a read of the grace state");
         h1.refresh().unwrap();
         assert!(lease.valid(), "a read renews it");
+        let at = h1.lease_over_at().expect("a head with a lease");
+        assert!(at > Instant::now() + Duration::from_secs(3599), "a take-over waits a whole lease");
         h1.record_hosts(&[host(7)]).unwrap();
         // Node 1 is taken over (client 2); its record names the new client.
         let (h1b, j) = Head::join(client(&store, 2), 1, grace, None).unwrap();
