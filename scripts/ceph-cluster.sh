@@ -27,7 +27,7 @@
 #
 # Packages: ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common (the daemons, the client,
 # the `ceph` tool) and libcephfs-dev librados-dev; nfs-ganesha-ceph for the benchmarks'
-# FSAL_CEPH peer. Missing ones are installed with apt-get (root or sudo).
+# FSAL_CEPH peer; iptables for the tests that cut a head off from the cluster. Missing ones are installed with apt-get (root or sudo).
 set -euo pipefail
 
 dir=${CEPH_CLUSTER_DIR:-/tmp/eagernfs-ceph}
@@ -49,7 +49,7 @@ usage() {
     exit 2
 }
 
-packages=(ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common libcephfs-dev librados-dev nfs-ganesha-ceph)
+packages=(ceph-mon ceph-mgr ceph-osd ceph-mds ceph-fuse ceph-common libcephfs-dev librados-dev nfs-ganesha-ceph iptables)
 
 install_packages() {
     local missing=() pkg
@@ -194,6 +194,9 @@ osd op num threads per shard = 2
 [mds]
 mds data = $dir/mds
 mds cache memory limit = 268435456
+# A restarted MDS waits this long for every client it knew to reconnect (default 45 s): the
+# sessions of servers earlier tests killed with SIGKILL would hold each MDS restart that long.
+mds reconnect timeout = 10
 CONF
 }
 

@@ -4,6 +4,8 @@
 #   scripts/heads.sh start N [EXTRA...]   start heads 1..N on 127.0.0.11, .12, … (HEADS_ADDR_BASE
 #                                         + N), port $HEADS_PORT; prints "node address pid" per head
 #   scripts/heads.sh kill I               kill -9 head I (a crash)
+#   scripts/heads.sh freeze I / thaw I    SIGSTOP / SIGCONT head I (alive but cut off: once
+#                                         another head took node I over, the thawed one exits 75)
 #   scripts/heads.sh restart I [EXTRA...] start head I again (same node id and address; the
 #                                         new process takes over the dead one's clients)
 #   scripts/heads.sh stop                 stop every head this script started (SIGTERM)
@@ -110,6 +112,7 @@ stop)
     for p in "$dir"/*/pid; do
         [ -e "$p" ] || continue
         if pid=$(alive "$p"); then
+            kill -CONT "$pid" # a frozen head would not act on SIGTERM
             kill -TERM "$pid"
             for _ in $(seq 1000); do running "$pid" || break; sleep 0.01; done
             # A head with a call stuck in libcephfs does not exit on SIGTERM: do not leave it
@@ -129,5 +132,15 @@ status)
         if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
     done
     ;;
-*) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+freeze | thaw)
+    pid=$(alive "$dir/${2:?head number}/pid") || die "head $2 is not running"
+    if [ "$1" = freeze ]; then
+        kill -STOP "$pid"
+        echo "froze head $2 (pid $pid)"
+    else
+        kill -CONT "$pid"
+        echo "thawed head $2 (pid $pid)"
+    fi
+    ;;
+*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -42,7 +42,22 @@ pub(crate) struct ClusterArgs {
     /// before it ends the dead head's CephFS session.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "node_id")]
     pub(crate) cluster_confirm_timeout: f64,
+
+    /// Seconds a head keeps answering without hearing from the cluster (a read of the
+    /// shared grace state, renewed four times a lease): a head cut off from the cluster
+    /// longer answers nothing (NFSv3: JUKEBOX), and a take-over of a node waits this long
+    /// after taking the node (its writes to the shared state) before it ends the previous
+    /// head's CephFS session (not after a restart in place). 0: no lease (only where
+    /// something else makes sure a replaced head is dead, e.g. pacemaker's STONITH). See
+    /// docs/cluster.md, "Fencing".
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0, requires = "node_id")]
+    pub(crate) cluster_lease: f64,
 }
+
+/// The exit status of a head that was fenced (its node taken over, or its CephFS
+/// session ended): EX_TEMPFAIL. Do not restart it automatically: a restarted head takes
+/// its node back, fencing the head that replaced it.
+pub(crate) const EXIT_FENCED: i32 = 75;
 
 /// A joined head: what the server is built with, and what keeps it current.
 pub(crate) struct Member {
@@ -52,22 +67,31 @@ pub(crate) struct Member {
     place: String,
     joined: Joined,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The flock that says node N runs from this state directory (see [`here`]).
+    _here: std::fs::File,
 }
 
 impl Member {
-    /// The CephFS session name of this node's export `url`: the same on
+    /// The CephFS session name of this node's export `src`: the same on
     /// every start of node N of this cluster of heads, so a new head ends the
     /// old one's session, and different from node N of another cluster of
     /// heads (another pool or namespace) on the same CephFS, whose session it
-    /// must not end.
-    pub(crate) fn session_uuid(&self, url: &str) -> String {
+    /// must not end. It names the client, file system and path, not the
+    /// ceph.conf's path (which may differ between the machines that run node N).
+    pub(crate) fn session_uuid(&self, src: &CephFsSource) -> String {
         use siphasher::sip::SipHasher24;
         use std::hash::Hasher;
         let mut h = SipHasher24::new_with_keys(0, 0);
-        h.write(url.as_bytes());
+        h.write(format!("{}@{}{}", src.client_id, src.fs_name, src.path).as_bytes());
         h.write_u8(0);
         h.write(self.place.as_bytes());
         format!("eagernfs-node-{}-{:016x}", self.head.node(), h.finish())
+    }
+
+    /// The head's lease: the server checks it at every call, the CephFS
+    /// backend raises its fence when its session is ended.
+    pub(crate) fn lease(&self) -> Arc<eagernfs_server::cluster::Lease> {
+        self.head.lease()
     }
 
     /// The lock manager's configuration: node N's hosts and state number,
@@ -101,6 +125,7 @@ impl Member {
                 let head = self.head.clone();
                 Arc::new(move || head.reclaims_done())
             }),
+            lease: Some(self.head.lease()),
             ..LockConfig::default()
         }
     }
@@ -143,6 +168,13 @@ impl Drop for Member {
         tracing::debug!("cluster: thread stopped in {:?}", t0.elapsed());
         self.head.unwatch();
         tracing::debug!("cluster: unwatched in {:?}", t0.elapsed());
+        // A clean stop: the next start of this node need not wait out this head's lease.
+        if self.head.lease().fenced().is_none() {
+            match self.head.leave() {
+                Ok(()) => tracing::debug!("cluster: left node {} in {:?}", self.head.node(), t0.elapsed()),
+                Err(e) => tracing::warn!("cluster: cannot mark node {} stopped: {e}", self.head.node()),
+            }
+        }
     }
 }
 
@@ -167,14 +199,50 @@ pub(crate) fn first_cephfs_source(
     Ok(None)
 }
 
+/// Node `node` runs from `state_dir`: an exclusive flock on
+/// `cluster-node-N.lock` there, held for the life of the process (the kernel
+/// lets go of it when the process dies, even of SIGKILL; a frozen process
+/// keeps it), and the RADOS client id the last process of this directory ran
+/// as (`cluster-node-N.client`, 0 if none). With both, a restart in place
+/// knows its predecessor is dead and has no lease to wait out.
+fn here(state_dir: &std::path::Path, node: u32) -> Result<(std::fs::File, u64)> {
+    use std::os::unix::io::AsRawFd;
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(state_dir)
+        .with_context(|| format!("creating {}", state_dir.display()))?;
+    let path = state_dir.join(format!("cluster-node-{node}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        bail!(
+            "node {node} is served from {} by another process (it holds {}); stop it first",
+            state_dir.display(),
+            path.display()
+        );
+    }
+    let last = std::fs::read_to_string(state_dir.join(format!("cluster-node-{node}.client")))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    Ok((file, last))
+}
+
 /// Join as `args.node_id` (None: not a head). Blocks until the other heads
-/// confirm a grace period this head starts (bounded).
+/// confirm a grace period this head starts (bounded), and until the node's
+/// previous head's lease has run out (unless that head ran from `state_dir`
+/// and is gone).
 pub(crate) fn join(
     args: &ClusterArgs,
     source: Option<CephFsSource>,
     grace_period: Duration,
     connect_timeout: Duration,
     locks: bool,
+    state_dir: &std::path::Path,
 ) -> Result<Option<Member>> {
     let Some(node) = args.node_id else { return Ok(None) };
     let Some(source) = source else {
@@ -183,7 +251,16 @@ pub(crate) fn join(
     if !(args.cluster_confirm_timeout.is_finite() && (0.0..=600.0).contains(&args.cluster_confirm_timeout)) {
         bail!("--cluster-confirm-timeout {}: give 0 to 600 seconds", args.cluster_confirm_timeout);
     }
+    if !(args.cluster_lease.is_finite() && (0.0..=600.0).contains(&args.cluster_lease)) {
+        bail!("--cluster-lease {}: give 0 (no lease) to 600 seconds", args.cluster_lease);
+    }
+    let lease_length = Duration::from_secs_f64(args.cluster_lease);
+    if !lease_length.is_zero() && lease_length < Duration::from_millis(500) {
+        bail!("--cluster-lease {}: give at least 0.5 seconds (or 0: no lease)", args.cluster_lease);
+    }
+    let lease = Arc::new(eagernfs_server::cluster::Lease::new(lease_length));
     let started = std::time::Instant::now();
+    let (here_lock, last_here) = here(state_dir, node)?;
     let spec = RadosSpec {
         library: args.librados.clone(),
         conf: source.conf.clone(),
@@ -198,8 +275,17 @@ pub(crate) fn join(
     tracing::debug!("cluster: RADOS connected in {:?}", started.elapsed());
     let key = eagernfs_server::cluster::handle_key(&*rados).context("the shared handle key")?;
     let grace = if locks { grace_period } else { Duration::ZERO };
-    let (head, joined) =
-        Head::join(rados.clone(), node, grace).with_context(|| format!("joining as node {node}"))?;
+    let (head, joined) = Head::join(rados.clone(), node, grace, Some(lease.clone()))
+        .with_context(|| format!("joining as node {node}"))?;
+    head.on_fenced(Box::new(move |why| {
+        // Nothing more is answered (the lease is fenced); a restart by hand
+        // or by a cluster manager takes the node back when that is wanted.
+        eprintln!("eagernfs: node {node} is fenced ({why}): exiting with status {EXIT_FENCED}");
+        // _exit, not exit: the C++ destructors of libcephfs and librados must not run
+        // while their threads still do (that crashes), and nothing is left to flush.
+        // SAFETY: ends the process; no Rust state is relied on afterwards.
+        unsafe { libc::_exit(EXIT_FENCED) };
+    }));
     tracing::debug!("cluster: node record and grace state in {:?}", started.elapsed());
     let watcher = rados.clone();
     head.watch_with(Box::new(move |cb| {
@@ -209,10 +295,12 @@ pub(crate) fn join(
     .context("watching the cluster's grace state")?;
     let thread = head.spawn().context("starting the cluster thread")?;
     let in_grace = head.grace_flag().load(std::sync::atomic::Ordering::Acquire);
+    let mut all_confirmed = true;
     if !joined.previous_hosts.is_empty() && locks {
         let confirmed = head
             .wait_enforced(Duration::from_secs_f64(args.cluster_confirm_timeout))
             .context("waiting for the other heads to enter the grace period")?;
+        all_confirmed = confirmed && !head.assumed_down();
         tracing::info!(
             node,
             hosts = joined.previous_hosts.len(),
@@ -222,6 +310,40 @@ pub(crate) fn join(
             if confirmed { "confirmed by every live head" } else { "NOT confirmed by every head" }
         );
     }
+    // The node's previous head may be alive but cut off (or frozen): it must have
+    // stopped answering before its CephFS session, and so its clients' locks, is ended
+    // (by the mount that follows), and so must any head that did not confirm the grace
+    // period: their leases run out first.
+    let client_file = state_dir.join(format!("cluster-node-{node}.client"));
+    std::fs::write(&client_file, format!("{}\n", rados.instance_id()))
+        .with_context(|| format!("writing {}", client_file.display()))?;
+    let previous = joined.previous.client;
+    let in_place = previous != 0 && previous == last_here;
+    if in_place && all_confirmed {
+        // The node's previous head ran from this state directory, and its flock was
+        // free: that process is dead and answers nothing; every other head confirmed the
+        // grace period. A restart in place: nothing to wait for.
+        tracing::info!(
+            node,
+            "cluster: node {node}'s previous head (RADOS client {last_here}) ran here and is gone: no lease to wait out"
+        );
+    } else if previous != 0 || !all_confirmed {
+        if let Some(at) = head.lease_over_at() {
+            let wait = at.saturating_duration_since(std::time::Instant::now());
+            tracing::info!(
+                node,
+                "cluster: waiting {:.1} s for the lease of node {node}'s previous head{} to run out",
+                wait.as_secs_f64(),
+                if all_confirmed { "" } else { " and of the heads that did not confirm the grace period" }
+            );
+            // The grace period this head started counts from when it serves.
+            head.restart_grace_clock(grace + wait);
+            std::thread::sleep(wait);
+        }
+    }
+    // The lease is renewed by each read of the grace state (the head's thread does one
+    // every quarter lease); this one makes it valid before the first call.
+    head.refresh().context("reading the grace state")?;
     let db = head.grace_state();
     tracing::info!(
         node,
@@ -235,7 +357,7 @@ pub(crate) fn join(
         }
     );
     let place = format!("{}/{}", args.cluster_pool, args.cluster_namespace);
-    Ok(Some(Member { head, key, place, joined, thread: Some(thread) }))
+    Ok(Some(Member { head, key, place, joined, thread: Some(thread), _here: here_lock }))
 }
 
 /// The cluster as `eagernfs stat` and the status page show it.

@@ -642,9 +642,11 @@ fn build_exports(
                 cfg.library = args.ceph.libcephfs.clone();
                 cfg.session_uuid = Some(match member {
                     // Node N's session, whichever machine runs node N.
-                    Some(m) => m.session_uuid(&src.to_string()),
+                    Some(m) => m.session_uuid(src),
                     None => ceph_session_uuid(state_dir, &src.to_string())?,
                 });
+                // A head's session is never replaced under the node's name (docs/cluster.md).
+                cfg.fence = member.map(|m| m.lease().fence_flag());
                 cfg.mount_timeout = seconds("--ceph-connect-timeout", args.ceph.ceph_connect_timeout)?;
                 cfg.stall_after = seconds("--ceph-stall-after", args.ceph.ceph_stall_after)?;
                 if args.ceph.ceph_cache < 16 << 20 {
@@ -801,6 +803,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         std::time::Duration::from_secs_f64(args.grace_period.clamp(0.0, 86_400.0)),
         seconds("--ceph-connect-timeout", args.ceph.ceph_connect_timeout)?,
         !args.no_locks,
+        &state_dir,
     )?;
     let config = ServerConfig {
         max_connections: args.max_connections,
@@ -831,6 +834,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         locks: lock_config(&args, &state_dir, member.as_ref())?,
         nfs4: nfs4_config(&args, &state_dir)?,
         tls: tls_config(&args)?,
+        lease: member.as_ref().map(|m| m.lease()),
         ..ServerConfig::default()
     };
     let locks = !args.no_locks;

@@ -64,6 +64,119 @@ const NOTIFY_WAIT: Duration = Duration::from_secs(1);
 /// gone; a new process has a new address).
 const FENCE_FOR: Duration = Duration::from_secs(24 * 3600);
 
+/// A head's right to answer: renewed by each successful read of [`GRACE_OID`]
+/// (a round trip to the OSD that holds it), for `length` from the moment
+/// the read was *sent*. A head whose lease ran out answers nothing (see
+/// `docs/cluster.md`, "Fencing"): it may be cut off from the cluster while
+/// another head takes its node over, and a take-over waits out the lease
+/// after fencing the old head before it ends the old head's CephFS session.
+///
+/// Time is `CLOCK_BOOTTIME`, which keeps counting while the machine is
+/// suspended (`CLOCK_MONOTONIC`, and so `Instant`, does not): a head frozen
+/// by a suspend sees its lease over when it wakes. A fenced lease (its node
+/// taken over, its RADOS client blocklisted, its CephFS session ended) never
+/// becomes valid again.
+pub struct Lease {
+    length: Duration,
+    /// Valid until this many nanoseconds of `CLOCK_BOOTTIME` (0: not yet).
+    until_ns: std::sync::atomic::AtomicU64,
+    /// Raised for good: this head must answer nothing more. Shared with the
+    /// CephFS backend, which raises it when the cluster ends its session.
+    fenced: Arc<AtomicBool>,
+    /// Why it was fenced (for the log line and the exit).
+    why: Mutex<Option<String>>,
+    /// "Answering nothing" was logged (cleared when renewed).
+    said_out: AtomicBool,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease").field("length", &self.length).field("valid", &self.valid()).finish()
+    }
+}
+
+/// Nanoseconds of `CLOCK_BOOTTIME`.
+pub fn boottime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer; CLOCK_BOOTTIME exists on every Linux this runs on.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    assert_eq!(r, 0, "clock_gettime(CLOCK_BOOTTIME)");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Lease {
+    /// A lease of `length`, not valid until first renewed.
+    pub fn new(length: Duration) -> Lease {
+        Lease {
+            length,
+            until_ns: Default::default(),
+            fenced: Arc::new(AtomicBool::new(false)),
+            why: Mutex::new(None),
+            said_out: AtomicBool::new(false),
+        }
+    }
+
+    pub fn length(&self) -> Duration {
+        self.length
+    }
+
+    /// A read of the grace state sent at `sent_ns` (of [`boottime_ns`]) came back.
+    pub fn renewed(&self, sent_ns: u64) {
+        let until = sent_ns.saturating_add(self.length.as_nanos() as u64);
+        self.until_ns.fetch_max(until, Ordering::AcqRel);
+        if self.valid() && self.said_out.swap(false, Ordering::AcqRel) {
+            tracing::warn!("cluster: the cluster answers again: answering calls again");
+        }
+    }
+
+    /// Whether this head may answer now. A lease of length 0 never runs out
+    /// (`--cluster-lease 0`), but can be fenced.
+    pub fn valid(&self) -> bool {
+        !self.fenced.load(Ordering::Acquire)
+            && (self.length.is_zero() || boottime_ns() < self.until_ns.load(Ordering::Acquire))
+    }
+
+    /// Whether a call may be answered now; says so in the log when that changes.
+    pub fn admit(&self) -> bool {
+        let ok = self.valid();
+        if !ok && !self.said_out.swap(true, Ordering::AcqRel) {
+            match self.fenced() {
+                Some(why) => tracing::error!("cluster: this head is fenced ({why}): it answers nothing more"),
+                None => tracing::error!(
+                    "cluster: no answer from the cluster for {:?} (this head's lease): answering nothing \
+                     (NFSv3 calls get JUKEBOX, others no reply) until it answers again",
+                    self.length
+                ),
+            }
+        }
+        ok
+    }
+
+    /// Never valid again; the first reason given is kept.
+    pub fn fence(&self, why: &str) {
+        let mut w = self.why.lock();
+        if w.is_none() {
+            *w = Some(why.to_string());
+        }
+        self.fenced.store(true, Ordering::Release);
+    }
+
+    /// Why it was fenced, if it was.
+    pub fn fenced(&self) -> Option<String> {
+        if !self.fenced.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(self.why.lock().clone().unwrap_or_else(|| {
+            "the cluster ended this head's CephFS session (evicted or blocklisted)".to_string()
+        }))
+    }
+
+    /// The flag a CephFS backend raises when the cluster ends its session.
+    pub fn fence_flag(&self) -> Arc<AtomicBool> {
+        self.fenced.clone()
+    }
+}
+
 /// What the cluster logic needs of an object store.
 pub trait SharedStore: Send + Sync + 'static {
     fn read(&self, oid: &str) -> Result<Option<Versioned>, RadosError>;
@@ -112,6 +225,8 @@ pub enum ClusterError {
     Damaged { oid: String, why: String },
     #[error("{0} kept changing: {UPDATE_TRIES} updates lost to other heads' writes")]
     Contended(String),
+    #[error("node {0} was taken over by another head")]
+    Superseded(u32),
 }
 
 /// A head's flags in the grace database.
@@ -409,7 +524,18 @@ pub struct Head {
     watch: Mutex<Option<WatchGuard>>,
     make_watch: Mutex<Option<MakeWatch>>,
     watch_lost: AtomicBool,
+    /// This head's right to answer.
+    lease: Arc<Lease>,
+    /// [`Head::wait_enforced`] took heads that did not answer for down.
+    assumed_down: AtomicBool,
+    /// When [`Head::join`]'s writes of the node record and the grace state were done.
+    written: Instant,
+    /// Called once when the head is fenced (the server exits).
+    on_fenced: Mutex<Option<OnFenced>>,
 }
+
+/// What a fenced head does (given why): the server exits.
+pub type OnFenced = Box<dyn FnOnce(String) + Send>;
 
 /// Keeps a watch; ends it when dropped.
 pub type WatchGuard = Box<dyn Send>;
@@ -441,6 +567,7 @@ impl Head {
         store: Arc<dyn SharedStore>,
         node: u32,
         grace_period: Duration,
+        lease: Option<Arc<Lease>>,
     ) -> Result<(Arc<Head>, Joined), ClusterError> {
         let oid = node_oid(node);
         let (client, addr) = (store.client_id(), store.address());
@@ -486,6 +613,8 @@ impl Head {
             db.nodes.entry(node).or_default().enforcing = in_grace;
             *db != before
         })?;
+        // Both writes (node record, grace state) are done: see `lease_over_at`.
+        let written = Instant::now();
         announce(&store);
         let head = Arc::new(Head {
             store,
@@ -501,6 +630,10 @@ impl Head {
             watch: Mutex::new(None),
             make_watch: Mutex::new(None),
             watch_lost: AtomicBool::new(false),
+            lease: lease.unwrap_or_else(|| Arc::new(Lease::new(Duration::ZERO))),
+            on_fenced: Mutex::new(None),
+            assumed_down: AtomicBool::new(false),
+            written,
         });
         Ok((head, Joined { previous_hosts: rec.hosts.clone(), nsm_state: rec.nsm_state, previous }))
     }
@@ -589,9 +722,10 @@ impl Head {
         let lift = self.lift_at.lock().is_some_and(|t| Instant::now() >= t)
             && !self.handing_over.load(Ordering::Acquire);
         let node = self.node;
-        let mut before = read_grace(&*self.store)?;
+        let sent = boottime_ns();
+        let mut before = read_grace(&*self.store).map_err(|e| self.fence_if_blocklisted(e))?;
         if before.in_grace() && self.lift_expired_handovers(&before)? {
-            before = read_grace(&*self.store)?;
+            before = read_grace(&*self.store).map_err(|e| self.fence_if_blocklisted(e))?;
         }
         let f = before.nodes.get(&node).copied().unwrap_or_default();
         let must_change = lift || (before.in_grace() && !f.enforcing);
@@ -626,6 +760,11 @@ impl Head {
         // not answer its notify): grant only reclaims until it watches again.
         self.grace.store(db.in_grace() || self.watch_lost.load(Ordering::Acquire), Ordering::Release);
         *self.seen.lock() = db.clone();
+        // Only now, with the grace flag set from what was read: a head that
+        // missed a take-over's grace period while cut off learns of it
+        // before it answers again.
+        self.check_still_node()?;
+        self.lease.renewed(sent);
         Ok(db)
     }
 
@@ -702,6 +841,102 @@ impl Head {
         Ok(true)
     }
 
+    /// A RADOS error that says this head's client is blocklisted (ESHUTDOWN,
+    /// librados's EBLOCKLISTED) fences the head for good: another head took
+    /// its node over.
+    fn fence_if_blocklisted(&self, e: ClusterError) -> ClusterError {
+        if let ClusterError::Rados(r) = &e {
+            if r.errno() == Some(libc::ESHUTDOWN) {
+                self.lease.fence(&format!(
+                    "its RADOS client is blocklisted: another head took node {} over",
+                    self.node
+                ));
+            }
+        }
+        e
+    }
+
+    /// Fence this head if `node-N` names another RADOS client than its own
+    /// (a head took the node over but could not blocklist this one).
+    fn check_still_node(&self) -> Result<(), ClusterError> {
+        let v = self.store.read(&node_oid(self.node)).map_err(|e| self.fence_if_blocklisted(e.into()))?;
+        let rec = match v {
+            Some(v) => NodeRecord::decode(&v.data)
+                .map_err(|why| ClusterError::Damaged { oid: node_oid(self.node), why })?,
+            None => NodeRecord::default(),
+        };
+        let me = self.store.client_id();
+        if rec.client != me {
+            self.lease.fence(&format!(
+                "node {} is served by RADOS client {} now, not by this head's ({me})",
+                self.node, rec.client
+            ));
+            return Err(ClusterError::Superseded(self.node));
+        }
+        Ok(())
+    }
+
+    /// Whether [`Head::wait_enforced`] took some heads that did not answer
+    /// for down (their leases are then to be waited out).
+    pub fn assumed_down(&self) -> bool {
+        self.assumed_down.load(Ordering::Acquire)
+    }
+
+    /// The head's lease (the server checks it at every call).
+    pub fn lease(&self) -> Arc<Lease> {
+        self.lease.clone()
+    }
+
+    /// When the node's previous head (and any head that did not confirm a
+    /// grace period this head started) has certainly stopped answering:
+    /// `None` if there is no lease to wait out (`--cluster-lease 0`).
+    ///
+    /// The proof (`docs/cluster.md`, "Fencing"): a head renews its lease
+    /// only with a read of [`GRACE_OID`] sent at `t` followed by a read of
+    /// its node record still naming its own client, and then only until
+    /// `t + length`. [`Head::join`] wrote the node record, then the grace
+    /// state, and both writes were done at `written`. RADOS orders the
+    /// operations on one object, so the previous head's record read that
+    /// came after `written` names this head's client (and fences it), and
+    /// another head's grace read that came after shows the grace period
+    /// (which it then enforces before it renews). Every renewal that shows
+    /// neither was processed, so sent, before `written`: those leases end
+    /// before `written + length`, on the other head's clock.
+    pub fn lease_over_at(&self) -> Option<Instant> {
+        let length = self.lease.length();
+        if length.is_zero() {
+            return None;
+        }
+        // A margin for clocks that tick at different rates on two machines
+        // (NTP keeps them within 500 ppm; 2 % and 50 ms is generous).
+        Some(self.written + length + length / 50 + Duration::from_millis(50))
+    }
+
+    /// The grace period this head started is counted from now (after a wait
+    /// that came before serving).
+    pub fn restart_grace_clock(&self, grace_period: Duration) {
+        let mut at = self.lift_at.lock();
+        if at.is_some() {
+            *at = Some(Instant::now() + grace_period);
+        }
+    }
+
+    /// At a clean stop (nothing is answered any more): the node record names
+    /// no client, so the next start of the node need not wait out this head's lease.
+    pub fn leave(&self) -> Result<(), ClusterError> {
+        let me = self.store.client_id();
+        update(&*self.store, &node_oid(self.node), NodeRecord::decode, NodeRecord::encode, |now| {
+            let r = now?;
+            (r.client == me).then(|| NodeRecord { client: 0, addr: String::new(), ..r.clone() })
+        })?;
+        Ok(())
+    }
+
+    /// Run `f` (once) when the head is fenced; the head's thread then ends.
+    pub fn on_fenced(&self, f: OnFenced) {
+        *self.on_fenced.lock() = Some(f);
+    }
+
     /// Wait (at most `timeout`) until every other live head enforces the
     /// grace period, so that ending the dead head's session cannot let
     /// anyone else take its clients' locks. A head is live if its RADOS
@@ -734,7 +969,9 @@ impl Head {
                     .filter(|n| self.client_of(*n).is_some_and(|c| c != me && live.contains(&c)))
                     .collect();
                 if lagging_live.is_empty() {
-                    // Heads that did not answer are down (or cut off: fencing them is not done yet).
+                    // Heads that did not answer are down, or cut off: their leases
+                    // must run out before the dead head's locks are let go.
+                    self.assumed_down.store(true, Ordering::Release);
                     return Ok(true);
                 }
                 if Instant::now() >= deadline {
@@ -758,10 +995,21 @@ impl Head {
     /// Record the hosts holding locks through this head (before the lock is granted).
     pub fn record_hosts(&self, hosts: &[LockHost]) -> Result<(), ClusterError> {
         let (client, addr) = (self.store.client_id(), self.store.address());
+        let mut superseded = false;
         update(&*self.store, &node_oid(self.node), NodeRecord::decode, NodeRecord::encode, |now| {
+            // Another head took the node over: its record is not this head's to write.
+            if now.is_some_and(|r| r.client != client) {
+                superseded = true;
+                return None;
+            }
             let nsm_state = now.map_or(1, |r| r.nsm_state);
             Some(NodeRecord { nsm_state, client, addr: addr.clone(), hosts: hosts.to_vec() })
-        })?;
+        })
+        .map_err(|e| self.fence_if_blocklisted(e))?;
+        if superseded {
+            self.lease.fence(&format!("node {} was taken over by another head", self.node));
+            return Err(ClusterError::Superseded(self.node));
+        }
         Ok(())
     }
 
@@ -781,7 +1029,18 @@ impl Head {
                     );
                     me.grace.store(true, Ordering::Release);
                 }
+                if let Some(why) = me.lease.fenced() {
+                    tracing::error!("cluster: this head is fenced: {why}");
+                    if let Some(f) = me.on_fenced.lock().take() {
+                        f(why);
+                    }
+                    break;
+                }
                 let mut wait = REFRESH_EVERY;
+                if !me.lease.length().is_zero() {
+                    // Renewed four times a lease: one slow read does not end it.
+                    wait = wait.min(me.lease.length() / 4);
+                }
                 if let Some(t) = *me.lift_at.lock() {
                     wait = wait.min(t.saturating_duration_since(Instant::now()));
                 }
@@ -810,6 +1069,9 @@ pub struct MemoryStore {
     pub live: Mutex<Vec<u64>>,
     /// Addresses fenced.
     pub fenced: Mutex<Vec<String>>,
+    /// Reads fail with this errno (set by tests: 108, ESHUTDOWN, is what a
+    /// blocklisted client gets).
+    pub fail_reads_with: Mutex<Option<i32>>,
     /// Called on notify (tests forward it to heads).
     #[allow(clippy::type_complexity)]
     pub on_notify: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
@@ -823,6 +1085,13 @@ pub struct MemoryClient {
 
 impl SharedStore for MemoryClient {
     fn read(&self, oid: &str) -> Result<Option<Versioned>, RadosError> {
+        if let Some(errno) = *self.store.fail_reads_with.lock() {
+            return Err(RadosError::Failed {
+                what: format!("reading {oid}"),
+                errno: std::io::Error::from_raw_os_error(errno),
+                hint: "",
+            });
+        }
         Ok(self.store.objects.lock().get(oid).cloned())
     }
     fn write(&self, oid: &str, data: &[u8], expect: Expect) -> Result<(), RadosError> {
@@ -927,14 +1196,14 @@ mod tests {
         let store = Arc::new(MemoryStore::default());
         let grace = Duration::from_secs(3600);
         // Node 1 runs and has a lock holder; node 2 runs.
-        let (h1, j1) = Head::join(client(&store, 11), 1, grace).unwrap();
+        let (h1, j1) = Head::join(client(&store, 11), 1, grace, None).unwrap();
         assert!(j1.previous_hosts.is_empty() && j1.nsm_state == 1);
         h1.record_hosts(&[host(7)]).unwrap();
-        let (h2, _) = Head::join(client(&store, 12), 2, grace).unwrap();
+        let (h2, _) = Head::join(client(&store, 12), 2, grace, None).unwrap();
         assert!(!h2.grace_flag().load(Ordering::Acquire), "no grace: nobody needs it");
         // Node 1 dies (its client 11 stops watching); a new head takes node 1.
         store.live.lock().retain(|c| *c != 11);
-        let (h1b, j1b) = Head::join(client(&store, 13), 1, grace).unwrap();
+        let (h1b, j1b) = Head::join(client(&store, 13), 1, grace, None).unwrap();
         assert_eq!(j1b.previous_hosts, vec![host(7)]);
         assert_eq!(j1b.nsm_state, 3, "the next odd state number");
         h1b.wait_fenced();
@@ -945,6 +1214,7 @@ mod tests {
         h2.refresh().unwrap();
         assert!(h2.grace_flag().load(Ordering::Acquire), "node 2 now grants only reclaims");
         assert!(h1b.wait_enforced(Duration::from_secs(5)).unwrap());
+        assert!(!h1b.assumed_down(), "every head confirmed");
         // A head that is down (node 3, never answering) is not waited for.
         update_grace(&*client(&store, 14), |db| {
             db.nodes.insert(3, NodeFlags::default());
@@ -952,6 +1222,9 @@ mod tests {
         })
         .unwrap();
         assert!(h1b.wait_enforced(Duration::from_secs(5)).unwrap());
+        assert!(h1b.assumed_down(), "node 3 was taken for down: its lease is to be waited out");
+        let at = h1b.lease_over_at();
+        assert!(at.is_none(), "a head without a lease (--cluster-lease 0) waits for nothing");
         // The new head's grace ends: the cluster's too, for everyone.
         *h1b.lift_at.lock() = Some(Instant::now());
         let db = h1b.refresh().unwrap();
@@ -964,7 +1237,7 @@ mod tests {
     #[test]
     fn a_lost_watch_is_made_again_by_the_heads_thread() {
         let store = Arc::new(MemoryStore::default());
-        let (h, _) = Head::join(client(&store, 1), 1, Duration::from_secs(60)).unwrap();
+        let (h, _) = Head::join(client(&store, 1), 1, Duration::from_secs(60), None).unwrap();
         let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let callbacks: Arc<Mutex<Vec<OnWatch>>> = Default::default();
         let (m, cbs) = (made.clone(), callbacks.clone());
@@ -1051,6 +1324,52 @@ mod tests {
         let db = h2.refresh().unwrap();
         assert!(!db.in_grace(), "{db:?}");
         assert!(!h2.grace_flag().load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_head_is_fenced_for_good_when_its_node_is_taken_over_or_its_client_blocklisted() {
+        let store = Arc::new(MemoryStore::default());
+        let grace = Duration::from_secs(60);
+        let lease = Arc::new(Lease::new(Duration::from_secs(3600)));
+        let (h1, _) = Head::join(client(&store, 1), 1, grace, Some(lease.clone())).unwrap();
+        assert!(!lease.valid(), "not valid before a read of the grace state");
+        h1.refresh().unwrap();
+        assert!(lease.valid(), "a read renews it");
+        let at = h1.lease_over_at().expect("a head with a lease");
+        assert!(at > Instant::now() + Duration::from_secs(3599), "a take-over waits a whole lease");
+        h1.record_hosts(&[host(7)]).unwrap();
+        // Node 1 is taken over (client 2); its record names the new client.
+        let (h1b, j) = Head::join(client(&store, 2), 1, grace, None).unwrap();
+        assert_eq!((j.previous.client, j.previous_hosts.clone()), (1, vec![host(7)]));
+        // The old head's next read finds that out: fenced, for good.
+        assert!(matches!(h1.refresh(), Err(ClusterError::Superseded(1))));
+        assert!(!lease.valid());
+        assert!(lease.fenced().unwrap().contains("RADOS client 2"), "{:?}", lease.fenced());
+        lease.renewed(boottime_ns());
+        assert!(!lease.valid(), "renewing a fenced lease does not bring it back");
+        // Nor does it write the node's record any more (the new head's hosts stay).
+        assert!(h1.record_hosts(&[host(9)]).is_err());
+        let rec = NodeRecord::decode(&client(&store, 3).read(&node_oid(1)).unwrap().unwrap().data).unwrap();
+        assert_eq!((rec.client, rec.hosts), (2, vec![host(7)]));
+        // A head whose client is blocklisted (reads fail with ESHUTDOWN) is fenced too.
+        let lease2 = Arc::new(Lease::new(Duration::from_secs(3600)));
+        let (h2, _) = Head::join(client(&store, 4), 2, grace, Some(lease2.clone())).unwrap();
+        h2.refresh().unwrap();
+        assert!(lease2.valid());
+        *store.fail_reads_with.lock() = Some(libc::ETIMEDOUT);
+        assert!(h2.refresh().is_err());
+        assert!(lease2.valid() && lease2.fenced().is_none(), "a slow cluster is not a fence");
+        *store.fail_reads_with.lock() = Some(libc::ESHUTDOWN);
+        assert!(h2.refresh().is_err());
+        assert!(lease2.fenced().unwrap().contains("blocklisted"), "{:?}", lease2.fenced());
+        *store.fail_reads_with.lock() = None;
+        // A clean stop leaves the record without a client: the next start need not
+        // wait out a lease.
+        h1b.leave().unwrap();
+        let rec = NodeRecord::decode(&client(&store, 3).read(&node_oid(1)).unwrap().unwrap().data).unwrap();
+        assert_eq!((rec.client, rec.hosts.len()), (0, 1), "hosts kept for the next start's grace");
+        let (_, j) = Head::join(client(&store, 5), 1, grace, None).unwrap();
+        assert_eq!(j.previous.client, 0);
     }
 
     #[test]

@@ -99,6 +99,11 @@ pub(crate) fn handle_record(
     let Some(info) = info else {
         return reject(ReplyHeader::accepted_error(xid, AcceptStat::ProcUnavail));
     };
+    // A head cut off from its cluster, or fenced, answers nothing that could
+    // be stale or grant what another head may grant (docs/cluster.md, "Fencing").
+    if state.config.lease.as_ref().is_some_and(|l| !l.admit()) {
+        return out_of_lease(program, xid, header.proc_);
+    }
     // RPC-with-TLS probe (RFC 9289 §4.1): NULL with AUTH_TLS. Answered with the STARTTLS
     // verifier when TLS is configured and the connection is plain TCP; otherwise as an
     // ordinary NULL, which tells the client this server will not start TLS.
@@ -170,5 +175,23 @@ pub(crate) fn handle_record(
     if let Some(key) = drc_key {
         state.drc.finish(key, reply.take_bytes());
     }
+    // Checked again: the lease may have run out while the call ran (a head
+    // frozen, or cut off, in the middle of it). Its answer is dropped; a
+    // retransmission gets it from the DRC if the head answers again.
+    if state.config.lease.as_ref().is_some_and(|l| !l.admit()) {
+        return out_of_lease(program, xid, header.proc_);
+    }
     Some(reply)
+}
+
+/// The answer of a head out of its lease: NFSv3 "try again later"
+/// (JUKEBOX carries no state, and a Linux client retries it in 5 s on the
+/// same connection, not after its 60 s TCP timeout); nothing for the other
+/// programs, which have no such answer (an NLM "denied, grace period" would
+/// be an answer about locks, and NFSv4's DELAY belongs to a session slot).
+fn out_of_lease(program: Program, xid: u32, proc_: u32) -> Option<Reply> {
+    match program {
+        Program::Nfs3 => crate::reply::jukebox_reply(xid, proc_),
+        _ => None,
+    }
 }

@@ -131,6 +131,9 @@ pub struct ServerConfig {
     /// ([`eagernfs_vfs::Backend::read_spliced`]). On by default; off copies
     /// every READ through a buffer.
     pub splice_reads: bool,
+    /// A head of a cluster answers only while its lease holds (see
+    /// [`cluster::Lease`]): NFSv3 calls get NFS3ERR_JUKEBOX, others no reply.
+    pub lease: Option<Arc<cluster::Lease>>,
 }
 
 impl Default for ServerConfig {
@@ -152,6 +155,7 @@ impl Default for ServerConfig {
             nfs4: nfs4::Nfs4Config::default(),
             tls: None,
             splice_reads: true,
+            lease: None,
         }
     }
 }

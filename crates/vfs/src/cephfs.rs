@@ -160,6 +160,13 @@ pub struct CephConfig {
     /// capabilities and locks do not hold files for the MDS's session
     /// timeout (60 s). `None`: no name, no such clean-up.
     pub session_uuid: Option<String>,
+    /// Set for a head of a cluster (`--node-id`): a session the cluster ends
+    /// is then *not* replaced; this flag is raised instead (the server
+    /// answers nothing more and exits). The cluster ends a head's session
+    /// when another head takes its node over, and a new session under the
+    /// node's name would end the new head's session in turn, releasing
+    /// the locks its clients hold.
+    pub fence: Option<Arc<AtomicBool>>,
 }
 
 impl CephConfig {
@@ -176,6 +183,7 @@ impl CephConfig {
             library: LIBRARY.to_string(),
             session_uuid: None,
             cache_bytes: 512 << 20,
+            fence: None,
         }
     }
 }
@@ -224,6 +232,8 @@ pub struct CephBackend {
     read_bufs: Arc<crate::bufpool::BufPool>,
     /// For log lines: the source URL.
     what: String,
+    /// See [`CephConfig::fence`].
+    fence: Option<Arc<AtomicBool>>,
 }
 
 /// One MDS session and everything that belongs to it.
@@ -629,6 +639,7 @@ impl CephBackend {
             unsafe_async: cfg.unsafe_async,
             read_bufs: Arc::default(),
             what,
+            fence: cfg.fence.clone(),
         })
     }
 
@@ -655,6 +666,15 @@ impl CephBackend {
             return;
         }
         self.verifier.regenerate();
+        if let Some(fence) = &self.fence {
+            tracing::error!(
+                "{}: the cluster ended this head's session (its node was taken over, or it was evicted): \
+                 not connecting again under the node's name (that would end the new head's session)",
+                self.what
+            );
+            fence.store(true, Ordering::Release);
+            return;
+        }
         tracing::error!(
             "{}: the cluster ended this server's session (evicted or blocklisted): UNSTABLE writes it held are lost (the write verifier changed, so clients resend them); connecting again",
             self.what

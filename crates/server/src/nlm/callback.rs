@@ -27,12 +27,20 @@ const QUEUE: usize = 1024;
 pub(crate) struct Sender(SyncSender<(IpAddr, Nlm4TestArgs)>);
 
 impl Sender {
-    pub(crate) fn start(stats: std::sync::Arc<crate::Stats>) -> Sender {
+    pub(crate) fn start(
+        stats: std::sync::Arc<crate::Stats>,
+        lease: Option<std::sync::Arc<crate::cluster::Lease>>,
+    ) -> Sender {
         let (tx, rx) = sync_channel::<(IpAddr, Nlm4TestArgs)>(QUEUE);
         let spawned = std::thread::Builder::new().name("nlm-callback".into()).spawn(move || {
             let mut xid = 1u32;
             for (addr, args) in rx {
                 xid = xid.wrapping_add(1);
+                if lease.as_ref().is_some_and(|l| !l.admit()) {
+                    // A head out of its lease grants nothing (docs/cluster.md, "Fencing").
+                    tracing::debug!(client = %addr, "GRANTED callback not sent: this head's lease does not hold");
+                    continue;
+                }
                 match granted(addr, &args, xid) {
                     Ok(()) => {
                         stats.lock_callbacks_delivered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -75,6 +75,8 @@ pub struct LockConfig {
     /// Called once every host of `previous_hosts` has reclaimed what it held
     /// (see [`LockManager`]'s reclaim tracking): the grace period ends then.
     pub on_reclaims_done: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// A head's lease: no GRANTED callback goes out while it does not hold.
+    pub lease: Option<Arc<crate::cluster::Lease>>,
 }
 
 impl Default for LockConfig {
@@ -89,6 +91,7 @@ impl Default for LockConfig {
             callbacks: true,
             cluster_grace: None,
             on_reclaims_done: None,
+            lease: None,
         }
     }
 }
@@ -182,7 +185,7 @@ impl LockManager {
             nsm_state: config.nsm_state,
             hosts: Default::default(),
             persister: config.on_hosts_changed.clone().and_then(start_persister),
-            callbacks: config.callbacks.then(|| callback::Sender::start(stats)),
+            callbacks: config.callbacks.then(|| callback::Sender::start(stats, config.lease.clone())),
             cluster_grace: config.cluster_grace.clone(),
             pending: parking_lot::Mutex::new(
                 config.previous_hosts.iter().map(|h| (h.clone(), false)).collect(),

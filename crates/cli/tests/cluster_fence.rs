@@ -1,0 +1,604 @@
+//! Fencing a head that is alive but cut off from its cluster (docs/cluster.md, "Fencing"),
+//! through real heads on the one-node test cluster (`scripts/ceph-cluster.sh start`; without
+//! one these tests print SKIP unless `EAGERNFS_REQUIRE_CEPH=1`).
+//!
+//! Head A (node 1) holds a lock for client 1. A is cut off: its Ceph traffic is dropped by
+//! iptables (A runs with a group id of its own, and the rule drops what sockets of that group
+//! send from 127.0.0.1, where the cluster is; its NFS replies leave from A's own address), or
+//! it is frozen with SIGSTOP. (Ceph's `ms_bind_before_connect` with a `public_addr` does not
+//! move a client's source address in Ceph 16: its connections still leave from 127.0.0.1.) A new head takes node
+//! 1 over on another address (A still holds its own socket, as a head on another machine
+//! would hold the old one), client 2 gets the lock through it, and then A is let back (the
+//! rule removed, or SIGCONT). Checked: A stops answering before the new head ends its CephFS
+//! session (partition: client 1 sees JUKEBOX before the new head listens); after it is back,
+//! A grants no lock, acknowledges no WRITE or COMMIT and answers no GETATTR, and exits with
+//! status 75 (fenced); client 2 holds the lock alone, and the data written through the new
+//! head is what is read.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use eagernfs_client::lock::{LockOwner, LockRange, LockReply};
+use eagernfs_client::{LockClient, MountOptions, NfsClient, NfsOps, NfsUrl};
+use eagernfs_proto::nfs3::{Createhow3, NfsFh3, Sattr3, StableHow};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The lease the heads of these tests run with (seconds).
+const LEASE_S: &str = "3";
+/// Their grace period (seconds): client 2 waits it out before its lock is granted.
+const GRACE_S: &str = "2";
+
+fn ceph(test: &str) -> Option<PathBuf> {
+    let conf = std::env::var_os("EAGERNFS_CEPH_CONF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp/eagernfs-ceph/ceph.conf"));
+    let usable = conf.exists()
+        && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok()
+        && eagernfs_vfs::rados::available(eagernfs_vfs::rados::LIBRARY).is_ok();
+    if usable {
+        return Some(conf);
+    }
+    let why = format!(
+        "no Ceph test cluster ({} missing, or libcephfs/librados not installed): start one with scripts/ceph-cluster.sh start",
+        conf.display()
+    );
+    if std::env::var("EAGERNFS_REQUIRE_CEPH").as_deref() == Ok("1") {
+        panic!("{test}: EAGERNFS_REQUIRE_CEPH=1 but {why}");
+    }
+    skip(test, &why);
+    None
+}
+
+fn free_port(ip: &str) -> u16 {
+    std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
+}
+
+fn unique() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    format!("{}-{t}", std::process::id())
+}
+
+/// One head, killed on drop.
+struct Head {
+    child: Child,
+    log: PathBuf,
+    _state: Option<tempfile::TempDir>,
+}
+
+impl Head {
+    fn start(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>) -> Head {
+        let state = tempfile::Builder::new().prefix("eagernfs-fence-").tempdir().unwrap();
+        let mut h = Head::start_in(conf, ns, node, listen, gid, &state.path().join("state"));
+        h._state = Some(state);
+        h
+    }
+
+    /// Start with state directory `state` (a restart in place uses the same one again).
+    fn start_in(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>, state: &Path) -> Head {
+        std::fs::create_dir_all(state).unwrap();
+        let log = state.join(format!("log-{}", unique()));
+        let url = format!("cephfs://admin@cephfs/?conf={}", conf.display());
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_eagernfs"));
+        if let Some(gid) = gid {
+            std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+        }
+        let mut child = cmd
+            .args(["serve", &url, "--listen", listen, "-o", "rw,no_root_squash"])
+            .arg("--state-dir")
+            .arg(state)
+            .args(["--node-id", &node.to_string(), "--cluster-pool", "cephfs_data"])
+            .args(["--cluster-namespace", ns, "--grace-period", GRACE_S, "--cluster-lease", LEASE_S])
+            .args(["--ceph-connect-timeout", "10"])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn eagernfs");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(lines.next());
+            for _ in lines.by_ref() {}
+        });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Some(Ok(line))) if line.starts_with("eagernfs: listening on ") => {}
+            other => {
+                let _ = child.kill();
+                panic!(
+                    "head {node} did not start ({other:?}):\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                )
+            }
+        }
+        Head { child, log, _state: None }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Head {
+    fn kill9(&mut self) {
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(self.pid(), libc::SIGCONT) };
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Head {
+    fn drop(&mut self) {
+        // A clean stop first (its CephFS session is closed, not left to the MDS to time
+        // out: an MDS restart waits for the sessions it knows to reconnect).
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: signals to our own child.
+            unsafe {
+                libc::kill(self.pid(), libc::SIGCONT);
+                libc::kill(self.pid(), libc::SIGTERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill9();
+    }
+}
+
+/// The tests of this file one at a time: one restarts the cluster's MDS, and each
+/// measures times.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An iptables rule dropping what sockets of group `gid` send from 127.0.0.1 (where the
+/// cluster is), removed on drop.
+struct Partition {
+    /// The rule's deletion (empty once healed).
+    rule: Vec<String>,
+}
+
+impl Partition {
+    fn iptables<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Result<(), String> {
+        let out = Command::new("iptables").args(args).output().map_err(|e| format!("iptables: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("iptables: {}", String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+
+    /// Whether rules can be added here (root, iptables installed, netfilter in the kernel).
+    fn usable() -> Result<(), String> {
+        Partition::iptables(&["-w", "-S", "OUTPUT"])
+    }
+
+    fn rule(gid: u32, op: &str) -> Vec<String> {
+        let gid = gid.to_string();
+        ["-w", op, "OUTPUT", "-s", "127.0.0.1", "-m", "owner", "--gid-owner", &gid, "-j", "DROP"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn cut(gid: u32) -> Partition {
+        Partition::iptables(&Partition::rule(gid, "-A")).expect("adding the rule");
+        Partition { rule: Partition::rule(gid, "-D") }
+    }
+
+    fn heal(&mut self) {
+        if !self.rule.is_empty() {
+            Partition::iptables(&std::mem::take(&mut self.rule)).expect("removing the rule");
+        }
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        if !self.rule.is_empty() {
+            let _ = Partition::iptables(&self.rule);
+        }
+    }
+}
+
+enum Cut {
+    Partition,
+    Freeze,
+}
+
+async fn client(addr: &str) -> NfsClient {
+    let url: NfsUrl = format!("nfs://{addr}/").parse().unwrap();
+    NfsClient::connect_url(&url).await.expect("mount")
+}
+
+/// Run `f` for at most `d`: `None` if it did not finish.
+fn within<T>(
+    rt: &tokio::runtime::Runtime,
+    d: Duration,
+    f: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    rt.block_on(async { tokio::time::timeout(d, f).await.ok() })
+}
+
+fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
+    let Some(conf) = ceph(test) else { return };
+    let _one = serial();
+    if matches!(cut, Cut::Partition) {
+        if let Err(why) = Partition::usable() {
+            let why =
+                format!("iptables cannot add rules here ({why}): apt-get install iptables, run as root");
+            if std::env::var("EAGERNFS_REQUIRE_CEPH").as_deref() == Ok("1") {
+                panic!("{test}: {why}");
+            }
+            skip(test, &why);
+            return;
+        }
+    }
+    let [a_ip, b_ip] = addrs;
+    let ns = format!("fence-{}", unique());
+    let (addr_a, addr_b) = (format!("{a_ip}:{}", free_port(a_ip)), format!("{b_ip}:{}", free_port(b_ip)));
+    let a = Head::start(&conf, &ns, 1, &addr_a, Some(gid));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+
+    // Client 1, through A: a file with committed data, and a lock.
+    let c1 = rt.block_on(client(&addr_a));
+    let cred = c1.default_cred();
+    let name = format!("fence-{ns}");
+    let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let made = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how));
+    let fh: NfsFh3 = made.unwrap_or_else(|e| panic!("CREATE through A: {e:?}\n{}", a.log())).obj.unwrap();
+    rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"before"), StableHow::FileSync)).unwrap();
+    let l1 = rt
+        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
+        .expect("lock manager of A");
+    let (o1, o2) = (
+        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
+
+    // Cut A off, and take node 1 over with a new head (on another address) meanwhile.
+    let mut partition = None;
+    match cut {
+        Cut::Partition => partition = Some(Partition::cut(gid)),
+        // SAFETY: a signal to our own child.
+        Cut::Freeze => assert_eq!(unsafe { libc::kill(a.pid(), libc::SIGSTOP) }, 0),
+    }
+    let cut_at = Instant::now();
+    let (conf_b, ns_b, addr_b2) = (conf.clone(), ns.clone(), addr_b.clone());
+    let taker = std::thread::spawn(move || {
+        let b = Head::start(&conf_b, &ns_b, 1, &addr_b2, None);
+        (b, Instant::now())
+    });
+    // Partitioned, A answers until its lease runs out, then JUKEBOX (or nothing).
+    let mut a_out_at = None;
+    if matches!(cut, Cut::Partition) {
+        while a_out_at.is_none() && !taker.is_finished() {
+            match within(&rt, Duration::from_secs(2), c1.getattr(&cred, &fh)) {
+                Some(Ok(_)) => std::thread::sleep(Duration::from_millis(50)),
+                _ => a_out_at = Some(Instant::now()),
+            }
+        }
+    }
+    let (b, b_listening_at) = taker.join().expect("the new head started");
+    eprintln!(
+        "{test}: new head listening {:?} after the cut; A stopped answering {:?} after it",
+        b_listening_at - cut_at,
+        a_out_at.map(|t| t - cut_at)
+    );
+    if matches!(cut, Cut::Partition) {
+        let out = a_out_at.expect("A still answered when the new head was listening");
+        assert!(out < b_listening_at, "A answered until after the new head took its node over");
+    }
+    assert!(b.log().contains("for the lease of node 1's previous head to run out"), "{}", b.log());
+
+    // Client 2, through the new head: the lock is granted once the grace period is over.
+    let c2 = rt.block_on(client(&addr_b));
+    let l2 = rt
+        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
+        .expect("lock manager of the new head");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = rt.block_on(l2.lock(&fh, &o2, range, true, false));
+        match r.unwrap_or_else(|e| panic!("client 2's lock: {e:?}\n{}", b.log())) {
+            LockReply::Granted => break,
+            LockReply::Grace => {}
+            other => panic!("client 2 got {other:?} for the lock A's client held:\n{}", b.log()),
+        }
+        assert!(Instant::now() < deadline, "the grace period never ended:\n{}", b.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let got_at = Instant::now();
+    rt.block_on(c2.write(&c2.default_cred(), &fh, 0, Bytes::from_static(b"after!"), StableHow::FileSync))
+        .expect("a stable write through the new head");
+
+    // A is let back.
+    match cut {
+        Cut::Partition => partition.as_mut().unwrap().heal(),
+        // SAFETY: as above.
+        Cut::Freeze => assert_eq!(unsafe { libc::kill(a.pid(), libc::SIGCONT) }, 0),
+    }
+    let back_at = Instant::now();
+    // Until it exits, A answers nothing that counts: no lock, no WRITE or COMMIT done, no
+    // (possibly stale) attributes or data.
+    let mut a = a;
+    let more = LockRange { offset: 20, len: 10 };
+    let mut tries = 0;
+    // When A exits (a zombie until reaped below), seen within 10 ms.
+    let pid = a.pid();
+    let exited = std::thread::spawn(move || loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+        if state.is_none_or(|s| s == "Z") || back_at.elapsed() > Duration::from_secs(70) {
+            return Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    });
+    let status = loop {
+        if let Some(s) = a.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(back_at.elapsed() < Duration::from_secs(60), "A did not exit within 60 s:\n{}", a.log());
+        tries += 1;
+        let short = Duration::from_millis(700);
+        let lock = within(&rt, short, l1.lock(&fh, &o1, range, true, false));
+        assert!(!matches!(lock, Some(Ok(LockReply::Granted))), "A granted client 1's lock again");
+        let more = within(&rt, short, l1.lock(&fh, &o1, more, true, false));
+        assert!(!matches!(more, Some(Ok(LockReply::Granted))), "A granted a new lock");
+        let w =
+            within(&rt, short, c1.write(&cred, &fh, 0, Bytes::from_static(b"stale"), StableHow::FileSync));
+        assert!(!matches!(w, Some(Ok(_))), "A acknowledged a stable WRITE: {w:?}");
+        let u =
+            within(&rt, short, c1.write(&cred, &fh, 0, Bytes::from_static(b"stale"), StableHow::Unstable));
+        let c = within(&rt, short, c1.commit(&cred, &fh, 0, 0));
+        assert!(!matches!(c, Some(Ok(_))), "A answered a COMMIT as done (after UNSTABLE {u:?})");
+        let r = within(&rt, short, c1.read(&cred, &fh, 0, 6));
+        assert!(!matches!(r, Some(Ok(_))), "A answered a READ: {r:?}");
+    };
+    eprintln!(
+        "{test}: A exited {:?} after it was let back ({tries} rounds of calls, none answered): {status}",
+        exited.join().unwrap() - back_at
+    );
+    assert_eq!(status.code(), Some(75), "A exits as fenced:\n{}", a.log());
+    assert!(a.log().contains("fenced"), "{}", a.log());
+
+    // One owner: client 2 holds the lock; a third owner through the new head is refused;
+    // the data is what was written through the new head.
+    let o3 = LockOwner { oh: Bytes::from_static(b"owner-3"), svid: 3 };
+    assert_eq!(rt.block_on(l2.lock(&fh, &o3, range, true, false)).unwrap(), LockReply::Denied);
+    assert!(l2.holds(&fh, &o2));
+    let r = rt.block_on(c2.read(&c2.default_cred(), &fh, 0, 6)).unwrap();
+    assert_eq!(&r.data[..], b"after!");
+    eprintln!(
+        "{test}: cut to client 2's lock {:?}; new head's log:\n{}",
+        got_at - cut_at,
+        b.log().lines().filter(|l| l.contains("cluster")).collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn a_partitioned_head_stops_answering_before_its_node_is_taken_over_and_is_fenced_when_back() {
+    cut_off_head_is_fenced(
+        "a_partitioned_head_stops_answering_before_its_node_is_taken_over_and_is_fenced_when_back",
+        Cut::Partition,
+        ["127.0.0.31", "127.0.0.32"],
+        54_331,
+    );
+}
+
+#[test]
+fn a_frozen_head_thawed_after_a_take_over_grants_nothing_and_exits() {
+    cut_off_head_is_fenced(
+        "a_frozen_head_thawed_after_a_take_over_grants_nothing_and_exits",
+        Cut::Freeze,
+        ["127.0.0.33", "127.0.0.34"],
+        54_333,
+    );
+}
+
+fn median_max(mut v: Vec<Duration>) -> (Duration, Duration) {
+    v.sort();
+    (v[v.len() / 2], v[v.len() - 1])
+}
+
+/// Call GETATTR until one succeeds (each try bounded); the time since `from`.
+fn first_success(rt: &tokio::runtime::Runtime, c: &NfsClient, fh: &NfsFh3, from: Instant) -> Duration {
+    let cred = c.default_cred();
+    loop {
+        match within(rt, Duration::from_secs(5), c.getattr(&cred, fh)) {
+            Some(Ok(_)) => return from.elapsed(),
+            Some(Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Stale))) => {
+                panic!("ESTALE for a handle given before")
+            }
+            _ => {}
+        }
+        assert!(from.elapsed() < Duration::from_secs(120), "no answer within 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A head killed with SIGKILL and started again in place (same node id, address and state
+/// directory): its flock there was free, so it knows its predecessor is dead and does not
+/// wait out a lease. Committed data is kept, the verifier changes, client 1 reclaims its
+/// lock and client 2 is refused it after the grace period. Rounds: EAGERNFS_RESTART_ROUNDS
+/// (default 3); kill to first successful call, median and max, printed.
+#[test]
+fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
+    let test = "a_head_restarted_in_place_resumes_at_once_with_data_and_locks";
+    let Some(conf) = ceph(test) else { return };
+    let _one = serial();
+    let ns = format!("inplace-{}", unique());
+    let ip = "127.0.0.35";
+    let addr = format!("{ip}:{}", free_port(ip));
+    let state = tempfile::Builder::new().prefix("eagernfs-inplace-").tempdir().unwrap();
+    let state = state.path().join("state");
+    let mut a = Head::start_in(&conf, &ns, 1, &addr, None, &state);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let c1 = rt.block_on(client(&addr));
+    let cred = c1.default_cred();
+    let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let name = format!("inplace-{ns}");
+    let fh: NfsFh3 = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how)).unwrap().obj.unwrap();
+    rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
+    let mut verf =
+        rt.block_on(c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable)).unwrap().verf;
+    let l1 = rt
+        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
+        .unwrap();
+    rt.block_on(l1.announce_restart()).unwrap();
+    let (o1, o2) = (
+        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
+    let rounds: usize =
+        std::env::var("EAGERNFS_RESTART_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let mut figures = Vec::new();
+    for round in 1..=rounds {
+        a.kill9();
+        let killed = Instant::now();
+        a = Head::start_in(&conf, &ns, 1, &addr, None, &state);
+        let resumed = first_success(&rt, &c1, &fh, killed);
+        eprintln!("{test}: round {round}: kill -9 to the first successful call {resumed:?}");
+        figures.push(resumed);
+        assert!(a.log().contains("ran here and is gone: no lease to wait out"), "{}", a.log());
+        let r = rt.block_on(c1.read(&cred, &fh, 0, 9)).expect("read after the restart");
+        assert_eq!(&r.data[..], b"committed");
+        let now = rt
+            .block_on(c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable))
+            .unwrap()
+            .verf;
+        assert_ne!(now, verf, "a new process, a new write verifier");
+        verf = now;
+        // Client 1 hears of the restart (a grace reply) and reclaims what it held.
+        let more = LockRange { offset: 20, len: 10 };
+        assert_eq!(rt.block_on(l1.lock(&fh, &o1, more, true, false)).unwrap(), LockReply::Grace);
+    }
+    let (median, max) = median_max(figures);
+    eprintln!(
+        "{test}: {rounds} rounds, kill -9 to the first successful call: median {median:?}, max {max:?}"
+    );
+    // After the grace period client 2 is refused: client 1 holds the lock (reclaimed).
+    let c2 = rt.block_on(client(&addr));
+    let l2 = rt
+        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match rt.block_on(l2.lock(&fh, &o2, range, true, false)).unwrap() {
+            LockReply::Grace => {}
+            LockReply::Denied => break,
+            other => panic!("client 2 got {other:?} for client 1's lock:\n{}", a.log()),
+        }
+        assert!(Instant::now() < deadline, "the grace period never ended");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(l1.holds(&fh, &o1));
+}
+
+/// The cluster's MDS killed with SIGKILL and started again (`ceph-cluster.sh start-mds`)
+/// under a head: calls wait or get JUKEBOX, never ESTALE; they resume; committed data and
+/// the lock held are kept. The time from the kill to the first successful CREATE (which
+/// needs the MDS) is printed.
+#[test]
+fn an_mds_restart_under_a_head_loses_nothing() {
+    let test = "an_mds_restart_under_a_head_loses_nothing";
+    let Some(conf) = ceph(test) else { return };
+    let _one = serial();
+    let cluster_dir = conf.parent().unwrap().to_path_buf();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
+    // Whatever happens, the MDS is up again afterwards for the other tests.
+    struct MdsBack(PathBuf, PathBuf);
+    impl Drop for MdsBack {
+        fn drop(&mut self) {
+            let _ = Command::new(&self.0).arg("start-mds").env("CEPH_CLUSTER_DIR", &self.1).output();
+        }
+    }
+    let _back = MdsBack(script.clone(), cluster_dir.clone());
+    let ns = format!("mds-{}", unique());
+    let ip = "127.0.0.36";
+    let addr = format!("{ip}:{}", free_port(ip));
+    let a = Head::start(&conf, &ns, 1, &addr, None);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let c1 = rt.block_on(client(&addr));
+    let cred = c1.default_cred();
+    let how = || Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let name = format!("mds-{ns}");
+    let fh: NfsFh3 = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how())).unwrap().obj.unwrap();
+    rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
+    let l1 = rt
+        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
+        .unwrap();
+    let (o1, o2) = (
+        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
+
+    let pids = Command::new(&script).arg("pids").env("CEPH_CLUSTER_DIR", &cluster_dir).output().unwrap();
+    let pids = String::from_utf8_lossy(&pids.stdout).to_string();
+    let mds: i32 = pids
+        .lines()
+        .find_map(|l| l.strip_prefix("mds.a "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no MDS pid in {pids:?}"));
+    // SAFETY: a signal to the test cluster's MDS, started by ceph-cluster.sh for the tests.
+    assert_eq!(unsafe { libc::kill(mds, libc::SIGKILL) }, 0);
+    let killed = Instant::now();
+    let (s2, d2) = (script.clone(), cluster_dir.clone());
+    let restart = std::thread::spawn(move || {
+        let out = Command::new(&s2).arg("start-mds").env("CEPH_CLUSTER_DIR", &d2).output().unwrap();
+        assert!(out.status.success(), "start-mds: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let mut jukeboxes = 0;
+    let resumed = loop {
+        match within(
+            &rt,
+            Duration::from_secs(5),
+            c1.create(&cred, &c1.root(), format!("{name}-after").as_bytes(), how()),
+        ) {
+            Some(Ok(_)) => break killed.elapsed(),
+            Some(Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Jukebox))) | None => {
+                jukeboxes += 1
+            }
+            Some(Err(e)) => panic!("CREATE while the MDS restarts: {e} (want JUKEBOX or a wait)"),
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(180),
+            "no CREATE within 180 s of the MDS kill:\n{}",
+            a.log()
+        );
+        let attr = within(&rt, Duration::from_secs(5), c1.getattr(&cred, &fh));
+        assert!(
+            !matches!(attr, Some(Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Stale)))),
+            "ESTALE while the MDS restarts"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    restart.join().unwrap();
+    eprintln!(
+        "{test}: MDS kill -9 to the first successful CREATE through the head {resumed:?} ({jukeboxes} JUKEBOX or unanswered tries before)"
+    );
+    let r = rt.block_on(c1.read(&cred, &fh, 0, 9)).unwrap();
+    assert_eq!(&r.data[..], b"committed");
+    // The lock survived the MDS restart (libcephfs sends its locks again when it reconnects).
+    let c2 = rt.block_on(client(&addr));
+    let l2 = rt
+        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
+        .unwrap();
+    assert_eq!(rt.block_on(l2.lock(&fh, &o2, range, true, false)).unwrap(), LockReply::Denied);
+    assert!(a.log().lines().all(|l| !l.contains("fenced")), "{}", a.log());
+}
