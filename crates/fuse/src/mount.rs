@@ -79,12 +79,7 @@ impl MountSpec {
 
     /// The URL without its query, for messages and /proc/mounts.
     pub fn source(&self) -> String {
-        let host =
-            if self.url.host.contains(':') { format!("[{}]", self.url.host) } else { self.url.host.clone() };
-        match self.url.port {
-            Some(p) => format!("nfs://{host}:{p}{}", self.url.path),
-            None => format!("nfs://{host}{}", self.url.path),
-        }
+        format!("nfs://{}{}", self.url.authority(), self.url.path)
     }
 
     fn fuse_config(&self) -> Config {
