@@ -10,6 +10,19 @@
 //! over the connections round-robin. Everything about timeouts, retries and
 //! matching lives in the core; this file only moves bytes and wakes up.
 //!
+//! # Several servers
+//! A transport may know other addresses of the same service
+//! ([`TransportConfig::with_alternates`]: the heads of a cluster that share
+//! file handles, from `nfs://h1,h2,h3/…`). The connections of one client
+//! share which address is current. A connection that breaks reconnects to
+//! the current address; when that connect fails (refused, unreachable, no
+//! answer within the connect timeout) or a call reaches its major timeout
+//! on a live connection, the current address moves to the next one, and the
+//! connection is made there at once, without backoff, until every address
+//! has failed once in a row (then the backoff applies as for one server).
+//! Outstanding calls are sent again on the new connection, as after any
+//! reconnect; the caller sees no error. [`TransportEvent::Moved`] says so.
+//!
 //! Over UDP (`proto=udp`) a "connection" is a connected UDP socket: each
 //! record goes out as one datagram without its record mark, each datagram
 //! in is one reply, and losses are the core's retransmission timers'
@@ -64,6 +77,16 @@ pub struct TransportConfig {
     pub udp: bool,
     /// RPC-with-TLS on every connection (`xprtsec=tls|mtls`).
     pub(crate) tls: Option<crate::tls::TlsSetup>,
+    /// Other addresses of the same service, moved to in order when
+    /// `server` fails (see the module docs).
+    pub(crate) alternates: Vec<Peer>,
+}
+
+/// One address a transport may connect to, with its TLS setup.
+#[derive(Clone, Debug)]
+pub(crate) struct Peer {
+    pub(crate) addr: SocketAddr,
+    pub(crate) tls: Option<crate::tls::TlsSetup>,
 }
 
 impl TransportConfig {
@@ -83,7 +106,25 @@ impl TransportConfig {
             connect_timeout: options.timeo.clamp(Duration::from_secs(2), Duration::from_secs(30)),
             udp: options.udp,
             tls: crate::tls::setup(options, server),
+            alternates: Vec::new(),
         }
+    }
+
+    /// Also connect to `addrs`, in order, when the server fails: other
+    /// heads serving the same file handles. Duplicates are dropped.
+    pub fn with_alternates(mut self, addrs: &[SocketAddr], options: &MountOptions) -> Self {
+        for &addr in addrs {
+            if addr != self.server && !self.alternates.iter().any(|p| p.addr == addr) {
+                self.alternates.push(Peer { addr, tls: crate::tls::setup(options, addr) });
+            }
+        }
+        self
+    }
+
+    /// Every address, `server` first.
+    fn peers(&self) -> Vec<Peer> {
+        let first = Peer { addr: self.server, tls: self.tls.clone() };
+        std::iter::once(first).chain(self.alternates.iter().cloned()).collect()
     }
 }
 
@@ -100,6 +141,9 @@ pub enum TransportEvent {
     NotResponding { connection: usize },
     /// The server answered again ("server OK").
     ServerOk { connection: usize },
+    /// Connection `connection` is up at another of the transport's
+    /// addresses than its last connection was: `from` failed.
+    Moved { connection: usize, from: SocketAddr, to: SocketAddr },
 }
 
 /// Per-connection counters.
@@ -144,7 +188,10 @@ pub struct RpcClient {
 }
 
 struct Inner {
-    server: SocketAddr,
+    /// Every address, the configured server first.
+    peers: Arc<Vec<Peer>>,
+    /// Which of `peers` connections go to now (shared by the connection tasks).
+    current: Arc<AtomicUsize>,
     /// One sender per connection task.
     connections: Vec<mpsc::Sender<Request>>,
     /// Round-robin position.
@@ -160,7 +207,7 @@ struct Inner {
 impl std::fmt::Debug for RpcClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcClient")
-            .field("server", &self.inner.server)
+            .field("server", &self.server())
             .field("connections", &self.inner.connections.len())
             .finish()
     }
@@ -173,6 +220,8 @@ impl RpcClient {
         let n = config.nconnect.max(1);
         let (events, _) = broadcast::channel(256);
         let stats: Arc<Vec<ConnectionStats>> = Arc::new((0..n).map(|_| ConnectionStats::default()).collect());
+        let peers = Arc::new(config.peers());
+        let current = Arc::new(AtomicUsize::new(0));
         let mut connections = Vec::with_capacity(n);
         for i in 0..n {
             // The channel only hands calls over; the core's queue is the
@@ -183,11 +232,13 @@ impl RpcClient {
             // Distinct xid ranges per connection keep xids unique per client,
             // which the server's duplicate cache relies on.
             cfg.core.first_xid = config.core.first_xid.wrapping_add((i as u32) << 24);
-            tokio::spawn(connection_task(i, cfg, rx, stats.clone(), events.clone()));
+            let shared = Shared { peers: peers.clone(), current: current.clone() };
+            tokio::spawn(connection_task(i, cfg, shared, rx, stats.clone(), events.clone()));
         }
         RpcClient {
             inner: Arc::new(Inner {
-                server: config.server,
+                peers,
+                current,
                 connections,
                 next: AtomicUsize::new(0),
                 machine_name: machine_name(),
@@ -198,9 +249,16 @@ impl RpcClient {
         }
     }
 
-    /// The server this client talks to.
+    /// The server this client talks to now (of several addresses, the
+    /// current one).
     pub fn server(&self) -> SocketAddr {
-        self.inner.server
+        let i = self.inner.current.load(Ordering::Relaxed);
+        self.inner.peers[i % self.inner.peers.len()].addr
+    }
+
+    /// Every address this client may talk to, the first configured first.
+    pub fn servers(&self) -> Vec<SocketAddr> {
+        self.inner.peers.iter().map(|p| p.addr).collect()
     }
 
     /// The AUTH_SYS credential for `cred`: uid, gid, the first 16 groups,
@@ -371,9 +429,33 @@ enum Wake {
 
 type ConnectFuture = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<Connected>> + Send>>;
 
+/// What the connection tasks of one client share: the addresses, and which
+/// one is current.
+struct Shared {
+    peers: Arc<Vec<Peer>>,
+    current: Arc<AtomicUsize>,
+}
+
+impl Shared {
+    fn current(&self) -> usize {
+        self.current.load(Ordering::Relaxed) % self.peers.len()
+    }
+
+    /// `failed` (an index into `peers`) failed: make the next address
+    /// current, unless another connection already moved on from it.
+    fn move_from(&self, failed: usize) -> usize {
+        let next = (failed + 1) % self.peers.len();
+        match self.current.compare_exchange(failed, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => next,
+            Err(now) => now % self.peers.len(),
+        }
+    }
+}
+
 async fn connection_task(
     index: usize,
     config: TransportConfig,
+    shared: Shared,
     mut requests: mpsc::Receiver<Request>,
     stats: Arc<Vec<ConnectionStats>>,
     events: broadcast::Sender<TransportEvent>,
@@ -387,20 +469,32 @@ async fn connection_task(
     // the server's duplicate reply cache recognises our retransmissions.
     let mut last_port: Option<u16> = None;
     let mut last_stats = CoreStats::default();
+    // The address being connected to or used (an index into the peers), the
+    // one of the last connection that came up, and connects that failed in
+    // a row (at most one round of the addresses goes without backoff).
+    let mut using = shared.current();
+    let mut last_up = using;
+    let mut failed_in_row = 0usize;
+    let several = shared.peers.len() > 1;
     loop {
         let now = Instant::now();
         if conn.is_none() && connecting.is_none() && core.wants_connect(now) {
             core.on_connecting();
+            using = shared.current();
+            let peer = &shared.peers[using];
+            // The old source port only helps the server that saw it.
+            let port = last_port.filter(|_| using == last_up);
             connecting = Some(Box::pin(connect(
-                config.server,
+                peer.addr,
                 config.udp,
                 config.source_addr,
                 config.resvport,
-                last_port,
+                port,
                 config.connect_timeout,
-                config.tls.clone(),
+                peer.tls.clone(),
             )));
         }
+        let server = shared.peers[using].addr;
         if let Some(c) = &conn {
             while let Some(record) = core.poll_transmit(now) {
                 // A send error means the writer died; `writer_failed` reports it.
@@ -415,11 +509,11 @@ async fn connection_task(
                     }
                 }
                 Event::NotResponding => {
-                    tracing::warn!("NFS server {} not responding, still trying", config.server);
+                    tracing::warn!("NFS server {server} not responding, still trying");
                     let _ = events.send(TransportEvent::NotResponding { connection: index });
                 }
                 Event::ServerOk => {
-                    tracing::warn!("NFS server {} OK", config.server);
+                    tracing::warn!("NFS server {server} OK");
                     let _ = events.send(TransportEvent::ServerOk { connection: index });
                 }
             }
@@ -460,7 +554,7 @@ async fn connection_task(
                             Ok(Some(record)) => core.handle_record(now, record),
                             Ok(None) => break,
                             Err(e) => {
-                                tracing::warn!("NFS server {}: {e}; reconnecting", config.server);
+                                tracing::warn!("NFS server {server}: {e}; reconnecting");
                                 drop_connection(&mut conn, &mut core, now, index, &events);
                                 break;
                             }
@@ -469,11 +563,11 @@ async fn connection_task(
                 }
             }
             Wake::Input(Input::Transient(e)) => {
-                tracing::debug!("UDP socket {index} to {}: {e}", config.server);
+                tracing::debug!("UDP socket {index} to {server}: {e}");
             }
             Wake::Input(Input::Closed(e)) => {
                 if let Some(e) = e {
-                    tracing::debug!("connection {index} to {} failed: {e}", config.server);
+                    tracing::debug!("connection {index} to {server} failed: {e}");
                 }
                 drop_connection(&mut conn, &mut core, now, index, &events);
             }
@@ -481,6 +575,14 @@ async fn connection_task(
                 connecting = None;
                 match r.and_then(|s| Ok((s.local_addr()?, s))) {
                     Ok((local, sock)) => {
+                        failed_in_row = 0;
+                        if using != last_up {
+                            let from = shared.peers[last_up].addr;
+                            tracing::warn!("NFS server {from} failed: connection {index} now at {server}");
+                            let _ =
+                                events.send(TransportEvent::Moved { connection: index, from, to: server });
+                            last_up = using;
+                        }
                         last_port = Some(local.port());
                         *my_stats.local_addr.lock() = Some(local);
                         my_stats.connects.fetch_add(1, Ordering::Relaxed);
@@ -489,15 +591,38 @@ async fn connection_task(
                         let _ = events.send(TransportEvent::Connected { connection: index, local });
                     }
                     Err(e) => {
-                        let error = connect_error_message(config.server, &e);
+                        let error = connect_error_message(server, &e);
                         my_stats.connect_failures.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("{error}");
-                        core.on_connect_failed(now, &error);
+                        failed_in_row += 1;
+                        if several {
+                            let next = shared.move_from(using);
+                            tracing::info!("{error}; trying {}", shared.peers[next].addr);
+                        }
+                        if several && failed_in_row < shared.peers.len() {
+                            // Another address may answer: try it now.
+                            core.on_connect_failed_try_next(now);
+                        } else {
+                            failed_in_row = 0;
+                            core.on_connect_failed(now, &error);
+                        }
                         let _ = events.send(TransportEvent::ConnectFailed { connection: index, error });
                     }
                 }
             }
-            Wake::Timer => core.handle_timeout(now),
+            Wake::Timer => {
+                let before = core.stats().major_timeouts;
+                core.handle_timeout(now);
+                if several && conn.is_some() && core.stats().major_timeouts > before {
+                    // Connected, but the server does not answer: another may.
+                    let next = shared.move_from(using);
+                    tracing::warn!(
+                        "NFS server {server} did not answer within the major timeout; moving to {}",
+                        shared.peers[next].addr
+                    );
+                    drop_connection(&mut conn, &mut core, now, index, &events);
+                }
+            }
         }
     }
 }

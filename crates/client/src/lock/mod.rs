@@ -171,7 +171,7 @@ impl LockClient {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_secs());
         let state = ((now as i32) & 0x3fff_fffe) | 1;
-        Ok(LockClient(Arc::new(Inner {
+        let client = LockClient(Arc::new(Inner {
             rpc,
             nsm,
             caller_name,
@@ -183,7 +183,36 @@ impl LockClient {
             news: Default::default(),
             granted_callbacks: Default::default(),
             callbacks: Default::default(),
-        })))
+        }));
+        client.follow_moves();
+        Ok(client)
+    }
+
+    /// When the transport moves to another of its addresses (another head
+    /// of a cluster, `nfs://h1,h2/…`), look at once whether that head's
+    /// status monitor has another state number, and so reclaim there,
+    /// rather than at the keeper's next look.
+    fn follow_moves(&self) {
+        let mut events = self.0.rpc.subscribe();
+        let weak: Weak<Inner> = Arc::downgrade(&self.0);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        rt.spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(crate::driver::TransportEvent::Moved { from, to, .. }) => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        tracing::info!("lock manager moved from {from} to {to} with the NFS connection");
+                        LockClient(inner).check_server().await;
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
     }
 
     /// Take the server's GRANTED calls on `ip` (this host's address as the
