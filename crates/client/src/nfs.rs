@@ -42,7 +42,17 @@ struct Inner {
     /// Modifying calls fail with ROFS: `ro` at mount, then what a remount
     /// of the FUSE mount last said.
     read_only: std::sync::atomic::AtomicBool,
+    /// Answer NFS3ERR_JUKEBOX ("try again later") by trying again, as a
+    /// kernel mount does, instead of returning it (see [`NfsClient::set_retry_jukebox`]).
+    retry_jukebox: std::sync::atomic::AtomicBool,
 }
+
+/// First wait before a call answered JUKEBOX is sent again; it doubles up
+/// to [`JUKEBOX_RETRY_MAX`].
+const JUKEBOX_RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+/// Longest wait between tries of a call answered JUKEBOX (Linux waits this
+/// long every time: `NFS_JUKEBOX_RETRY_TIME`).
+const JUKEBOX_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for NfsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -206,7 +216,49 @@ impl NfsClient {
     /// dropped.
     pub async fn rooted_at(&self, root: NfsFh3) -> NfsResult<NfsClient> {
         let mounted = Mounted { root, path_inside: "/".into(), ..self.inner.mounted.clone() };
-        Self::start_on(self.inner.rpc.clone(), mounted, self.inner.options.clone()).await
+        let c = Self::start_on(self.inner.rpc.clone(), mounted, self.inner.options.clone()).await?;
+        c.set_retry_jukebox(self.inner.retry_jukebox.load(std::sync::atomic::Ordering::Relaxed));
+        Ok(c)
+    }
+
+    /// Try a call the server answered NFS3ERR_JUKEBOX ("busy, try again
+    /// later": a CephFS head waiting for the cluster, such as for the
+    /// capabilities of a dead head's session) again after a pause, 0.1 s
+    /// doubling to 5 s, instead of returning the error: on a hard mount
+    /// until it is answered otherwise, on a soft one for at most its major
+    /// timeout. What a kernel mount does, and what the FUSE mount asks
+    /// for; off by default, so this client shows the server's answers as
+    /// they are.
+    pub fn set_retry_jukebox(&self, on: bool) {
+        self.inner.retry_jukebox.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Run `attempt` until it is answered other than JUKEBOX, if this
+    /// client retries JUKEBOX (see [`NfsClient::set_retry_jukebox`]).
+    async fn with_jukebox_retry<T, F, Fut>(&self, proc_: u32, attempt: F) -> NfsResult<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = NfsResult<T>>,
+    {
+        let started = std::time::Instant::now();
+        let mut wait = JUKEBOX_RETRY_MIN;
+        loop {
+            let r = attempt().await;
+            let retry = matches!(r, Err(NfsError::Nfs(Nfsstat3::Jukebox)))
+                && self.inner.retry_jukebox.load(std::sync::atomic::Ordering::Relaxed)
+                && (self.inner.options.hard
+                    || started.elapsed() + wait
+                        < crate::core::CoreConfig::from_options(&self.inner.options).major_window());
+            if !retry {
+                return r;
+            }
+            tracing::debug!(
+                "{} answered JUKEBOX (busy); trying again in {wait:?}",
+                name_of(proc_).unwrap_or("NFS call")
+            );
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(JUKEBOX_RETRY_MAX);
+        }
     }
 
     async fn start(
@@ -228,7 +280,10 @@ impl NfsClient {
         let rsize = transfer_size(fsinfo.rtmax, options.rsize, options.transfer_size_max());
         let wsize = transfer_size(fsinfo.wtmax, options.wsize, options.transfer_size_max());
         let read_only = std::sync::atomic::AtomicBool::new(options.ro);
-        Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize, read_only }) })
+        let retry_jukebox = std::sync::atomic::AtomicBool::new(false);
+        Ok(NfsClient {
+            inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize, read_only, retry_jukebox }),
+        })
     }
 
     /// Whether `self` and `other` send their calls over the same
@@ -321,8 +376,12 @@ impl NfsClient {
         args: &A,
         args_len_hint: usize,
     ) -> NfsResult<R::Ok> {
-        let body = self.inner.rpc.call_sized(NFS_PROGRAM, NFS_V3, proc_, cred, args, args_len_hint).await?;
-        decode::<R>(proc_, body)?.into_result()
+        self.with_jukebox_retry(proc_, || async {
+            let body =
+                self.inner.rpc.call_sized(NFS_PROGRAM, NFS_V3, proc_, cred, args, args_len_hint).await?;
+            decode::<R>(proc_, body)?.into_result()
+        })
+        .await
     }
 
     /// Refuse modifying calls (`true`), or allow them again: the FUSE
@@ -480,15 +539,18 @@ impl NfsOps for NfsClient {
         let args = Write3Args { file: fh.clone(), offset, count: data.len() as u32, stable, data };
         // The data goes on the wire from the caller's buffer, not copied.
         let rpc = &self.inner.rpc;
-        let call = Call::with_opaque_tail(
-            NFS_PROGRAM,
-            NFS_V3,
-            NFSPROC3_WRITE,
-            &rpc.auth_sys(cred),
-            &Write3ArgsHead(&args),
-            args.data.clone(),
-        );
-        decode::<Write3Res>(NFSPROC3_WRITE, rpc.submit(call).await?)?.into_result()
+        self.with_jukebox_retry(NFSPROC3_WRITE, || async {
+            let call = Call::with_opaque_tail(
+                NFS_PROGRAM,
+                NFS_V3,
+                NFSPROC3_WRITE,
+                &rpc.auth_sys(cred),
+                &Write3ArgsHead(&args),
+                args.data.clone(),
+            );
+            decode::<Write3Res>(NFSPROC3_WRITE, rpc.submit(call).await?)?.into_result()
+        })
+        .await
     }
 
     async fn create(
