@@ -435,6 +435,79 @@ fn heads_killed_under_a_mount(test: &str, heads: usize, rounds: usize) {
     drop(heads);
 }
 
+/// A lock held through head A by a client of `nfs://A,B/`: A is killed, the client moves to B
+/// at its lock keeper's next look and reclaims there at once; node 1 is then taken over by a
+/// process at another address (the node id moves, the client's addresses do not), which ends
+/// A's CephFS session and starts the grace period. The reclaim through B is granted: during
+/// the grace period B's other client hears Grace, after it Denied (X holds the lock); it never
+/// gets the lock.
+#[test]
+fn a_lock_held_through_a_killed_head_is_reclaimed_through_another_head() {
+    const NAME: &str = "a_lock_held_through_a_killed_head_is_reclaimed_through_another_head";
+    let Some(conf) = ceph(NAME) else { return };
+    let ns = format!("e2e-lk-{}-{}", std::process::id(), rand_suffix());
+    let grace_s = 8;
+    let [addr_a, addr_b, addr_c] =
+        ["127.0.0.21", "127.0.0.22", "127.0.0.23"].map(|ip| format!("{ip}:{}", free_port(ip)));
+    let mut a = Head::start(&conf, &ns, 1, &addr_a, grace_s);
+    let b = Head::start(&conf, &ns, 2, &addr_b, grace_s);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let cx = rt.block_on(client(&format!("{addr_a},{addr_b}")));
+    let cred = cx.default_cred();
+    let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let made = rt.block_on(cx.create(&cred, &cx.root(), format!("lk-{ns}").as_bytes(), how)).unwrap();
+    let fh: NfsFh3 = made.obj.expect("CREATE returns the handle");
+    let lx = rt.block_on(locker(&cx, "client-x"));
+    rt.block_on(lx.announce_restart()).unwrap();
+    let (ox, oy) = (
+        LockOwner { oh: Bytes::from_static(b"owner-x"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-y"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(lx.lock(&fh, &ox, range, true, false)).unwrap(), LockReply::Granted);
+    let cy = rt.block_on(client(&addr_b));
+    let ly = rt.block_on(locker(&cy, "client-y"));
+    assert_eq!(rt.block_on(ly.lock(&fh, &oy, range, true, false)).unwrap(), LockReply::Denied);
+
+    let mut events = cx.rpc().subscribe();
+    a.kill9();
+    let killed = Instant::now();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match events.recv().await {
+                    Ok(eagernfs_client::TransportEvent::Moved { to, .. }) => break to,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await
+    })
+    .expect("X's client moved to B within 30 s of the kill (its lock keeper looks every 2 s)");
+    eprintln!("lock client moved to {addr_b} {:?} after the kill", killed.elapsed());
+    assert_eq!(cx.server().to_string(), addr_b);
+    let a2 = Head::start(&conf, &ns, 1, &addr_c, grace_s);
+    assert!(a2.log().contains("took over node 1"), "{}", a2.log());
+    // B's other client: Grace while the grace period lasts, then Denied; never the lock.
+    let deadline = Instant::now() + Duration::from_secs(grace_s as u64 + 60);
+    let mut graces = 0;
+    loop {
+        match rt.block_on(ly.lock(&fh, &oy, range, true, false)) {
+            Ok(LockReply::Grace) => graces += 1,
+            Ok(LockReply::Denied) if graces > 0 => break,
+            // Before the take-over's grace period reaches B: A's session still holds it.
+            Ok(LockReply::Denied) => {}
+            other => panic!("B's client got {other:?} for the lock X held through A:\n{}", b.log()),
+        }
+        assert!(Instant::now() < deadline, "no grace period, or it never ended:\n{}", a2.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("X's lock reclaimed through B; B's client refused until {:?} after the kill", killed.elapsed());
+    assert!(lx.holds(&fh, &ox));
+    drop((a2, b));
+}
+
 fn rand_suffix() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
 }

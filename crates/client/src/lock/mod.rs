@@ -189,9 +189,10 @@ impl LockClient {
     }
 
     /// When the transport moves to another of its addresses (another head
-    /// of a cluster, `nfs://h1,h2/…`), look at once whether that head's
-    /// status monitor has another state number, and so reclaim there,
-    /// rather than at the keeper's next look.
+    /// of a cluster, `nfs://h1,h2/…`), reclaim every held lock there at
+    /// once. Not only when its status monitor's state number differs: the
+    /// numbers of two heads are unrelated (two heads started once each both
+    /// say 1), and the new head's lock manager holds none of our locks.
     fn follow_moves(&self) {
         let mut events = self.0.rpc.subscribe();
         let weak: Weak<Inner> = Arc::downgrade(&self.0);
@@ -202,7 +203,7 @@ impl LockClient {
                     Ok(crate::driver::TransportEvent::Moved { from, to, .. }) => {
                         let Some(inner) = weak.upgrade() else { return };
                         tracing::info!("lock manager moved from {from} to {to} with the NFS connection");
-                        LockClient(inner).check_server().await;
+                        LockClient(inner).reclaim_after_move().await;
                     }
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                         if weak.strong_count() == 0 {
@@ -445,6 +446,18 @@ impl LockClient {
         }
     }
 
+    /// The lock manager is another head now: learn its state number and
+    /// reclaim everything held.
+    async fn reclaim_after_move(&self) {
+        if self.0.held.lock().is_empty() {
+            return;
+        }
+        if let Ok(now) = self.server_state().await {
+            self.0.server_state.store(now, Ordering::Relaxed);
+        }
+        self.reclaim_all().await;
+    }
+
     async fn reclaim_all(&self) {
         let _turn = self.0.reclaiming.write().await;
         let locks: Vec<((Bytes, LockOwner), Ranges)> =
@@ -463,7 +476,11 @@ impl LockClient {
                 }
             }
         }
-        tracing::info!(reclaimed = ok, lost, "the server restarted: locks reclaimed");
+        tracing::info!(
+            reclaimed = ok,
+            lost,
+            "the server restarted or another head took over: locks reclaimed"
+        );
     }
 
     fn start_keeper(&self) {
