@@ -9,7 +9,9 @@
 //! (LOCK with `reclaim`), which the server grants during its grace period
 //! before anyone else may lock. On start, [`LockClient::announce_restart`]
 //! tells the server this host restarted (SM_NOTIFY), which frees the locks
-//! a previous run of it still held.
+//! a previous run of it still held. When the NFS transport moves to another
+//! head of a cluster (a URL of several addresses), every remembered lock is
+//! reclaimed through that head at once.
 //!
 //! Where the lock manager is: on the NFS port (eagernfs serves NLM and NSM
 //! there), else wherever the portmapper says (nfs-ganesha, knfsd).
