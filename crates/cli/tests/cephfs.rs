@@ -444,7 +444,11 @@ fn a_dead_mds_is_answered_jukebox_never_a_hang_and_service_resumes() {
     let cred = c.default_cred();
     let fh = rt.block_on(create(&c, "before")).expect("create with the MDS up");
     rt.block_on(c.write(&cred, &fh, 0, Bytes::from_static(b"kept"), StableHow::FileSync)).expect("write");
+    // A client that waits JUKEBOX out, as the FUSE mount does.
+    let patient = rt.block_on(connect(&server));
+    patient.set_retry_jukebox(true);
     cluster_script(&conf, "stop-mds");
+    let waiting = rt.spawn(async move { create(&patient, "waited-out").await });
     let mut jukeboxes = 0;
     for i in 0..3 {
         let started = Instant::now();
@@ -461,6 +465,8 @@ fn a_dead_mds_is_answered_jukebox_never_a_hang_and_service_resumes() {
         assert!(took < Duration::from_secs(8), "CREATE {i} took {took:?}: the deadline is 4 s");
     }
     assert_eq!(jukeboxes, 3);
+    // The patient client was answered JUKEBOX meanwhile too, and still waits.
+    assert!(!waiting.is_finished(), "a JUKEBOX answer reached a client that waits it out");
     // The data read before is still served (from the client's cache or the OSD).
     let got = rt
         .block_on(async { tokio::time::timeout(Duration::from_secs(30), c.read(&cred, &fh, 0, 100)).await });
@@ -482,6 +488,10 @@ fn a_dead_mds_is_answered_jukebox_never_a_hang_and_service_resumes() {
             Err(e) => panic!("CREATE after the MDS came back: {e}"),
         }
     }
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(90), waiting).await })
+        .expect("the waiting CREATE completes once the MDS is back")
+        .unwrap()
+        .expect("the waiting CREATE succeeds");
     let r = rt.block_on(c.read(&cred, &fh, 0, 100)).expect("read after the MDS came back");
     assert_eq!(&r.data[..], b"kept");
     let stats = server.log_tail(200);

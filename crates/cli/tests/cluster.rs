@@ -13,6 +13,17 @@
 //! head, and once the grace period is over B's client is still refused it: nobody else
 //! held it meanwhile. The take-over is repeated `EAGERNFS_TAKEOVER_ROUNDS` times (default 2),
 //! each during the previous one's grace period, and the times are summarised.
+//!
+//! Without a moving address: `eagernfs mount nfs://A,B/` over two heads. A file is written
+//! and fsynced (committed); another is being written (UNSTABLE WRITEs, committed in batches,
+//! and dirty data not yet sent) when the head in use is killed with SIGKILL and restarted at
+//! once (as its service manager would). The mount carries on through the other head with no
+//! error: the first call after the kill succeeds (the time is printed), the writer finishes,
+//! what the dead head had acknowledged but not committed is resent (new verifier; the bytes
+//! resent are printed) and every byte is on the file system afterwards. The restart matters to the other head, not to the client: it
+//! ends the dead head's CephFS session, whose capabilities the other head's calls on the same
+//! files would otherwise wait for until the MDS times the session out. The next round kills
+//! the other head (`EAGERNFS_FAILOVER_ROUNDS`, default 3).
 
 mod common;
 
@@ -53,15 +64,24 @@ fn free_port(ip: &str) -> u16 {
     std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
 }
 
-/// One head: `eagernfs serve cephfs://… --node-id N --listen IP:PORT`, killed on drop.
+/// One head: `eagernfs serve cephfs://… --node-id N --listen IP:PORT`, stopped on drop.
 struct Head {
     child: Child,
     log: PathBuf,
     _state: tempfile::TempDir,
 }
 
+/// A head's first stdout line, when it comes.
+type Ready = std::sync::mpsc::Receiver<Option<std::io::Result<String>>>;
+
 impl Head {
     fn start(conf: &Path, namespace: &str, node: u32, listen: &str, grace_s: u32) -> Head {
+        let (head, ready) = Head::spawn(conf, namespace, node, listen, grace_s);
+        head.ready(node, ready)
+    }
+
+    /// Start the process; [`Head::ready`] waits until it listens.
+    fn spawn(conf: &Path, namespace: &str, node: u32, listen: &str, grace_s: u32) -> (Head, Ready) {
         let state = tempfile::Builder::new().prefix("eagernfs-head-").tempdir().unwrap();
         let log = state.path().join("log");
         let url = format!("cephfs://admin@cephfs/?conf={}", conf.display());
@@ -82,17 +102,22 @@ impl Head {
             let _ = tx.send(lines.next());
             for _ in lines.by_ref() {}
         });
-        match rx.recv_timeout(SERVER_START_TIMEOUT) {
-            Ok(Some(Ok(line))) if line.starts_with("eagernfs: listening on ") => {}
+        (Head { child, log, _state: state }, rx)
+    }
+
+    fn ready(mut self, node: u32, ready: Ready) -> Head {
+        match ready.recv_timeout(SERVER_START_TIMEOUT) {
+            Ok(Some(Ok(line))) if line.starts_with("eagernfs: listening on ") => self,
             other => {
-                let _ = child.kill();
+                let status = self.child.try_wait();
+                let _ = self.child.kill();
                 panic!(
-                    "head {node} did not start ({other:?}):\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
+                    "head {node} (pid {}) did not start ({other:?}; exit status {status:?}):\n{}",
+                    self.child.id(),
+                    self.log()
                 )
             }
         }
-        Head { child, log, _state: state }
     }
 
     fn kill9(&mut self) {
@@ -151,6 +176,14 @@ static HEADS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn heads_turn() -> std::sync::MutexGuard<'static, ()> {
     HEADS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The same turn, for the fail-over tests: together they would also load the machine and the
+/// one-node cluster beyond the heads' start timeout, and a process spawned by one test while
+/// another holds a file of a FUSE mount open inherits that descriptor and closes it at exec,
+/// which waits for the file's write-back, which may wait for a killed head.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    heads_turn()
 }
 
 async fn client(addr: &str) -> NfsClient {
@@ -502,6 +535,242 @@ fn lock_counts(h: &Head) -> (u64, u64) {
     let doc: serde_json::Value = serde_json::from_str(&out.stdout_text()).unwrap();
     let n = |k: &str| doc["stats"][k].as_u64().unwrap_or_else(|| panic!("no {k} in {doc}"));
     (n("locks_held"), n("locks_waiting"))
+}
+
+/// `eagernfs cat nfs://ADDR/PATH`: the file's bytes as a new client of that head reads them.
+fn cat_through(addr: &str, path: &str) -> Vec<u8> {
+    let out = run_tool(env!("CARGO_BIN_EXE_eagernfs"), ["cat".to_string(), format!("nfs://{addr}/{path}")]);
+    out.assert_success("eagernfs cat through the live head");
+    out.stdout
+}
+
+/// Calls of procedure `name` in a mount's statistics.
+fn op_calls(stat: &serde_json::Value, name: &str) -> u64 {
+    let ops = stat["ops"].as_array().unwrap();
+    ops.iter().find(|o| o["name"] == name).map_or(0, |o| o["calls"].as_u64().unwrap())
+}
+
+/// `eagernfs stat MOUNTPOINT --json`.
+fn mount_stat(mountpoint: &Path) -> serde_json::Value {
+    let out = run_tool(
+        env!("CARGO_BIN_EXE_eagernfs"),
+        ["stat".as_ref(), "--json".as_ref(), mountpoint.as_os_str()],
+    );
+    out.assert_success("stat of the mount");
+    serde_json::from_str(&out.stdout_text()).unwrap()
+}
+
+#[test]
+fn a_mount_of_two_heads_moves_to_the_other_when_the_one_in_use_is_killed() {
+    let rounds = std::env::var("EAGERNFS_FAILOVER_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    heads_killed_under_a_mount(
+        "a_mount_of_two_heads_moves_to_the_other_when_the_one_in_use_is_killed",
+        2,
+        rounds,
+    );
+}
+
+/// The kernel's way, for comparison: a URL of one head, which is killed and replaced at the
+/// same address (as a take-over does); the hard mount reconnects there and resends.
+#[test]
+fn a_mount_of_one_head_carries_on_when_the_head_is_replaced_at_its_address() {
+    heads_killed_under_a_mount(
+        "a_mount_of_one_head_carries_on_when_the_head_is_replaced_at_its_address",
+        1,
+        1,
+    );
+}
+
+/// `heads` heads (1 or 2) in the mount's URL; `rounds` kills of the head in use.
+fn heads_killed_under_a_mount(test: &str, heads: usize, rounds: usize) {
+    let Some(conf) = ceph(test) else { return };
+    if let Some(why) = fuse_unavailable() {
+        skip(test, why);
+        return;
+    }
+    let _one = serial();
+    let ns = format!("e2e-fo-{}-{}", std::process::id(), rand_suffix());
+    let grace_s = 8;
+    let addrs: Vec<String> = (0..heads)
+        .map(|i| {
+            let ip = format!("127.0.0.{}", 13 + 2 * heads + i);
+            format!("{ip}:{}", free_port(&ip))
+        })
+        .collect();
+    let mut heads: Vec<Head> =
+        addrs.iter().enumerate().map(|(i, a)| Head::start(&conf, &ns, i as u32 + 1, a, grace_s)).collect();
+    // `eager`: WRITEs go out (UNSTABLE) while the file is open, so the head holds
+    // acknowledged, uncommitted data when it dies.
+    let m = FuseMount::new(&format!("nfs://{}/", addrs.join(",")), "eager");
+    let dir_name = format!("failover-{ns}");
+    let dir = m.path(&dir_name);
+    std::fs::create_dir(&dir).unwrap();
+    let committed = pattern_bytes(1, 0, 1 << 20);
+    {
+        let f = std::fs::File::create(dir.join("committed")).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &committed, 0).unwrap();
+        f.sync_all().unwrap();
+    }
+    // Per round: `dd` streams `total` bytes into a new file and fsyncs it; its WRITEs go out
+    // UNSTABLE and are committed every few MiB. The head in use is killed once the mount has
+    // sent `kill_at` WRITEs, so some were acknowledged and not yet committed, most likely.
+    // The writing is another process's: a process spawned (here: the new head) while this
+    // one held a file of the mount open would close it at exec, and that close waits for the
+    // file's write-back, which waits for the new head.
+    let (total, kill_at) = (24usize << 20, 8u64);
+    let src = tempfile::NamedTempFile::new().unwrap();
+    let mut in_use = 0;
+    let mut figures = Vec::new();
+    for round in 0..rounds {
+        let stat = mount_stat(&m.path);
+        assert_eq!(stat["server"], addrs[in_use].as_str(), "round {round}: {stat}");
+        let resent_before = stat["resent_bytes"].as_u64().unwrap();
+        let writes_before = op_calls(&stat, "WRITE");
+        let name = format!("f{round}");
+        let data = pattern_bytes(10 + round as u64, 0, total);
+        std::fs::write(src.path(), &data).unwrap();
+        let mut dd = Command::new("dd")
+            .arg(format!("if={}", src.path().display()))
+            .arg(format!("of={}", dir.join(&name).display()))
+            .args(["bs=256k", "conv=fsync", "status=none"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn dd");
+        let started = Instant::now();
+        while op_calls(&mount_stat(&m.path), "WRITE") - writes_before < kill_at {
+            assert!(dd.try_wait().unwrap().is_none(), "round {round}: dd finished before the kill");
+            assert!(started.elapsed() < Duration::from_secs(60), "round {round}: the WRITEs stalled");
+        }
+
+        heads[in_use].kill9();
+        let killed = Instant::now();
+        // Its service manager starts it again (same node id and address).
+        let (restarted, ready) = Head::spawn(&conf, &ns, in_use as u32 + 1, &addrs[in_use], grace_s);
+        let node = in_use as u32 + 1;
+        let restart = std::thread::spawn(move || {
+            let h = restarted.ready(node, ready);
+            (h, killed.elapsed())
+        });
+        // The first call after the kill that must reach a server: a CREATE.
+        std::fs::File::create(dir.join(format!("probe{round}"))).expect("CREATE after the kill");
+        let resumed = killed.elapsed();
+        figures.push(resumed);
+        // dd carries on to the end, fsync included.
+        let status = wait_deadline(&mut dd, Duration::from_secs(300)).expect("dd finishes");
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut dd.stderr.take().unwrap(), &mut err);
+        assert!(status.success(), "round {round}: dd after the kill: {status} {err}");
+        let dd_took = started.elapsed();
+        let (restarted, up_after) = restart.join().expect("restarting the killed head");
+        heads[in_use] = restarted;
+        let other = (in_use + 1) % heads.len();
+        let stat = mount_stat(&m.path);
+        assert_eq!(stat["server"], addrs[other].as_str(), "round {round}: {stat}");
+        let resent = stat["resent_bytes"].as_u64().unwrap() - resent_before;
+        eprintln!(
+            "fail-over {round}: head {} killed after {kill_at} WRITEs; first call through {} {resumed:?} after the kill; the killed head back {up_after:?} after it; dd of {total} B with fsync took {dd_took:?}; {resent} B resent",
+            addrs[in_use], addrs[other]
+        );
+        // Every byte through the mount, and on the file system through a fresh client of the
+        // live head (no cache of ours in between).
+        assert!(
+            std::fs::read(dir.join(&name)).unwrap() == data,
+            "round {round}: {name} differs in the mount"
+        );
+        let cat = cat_through(&addrs[other], &format!("{dir_name}/{name}"));
+        assert!(cat == data, "round {round}: {name} differs on the file system");
+        // The test cluster keeps its data in memory: give the space back.
+        std::fs::remove_file(dir.join(&name)).unwrap();
+        in_use = other;
+    }
+    assert!(
+        cat_through(&addrs[in_use], &format!("{dir_name}/committed")) == committed,
+        "the committed file differs"
+    );
+    figures.sort();
+    eprintln!(
+        "{test}: kill -9 to the first successful call, {rounds} rounds: min {:?} median {:?} max {:?}",
+        figures[0],
+        figures[figures.len() / 2],
+        figures[figures.len() - 1]
+    );
+    drop(m);
+    drop(heads);
+}
+
+/// A lock held through head A by a client of `nfs://A,B/`: A is killed, the client moves to B
+/// at its lock keeper's next look and reclaims there at once; node 1 is then taken over by a
+/// process at another address (the node id moves, the client's addresses do not), which ends
+/// A's CephFS session and starts the grace period. The reclaim through B is granted: during
+/// the grace period B's other client hears Grace, after it Denied (X holds the lock); it never
+/// gets the lock.
+#[test]
+fn a_lock_held_through_a_killed_head_is_reclaimed_through_another_head() {
+    const NAME: &str = "a_lock_held_through_a_killed_head_is_reclaimed_through_another_head";
+    let Some(conf) = ceph(NAME) else { return };
+    let _one = serial();
+    let ns = format!("e2e-lk-{}-{}", std::process::id(), rand_suffix());
+    let grace_s = 8;
+    let [addr_a, addr_b, addr_c] =
+        ["127.0.0.21", "127.0.0.22", "127.0.0.23"].map(|ip| format!("{ip}:{}", free_port(ip)));
+    let mut a = Head::start(&conf, &ns, 1, &addr_a, grace_s);
+    let b = Head::start(&conf, &ns, 2, &addr_b, grace_s);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let cx = rt.block_on(client(&format!("{addr_a},{addr_b}")));
+    let cred = cx.default_cred();
+    let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
+    let made = rt.block_on(cx.create(&cred, &cx.root(), format!("lk-{ns}").as_bytes(), how)).unwrap();
+    let fh: NfsFh3 = made.obj.expect("CREATE returns the handle");
+    let lx = rt.block_on(locker(&cx, "client-x"));
+    rt.block_on(lx.announce_restart()).unwrap();
+    let (ox, oy) = (
+        LockOwner { oh: Bytes::from_static(b"owner-x"), svid: 1 },
+        LockOwner { oh: Bytes::from_static(b"owner-y"), svid: 2 },
+    );
+    let range = LockRange { offset: 0, len: 10 };
+    assert_eq!(rt.block_on(lx.lock(&fh, &ox, range, true, false)).unwrap(), LockReply::Granted);
+    let cy = rt.block_on(client(&addr_b));
+    let ly = rt.block_on(locker(&cy, "client-y"));
+    assert_eq!(rt.block_on(ly.lock(&fh, &oy, range, true, false)).unwrap(), LockReply::Denied);
+
+    let mut events = cx.rpc().subscribe();
+    a.kill9();
+    let killed = Instant::now();
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match events.recv().await {
+                    Ok(eagernfs_client::TransportEvent::Moved { to, .. }) => break to,
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await
+    })
+    .expect("X's client moved to B within 30 s of the kill (its lock keeper looks every 2 s)");
+    eprintln!("lock client moved to {addr_b} {:?} after the kill", killed.elapsed());
+    assert_eq!(cx.server().to_string(), addr_b);
+    let a2 = Head::start(&conf, &ns, 1, &addr_c, grace_s);
+    assert!(a2.log().contains("took over node 1"), "{}", a2.log());
+    // B's other client: Grace while the grace period lasts, then Denied; never the lock.
+    let deadline = Instant::now() + Duration::from_secs(grace_s as u64 + 60);
+    let mut graces = 0;
+    loop {
+        match rt.block_on(ly.lock(&fh, &oy, range, true, false)) {
+            Ok(LockReply::Grace) => graces += 1,
+            Ok(LockReply::Denied) if graces > 0 => break,
+            // Before the take-over's grace period reaches B: A's session still holds it.
+            Ok(LockReply::Denied) => {}
+            other => panic!("B's client got {other:?} for the lock X held through A:\n{}", b.log()),
+        }
+        assert!(Instant::now() < deadline, "no grace period, or it never ended:\n{}", a2.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("X's lock reclaimed through B; B's client refused until {:?} after the kill", killed.elapsed());
+    assert!(lx.holds(&fh, &ox));
+    drop((a2, b));
 }
 
 fn rand_suffix() -> u64 {

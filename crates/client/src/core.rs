@@ -654,6 +654,12 @@ impl RpcCore {
         }
     }
 
+    /// The connection attempt failed, but the driver has another address
+    /// to try: connect again now, without backoff, failing nothing.
+    pub fn on_connect_failed_try_next(&mut self, now: Instant) {
+        self.state = ConnState::Disconnected { retry_at: now };
+    }
+
     /// The connection broke. Every outstanding call will be sent again
     /// after the reconnect; their major timeouts keep running.
     pub fn on_disconnect(&mut self, now: Instant) {

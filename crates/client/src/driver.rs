@@ -10,6 +10,19 @@
 //! over the connections round-robin. Everything about timeouts, retries and
 //! matching lives in the core; this file only moves bytes and wakes up.
 //!
+//! # Several servers
+//! A transport may know other addresses of the same service
+//! ([`TransportConfig::with_alternates`]: the heads of a cluster that share
+//! file handles, from `nfs://h1,h2,h3/…`). The connections of one client
+//! share which address is current. A connection that breaks reconnects to
+//! the current address; when that connect fails (refused, unreachable, no
+//! answer within the connect timeout) or a call reaches its major timeout
+//! on a live connection, the current address moves to the next one, and the
+//! connection is made there at once, without backoff, until every address
+//! has failed once in a row (then the backoff applies as for one server).
+//! Outstanding calls are sent again on the new connection, as after any
+//! reconnect; the caller sees no error. [`TransportEvent::Moved`] says so.
+//!
 //! Over UDP (`proto=udp`) a "connection" is a connected UDP socket: each
 //! record goes out as one datagram without its record mark, each datagram
 //! in is one reply, and losses are the core's retransmission timers'
@@ -65,6 +78,16 @@ pub struct TransportConfig {
     pub udp: bool,
     /// RPC-with-TLS on every connection (`xprtsec=tls|mtls`).
     pub(crate) tls: Option<crate::tls::TlsSetup>,
+    /// Other addresses of the same service, moved to in order when
+    /// `server` fails (see the module docs).
+    pub(crate) alternates: Vec<Peer>,
+}
+
+/// One address a transport may connect to, with its TLS setup.
+#[derive(Clone, Debug)]
+pub(crate) struct Peer {
+    pub(crate) addr: SocketAddr,
+    pub(crate) tls: Option<crate::tls::TlsSetup>,
 }
 
 impl TransportConfig {
@@ -84,7 +107,25 @@ impl TransportConfig {
             connect_timeout: options.timeo.clamp(Duration::from_secs(2), Duration::from_secs(30)),
             udp: options.udp,
             tls: crate::tls::setup(options, server),
+            alternates: Vec::new(),
         }
+    }
+
+    /// Also connect to `addrs`, in order, when the server fails: other
+    /// heads serving the same file handles. Duplicates are dropped.
+    pub fn with_alternates(mut self, addrs: &[SocketAddr], options: &MountOptions) -> Self {
+        for &addr in addrs {
+            if addr != self.server && !self.alternates.iter().any(|p| p.addr == addr) {
+                self.alternates.push(Peer { addr, tls: crate::tls::setup(options, addr) });
+            }
+        }
+        self
+    }
+
+    /// Every address, `server` first.
+    fn peers(&self) -> Vec<Peer> {
+        let first = Peer { addr: self.server, tls: self.tls.clone() };
+        std::iter::once(first).chain(self.alternates.iter().cloned()).collect()
     }
 }
 
@@ -101,6 +142,9 @@ pub enum TransportEvent {
     NotResponding { connection: usize },
     /// The server answered again ("server OK").
     ServerOk { connection: usize },
+    /// Connection `connection` is up at another of the transport's
+    /// addresses than its last connection was: `from` failed.
+    Moved { connection: usize, from: SocketAddr, to: SocketAddr },
 }
 
 /// Per-connection counters.
@@ -247,7 +291,10 @@ pub struct RpcClient {
 }
 
 struct Inner {
-    server: SocketAddr,
+    /// Every address, the configured server first.
+    peers: Arc<Vec<Peer>>,
+    /// Which of `peers` connections go to now (shared by the connection tasks).
+    current: Arc<AtomicUsize>,
     /// One sender per connection task.
     connections: Vec<mpsc::Sender<Request>>,
     /// Each connection's core and socket, for calls sent by their caller.
@@ -267,7 +314,7 @@ struct Inner {
 impl std::fmt::Debug for RpcClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RpcClient")
-            .field("server", &self.inner.server)
+            .field("server", &self.server())
             .field("connections", &self.inner.connections.len())
             .finish()
     }
@@ -280,6 +327,8 @@ impl RpcClient {
         let n = config.nconnect.max(1);
         let (events, _) = broadcast::channel(256);
         let stats: Arc<Vec<ConnectionStats>> = Arc::new((0..n).map(|_| ConnectionStats::default()).collect());
+        let peers = Arc::new(config.peers());
+        let current = Arc::new(AtomicUsize::new(0));
         let mut connections = Vec::with_capacity(n);
         let mut shared = Vec::with_capacity(n);
         let mut kicks = Vec::with_capacity(n);
@@ -296,11 +345,13 @@ impl RpcClient {
             let kick = Arc::new(Notify::new());
             shared.push(sh.clone());
             kicks.push(kick.clone());
-            tokio::spawn(connection_task(i, cfg, rx, sh, kick, stats.clone(), events.clone()));
+            let addrs = Peers { peers: peers.clone(), current: current.clone() };
+            tokio::spawn(connection_task(i, cfg, addrs, rx, sh, kick, stats.clone(), events.clone()));
         }
         RpcClient {
             inner: Arc::new(Inner {
-                server: config.server,
+                peers,
+                current,
                 connections,
                 shared,
                 kicks,
@@ -313,9 +364,16 @@ impl RpcClient {
         }
     }
 
-    /// The server this client talks to.
+    /// The server this client talks to now (of several addresses, the
+    /// current one).
     pub fn server(&self) -> SocketAddr {
-        self.inner.server
+        let i = self.inner.current.load(Ordering::Relaxed);
+        self.inner.peers[i % self.inner.peers.len()].addr
+    }
+
+    /// Every address this client may talk to, the first configured first.
+    pub fn servers(&self) -> Vec<SocketAddr> {
+        self.inner.peers.iter().map(|p| p.addr).collect()
     }
 
     /// The AUTH_SYS credential for `cred`: uid, gid, the first 16 groups,
@@ -530,9 +588,34 @@ enum Wake {
 
 type ConnectFuture = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<Connected>> + Send>>;
 
+/// What the connection tasks of one client share: the addresses, and which
+/// one is current.
+struct Peers {
+    peers: Arc<Vec<Peer>>,
+    current: Arc<AtomicUsize>,
+}
+
+impl Peers {
+    fn current(&self) -> usize {
+        self.current.load(Ordering::Relaxed) % self.peers.len()
+    }
+
+    /// `failed` (an index into `peers`) failed: make the next address
+    /// current, unless another connection already moved on from it.
+    fn move_from(&self, failed: usize) -> usize {
+        let next = (failed + 1) % self.peers.len();
+        match self.current.compare_exchange(failed, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => next,
+            Err(now) => now % self.peers.len(),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn connection_task(
     index: usize,
     config: TransportConfig,
+    addrs: Peers,
     mut requests: mpsc::Receiver<Request>,
     shared: Arc<Mutex<Shared>>,
     kick: Arc<Notify>,
@@ -551,23 +634,35 @@ async fn connection_task(
     // often: a call's first timer is `timeo` away, never sooner.
     let heartbeat = (config.core.timeo / 2).clamp(Duration::from_millis(10), Duration::from_secs(5));
     let mut completed: Vec<(oneshot::Sender<NfsResult<Bytes>>, NfsResult<Bytes>)> = Vec::new();
+    // The address being connected to or used (an index into the peers), the
+    // one of the last connection that came up, and connects that failed in
+    // a row (at most one round of the addresses goes without backoff).
+    let mut using = addrs.current();
+    let mut last_up = using;
+    let mut failed_in_row = 0usize;
+    let several = addrs.peers.len() > 1;
     loop {
         let now = Instant::now();
-        let (wakes_at, accept) = {
+        let (wakes_at, accept, server) = {
             let mut guard = shared.lock();
             let s = &mut *guard;
             if conn.is_none() && connecting.is_none() && s.core.wants_connect(now) {
                 s.core.on_connecting();
+                using = addrs.current();
+                let peer = &addrs.peers[using];
+                // The old source port only helps the server that saw it.
+                let port = last_port.filter(|_| using == last_up);
                 connecting = Some(Box::pin(connect(
-                    config.server,
+                    peer.addr,
                     config.udp,
                     config.source_addr,
                     config.resvport,
-                    last_port,
+                    port,
                     config.connect_timeout,
-                    config.tls.clone(),
+                    peer.tls.clone(),
                 )));
             }
+            let server = addrs.peers[using].addr;
             if conn.is_some() {
                 s.transmit(now);
             }
@@ -579,11 +674,11 @@ async fn connection_task(
                         }
                     }
                     Event::NotResponding => {
-                        tracing::warn!("NFS server {} not responding, still trying", config.server);
+                        tracing::warn!("NFS server {server} not responding, still trying");
                         let _ = events.send(TransportEvent::NotResponding { connection: index });
                     }
                     Event::ServerOk => {
-                        tracing::warn!("NFS server {} OK", config.server);
+                        tracing::warn!("NFS server {server} OK");
                         let _ = events.send(TransportEvent::ServerOk { connection: index });
                     }
                 }
@@ -600,7 +695,7 @@ async fn connection_task(
                 None => now + heartbeat,
             };
             s.task_wakes_at = Some(wakes_at);
-            (wakes_at, s.core.can_submit())
+            (wakes_at, s.core.can_submit(), server)
         };
         // Answers go out with the lock released: a waiter may run at once.
         for (tx, result) in completed.drain(..) {
@@ -640,7 +735,7 @@ async fn connection_task(
                             Ok(Some(record)) => s.core.handle_record(now, record),
                             Ok(None) => break,
                             Err(e) => {
-                                tracing::warn!("NFS server {}: {e}; reconnecting", config.server);
+                                tracing::warn!("NFS server {server}: {e}; reconnecting");
                                 drop_connection(&mut conn, s, now, index, &events);
                                 break;
                             }
@@ -649,11 +744,11 @@ async fn connection_task(
                 }
             }
             Wake::Input(Input::Transient(e)) => {
-                tracing::debug!("UDP socket {index} to {}: {e}", config.server);
+                tracing::debug!("UDP socket {index} to {server}: {e}");
             }
             Wake::Input(Input::Closed(e)) => {
                 if let Some(e) = e {
-                    tracing::debug!("connection {index} to {} failed: {e}", config.server);
+                    tracing::debug!("connection {index} to {server} failed: {e}");
                 }
                 drop_connection(&mut conn, s, now, index, &events);
             }
@@ -661,6 +756,14 @@ async fn connection_task(
                 connecting = None;
                 match r.and_then(|sock| Ok((sock.local_addr()?, sock))) {
                     Ok((local, sock)) => {
+                        failed_in_row = 0;
+                        if using != last_up {
+                            let from = addrs.peers[last_up].addr;
+                            tracing::warn!("NFS server {from} failed: connection {index} now at {server}");
+                            let _ =
+                                events.send(TransportEvent::Moved { connection: index, from, to: server });
+                            last_up = using;
+                        }
                         last_port = Some(local.port());
                         *my_stats.local_addr.lock() = Some(local);
                         my_stats.connects.fetch_add(1, Ordering::Relaxed);
@@ -673,15 +776,38 @@ async fn connection_task(
                         let _ = events.send(TransportEvent::Connected { connection: index, local });
                     }
                     Err(e) => {
-                        let error = connect_error_message(config.server, &e);
+                        let error = connect_error_message(server, &e);
                         my_stats.connect_failures.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!("{error}");
-                        s.core.on_connect_failed(now, &error);
+                        failed_in_row += 1;
+                        if several {
+                            let next = addrs.move_from(using);
+                            tracing::info!("{error}; trying {}", addrs.peers[next].addr);
+                        }
+                        if several && failed_in_row < addrs.peers.len() {
+                            // Another address may answer: try it now.
+                            s.core.on_connect_failed_try_next(now);
+                        } else {
+                            failed_in_row = 0;
+                            s.core.on_connect_failed(now, &error);
+                        }
                         let _ = events.send(TransportEvent::ConnectFailed { connection: index, error });
                     }
                 }
             }
-            Wake::Timer => s.core.handle_timeout(now),
+            Wake::Timer => {
+                let before = s.core.stats().major_timeouts;
+                s.core.handle_timeout(now);
+                if several && conn.is_some() && s.core.stats().major_timeouts > before {
+                    // Connected, but the server does not answer: another may.
+                    let next = addrs.move_from(using);
+                    tracing::warn!(
+                        "NFS server {server} did not answer within the major timeout; moving to {}",
+                        addrs.peers[next].addr
+                    );
+                    drop_connection(&mut conn, s, now, index, &events);
+                }
+            }
         }
     }
 }

@@ -142,6 +142,10 @@ pub async fn mount(
             let on_nfs_port = side_client(nfs_addr, options);
             match on_nfs_port.call(MOUNT_PROGRAM, MOUNT_V3, 0, cred, &()).await {
                 Ok(_) => (on_nfs_port, nfs_addr),
+                // Nothing answers at the NFS port: whatever the portmapper
+                // says of MOUNT, NFS calls could not be made (and a URL of
+                // several addresses moves on to the next).
+                Err(first @ (NfsError::Connection(_) | NfsError::TimedOut)) => return Err(first),
                 Err(first) => {
                     let pmap = side_client(pmap_addr, options);
                     match getport(&pmap, cred, MOUNT_PROGRAM, MOUNT_V3, options).await {

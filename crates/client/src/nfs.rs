@@ -42,7 +42,17 @@ struct Inner {
     /// Modifying calls fail with ROFS: `ro` at mount, then what a remount
     /// of the FUSE mount last said.
     read_only: std::sync::atomic::AtomicBool,
+    /// Answer NFS3ERR_JUKEBOX ("try again later") by trying again, as a
+    /// kernel mount does, instead of returning it (see [`NfsClient::set_retry_jukebox`]).
+    retry_jukebox: std::sync::atomic::AtomicBool,
 }
+
+/// First wait before a call answered JUKEBOX is sent again; it doubles up
+/// to [`JUKEBOX_RETRY_MAX`].
+const JUKEBOX_RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+/// Longest wait between tries of a call answered JUKEBOX (Linux waits this
+/// long every time: `NFS_JUKEBOX_RETRY_TIME`).
+const JUKEBOX_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl std::fmt::Debug for NfsClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -129,6 +139,13 @@ impl NfsClient {
 
     /// Mount `url`'s export (the longest prefix of its path MOUNT accepts,
     /// or its explicit `export=`) and connect.
+    ///
+    /// A URL with several addresses (`nfs://h1,h2,h3/…`) mounts through
+    /// the first that answers; the others become the transport's fall-back
+    /// addresses (see `driver.rs`), after a check that each one that
+    /// answers accepts the export's root handle (heads of one cluster share
+    /// their handle key; a server that answers ESTALE is not one of them,
+    /// and the mount fails rather than meet that at fail-over).
     pub async fn connect_url(url: &NfsUrl) -> NfsResult<NfsClient> {
         let mut options = url.options.clone();
         // TLS checks the server's certificate against the name the user gave.
@@ -139,10 +156,28 @@ impl NfsClient {
             options.tls_name = Some(url.host.clone());
         }
         let cred = default_cred(&options);
-        let mounted =
-            mount::mount(&url.host, url.nfs_port(), &url.path, url.export.as_deref(), &options, &cred)
-                .await?;
-        Self::start(mounted, options).await
+        let addresses = url.addresses();
+        let mut failures = Vec::new();
+        for (i, a) in addresses.iter().enumerate() {
+            let port = options.nfsport.or(a.port);
+            match mount::mount(&a.host, port, &url.path, url.export.as_deref(), &options, &cred).await {
+                Ok(mounted) => {
+                    let others: Vec<_> = addresses[i + 1..].iter().chain(&addresses[..i]).cloned().collect();
+                    let alternates = fall_backs(&others, &mounted, &options, &cred).await?;
+                    return Self::start(mounted, options, &alternates).await;
+                }
+                // Not there now: the next address may be.
+                Err(e @ (NfsError::Connection(_) | NfsError::TimedOut)) if addresses.len() > 1 => {
+                    failures.push(format!("{a}: {e}"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(NfsError::Connection(format!(
+            "no address of {} answered: {}",
+            url.authority(),
+            failures.join("; ")
+        )))
     }
 
     /// Mount exactly `export` of the server at `addr` (its NFS port; MOUNT
@@ -151,7 +186,7 @@ impl NfsClient {
         let cred = default_cred(&options);
         let host = addr.ip().to_string();
         let mounted = mount::mount(&host, Some(addr.port()), export, Some(export), &options, &cred).await?;
-        Self::start(mounted, options).await
+        Self::start(mounted, options, &[]).await
     }
 
     /// Connect to the NFS service at `addr` with a root handle obtained
@@ -165,7 +200,7 @@ impl NfsClient {
             root,
             auth_flavors: vec![],
         };
-        Self::start(mounted, options).await
+        Self::start(mounted, options, &[]).await
     }
 
     /// A client whose root is `root` (a directory inside this export,
@@ -181,11 +216,58 @@ impl NfsClient {
     /// dropped.
     pub async fn rooted_at(&self, root: NfsFh3) -> NfsResult<NfsClient> {
         let mounted = Mounted { root, path_inside: "/".into(), ..self.inner.mounted.clone() };
-        Self::start_on(self.inner.rpc.clone(), mounted, self.inner.options.clone()).await
+        let c = Self::start_on(self.inner.rpc.clone(), mounted, self.inner.options.clone()).await?;
+        c.set_retry_jukebox(self.inner.retry_jukebox.load(std::sync::atomic::Ordering::Relaxed));
+        Ok(c)
     }
 
-    async fn start(mounted: Mounted, options: MountOptions) -> NfsResult<NfsClient> {
-        let rpc = RpcClient::new(TransportConfig::new(mounted.nfs_addr, &options));
+    /// Try a call the server answered NFS3ERR_JUKEBOX ("busy, try again
+    /// later": a CephFS head waiting for the cluster, such as for the
+    /// capabilities of a dead head's session) again after a pause, 0.1 s
+    /// doubling to 5 s, instead of returning the error: on a hard mount
+    /// until it is answered otherwise, on a soft one for at most its major
+    /// timeout. What a kernel mount does, and what the FUSE mount asks
+    /// for; off by default, so this client shows the server's answers as
+    /// they are.
+    pub fn set_retry_jukebox(&self, on: bool) {
+        self.inner.retry_jukebox.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Run `attempt` until it is answered other than JUKEBOX, if this
+    /// client retries JUKEBOX (see [`NfsClient::set_retry_jukebox`]).
+    async fn with_jukebox_retry<T, F, Fut>(&self, proc_: u32, attempt: F) -> NfsResult<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = NfsResult<T>>,
+    {
+        let started = std::time::Instant::now();
+        let mut wait = JUKEBOX_RETRY_MIN;
+        loop {
+            let r = attempt().await;
+            let retry = matches!(r, Err(NfsError::Nfs(Nfsstat3::Jukebox)))
+                && self.inner.retry_jukebox.load(std::sync::atomic::Ordering::Relaxed)
+                && (self.inner.options.hard
+                    || started.elapsed() + wait
+                        < crate::core::CoreConfig::from_options(&self.inner.options).major_window());
+            if !retry {
+                return r;
+            }
+            tracing::debug!(
+                "{} answered JUKEBOX (busy); trying again in {wait:?}",
+                name_of(proc_).unwrap_or("NFS call")
+            );
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(JUKEBOX_RETRY_MAX);
+        }
+    }
+
+    async fn start(
+        mounted: Mounted,
+        options: MountOptions,
+        alternates: &[SocketAddr],
+    ) -> NfsResult<NfsClient> {
+        let config = TransportConfig::new(mounted.nfs_addr, &options).with_alternates(alternates, &options);
+        let rpc = RpcClient::new(config);
         Self::start_on(rpc, mounted, options).await
     }
 
@@ -198,7 +280,10 @@ impl NfsClient {
         let rsize = transfer_size(fsinfo.rtmax, options.rsize, options.transfer_size_max());
         let wsize = transfer_size(fsinfo.wtmax, options.wsize, options.transfer_size_max());
         let read_only = std::sync::atomic::AtomicBool::new(options.ro);
-        Ok(NfsClient { inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize, read_only }) })
+        let retry_jukebox = std::sync::atomic::AtomicBool::new(false);
+        Ok(NfsClient {
+            inner: Arc::new(Inner { rpc, mounted, options, fsinfo, rsize, wsize, read_only, retry_jukebox }),
+        })
     }
 
     /// Whether `self` and `other` send their calls over the same
@@ -234,9 +319,9 @@ impl NfsClient {
         &self.inner.mounted.path_inside
     }
 
-    /// The server's NFS address.
+    /// The server's NFS address (of several, the one in use now).
     pub fn server(&self) -> SocketAddr {
-        self.inner.mounted.nfs_addr
+        self.inner.rpc.server()
     }
 
     /// The export root's FSINFO, as answered at connect.
@@ -275,7 +360,11 @@ impl NfsClient {
 
     /// Tell the server we are done with the export (MOUNT UMNT; advisory).
     pub async fn unmount(&self) -> NfsResult<()> {
-        let client = mount::side_client(self.inner.mounted.mount_addr, &self.inner.options);
+        let m = &self.inner.mounted;
+        // MOUNT on the NFS port (eagernfs): the head in use now, which may
+        // not be the one that mounted.
+        let addr = if m.mount_addr == m.nfs_addr { self.inner.rpc.server() } else { m.mount_addr };
+        let client = mount::side_client(addr, &self.inner.options);
         mount::umnt(&client, &self.default_cred(), &self.inner.mounted.export).await
     }
 
@@ -287,8 +376,12 @@ impl NfsClient {
         args: &A,
         args_len_hint: usize,
     ) -> NfsResult<R::Ok> {
-        let body = self.inner.rpc.call_sized(NFS_PROGRAM, NFS_V3, proc_, cred, args, args_len_hint).await?;
-        decode::<R>(proc_, body)?.into_result()
+        self.with_jukebox_retry(proc_, || async {
+            let body =
+                self.inner.rpc.call_sized(NFS_PROGRAM, NFS_V3, proc_, cred, args, args_len_hint).await?;
+            decode::<R>(proc_, body)?.into_result()
+        })
+        .await
     }
 
     /// Refuse modifying calls (`true`), or allow them again: the FUSE
@@ -311,6 +404,67 @@ impl NfsClient {
 fn decode<R: Decode>(proc_: u32, mut body: Bytes) -> NfsResult<R> {
     R::decode(&mut body)
         .map_err(|e| NfsError::BadReply(format!("{} reply: {e}", name_of(proc_).unwrap_or("NFS"))))
+}
+
+/// How long the mount waits for a fall-back address to answer the check of
+/// the root handle; one that does not answer in time is kept untested (it
+/// may be down now and up at fail-over).
+const FALL_BACK_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The NFS addresses of `others` (the URL's addresses after the one that
+/// mounted), each checked, in parallel, to accept the export's root handle.
+/// An address that cannot be resolved or does not answer is kept or
+/// skipped with a warning; one that answers ESTALE fails the mount.
+async fn fall_backs(
+    others: &[crate::url::Address],
+    mounted: &Mounted,
+    options: &MountOptions,
+    cred: &Cred,
+) -> NfsResult<Vec<SocketAddr>> {
+    let mut checks = Vec::with_capacity(others.len());
+    for a in others {
+        let port = options.nfsport.or(a.port).unwrap_or(mounted.nfs_addr.port());
+        let addr = match mount::resolve(&a.host, port).await {
+            Ok(addr) => addr,
+            Err(e) => {
+                tracing::warn!("fall-back address {a} skipped: {e}");
+                continue;
+            }
+        };
+        let (root, options, cred) = (mounted.root.clone(), options.clone(), cred.clone());
+        checks.push((
+            addr,
+            tokio::spawn(async move {
+                let side = mount::side_client(addr, &options);
+                let args = Fsinfo3Args { fsroot: root };
+                let call = async {
+                    let body = side.call(NFS_PROGRAM, NFS_V3, NFSPROC3_FSINFO, &cred, &args).await?;
+                    decode::<Fsinfo3Res>(NFSPROC3_FSINFO, body)?.into_result()
+                };
+                tokio::time::timeout(FALL_BACK_CHECK_WAIT, call).await
+            }),
+        ));
+    }
+    let mut out = Vec::with_capacity(checks.len());
+    for (addr, check) in checks {
+        match check.await {
+            Ok(Ok(Ok(_))) => {}
+            Ok(Ok(Err(e @ NfsError::Nfs(Nfsstat3::Stale | Nfsstat3::Badhandle)))) => {
+                return Err(NfsError::Mount(format!(
+                    "{addr} does not accept the file handles of {} ({e}): the addresses of one URL must be heads of one cluster (eagernfs serve --node-id N, one --cluster-namespace)",
+                    mounted.nfs_addr
+                )));
+            }
+            Ok(Ok(Err(e))) => tracing::warn!("fall-back address {addr} not usable now ({e}); kept"),
+            Ok(Err(_)) => tracing::warn!(
+                "fall-back address {addr} did not answer within {} s; kept",
+                FALL_BACK_CHECK_WAIT.as_secs()
+            ),
+            Err(e) => tracing::warn!("checking fall-back address {addr} failed: {e}; kept"),
+        }
+        out.push(addr);
+    }
+    Ok(out)
 }
 
 /// The credential `uid=`/`gid=` ask for, else this process's.
@@ -385,15 +539,18 @@ impl NfsOps for NfsClient {
         let args = Write3Args { file: fh.clone(), offset, count: data.len() as u32, stable, data };
         // The data goes on the wire from the caller's buffer, not copied.
         let rpc = &self.inner.rpc;
-        let call = Call::with_opaque_tail(
-            NFS_PROGRAM,
-            NFS_V3,
-            NFSPROC3_WRITE,
-            &rpc.auth_sys(cred),
-            &Write3ArgsHead(&args),
-            args.data.clone(),
-        );
-        decode::<Write3Res>(NFSPROC3_WRITE, rpc.submit(call).await?)?.into_result()
+        self.with_jukebox_retry(NFSPROC3_WRITE, || async {
+            let call = Call::with_opaque_tail(
+                NFS_PROGRAM,
+                NFS_V3,
+                NFSPROC3_WRITE,
+                &rpc.auth_sys(cred),
+                &Write3ArgsHead(&args),
+                args.data.clone(),
+            );
+            decode::<Write3Res>(NFSPROC3_WRITE, rpc.submit(call).await?)?.into_result()
+        })
+        .await
     }
 
     async fn create(

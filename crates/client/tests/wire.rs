@@ -574,3 +574,105 @@ fn a_call_is_written_by_the_thread_that_makes_it() {
     // The runtime reads the reply.
     rt.block_on(within(call)).expect("second call");
 }
+
+/// `nfs://A,B/…`: two servers on one directory with one handle key, as the heads of a cluster
+/// are. The client mounts through A; A stops; the next calls go to B with no error, A's
+/// handles work there, and B's write verifier differs (so UNSTABLE data is resent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_of_two_servers_moves_to_the_other_when_one_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = [9u8; 16];
+    let a = local_server(dir.path(), key, "127.0.0.1:0".parse().unwrap());
+    let b = local_server(dir.path(), key, "127.0.0.1:0".parse().unwrap());
+    let (addr_a, addr_b) = (a.addr, b.addr);
+    let u = format!("nfs://{addr_a},{addr_b}/local?timeo=5,retrans=1");
+    let c = within(NfsClient::connect(&u)).await.unwrap();
+    assert_eq!(c.server(), addr_a, "the first address that answers");
+    assert_eq!(c.rpc().servers(), vec![addr_a, addr_b]);
+    let f = handle(c.create(&root(), &c.root(), b"f", Createhow3::Unchecked(mode(0o644))).await.unwrap().obj);
+    c.write(&root(), &f, 0, Bytes::from_static(b"committed"), StableHow::FileSync).await.unwrap();
+    let verf_a = c.write(&root(), &f, 9, Bytes::from_static(b"+"), StableHow::Unstable).await.unwrap().verf;
+    let mut events = c.rpc().subscribe();
+    a.stop();
+
+    let rd = within(c.read(&root(), &f, 0, 100)).await.expect("a read after A stopped");
+    assert_eq!(&rd.data[..], b"committed+");
+    wait_event(
+        &mut events,
+        |e| matches!(e, TransportEvent::Moved { from, to, .. } if *from == addr_a && *to == addr_b),
+    )
+    .await;
+    assert_eq!(c.server(), addr_b);
+    let w = c.write(&root(), &f, 10, Bytes::from_static(b"!"), StableHow::Unstable).await.unwrap();
+    assert_ne!(w.verf, verf_a, "another server, another write verifier");
+    let commit = c.commit(&root(), &f, 0, 0).await.unwrap();
+    assert_eq!(commit.verf, w.verf);
+    assert!(b.stats.nfs3(NFSPROC3_READ) >= 1 && b.stats.nfs3(NFSPROC3_COMMIT) >= 1);
+}
+
+/// The first address is down at mount time: the mount goes through the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_whose_first_address_is_down_mounts_through_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = local_server(dir.path(), [3; 16], "127.0.0.1:0".parse().unwrap());
+    // A port nobody listens on (bound, then let go).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let c = within(NfsClient::connect(&format!("nfs://{dead},{}/local", b.addr))).await.unwrap();
+    assert_eq!(c.server(), b.addr);
+    // The dead one stays a fall-back, after the one in use.
+    assert_eq!(c.rpc().servers(), vec![b.addr, dead]);
+    c.getattr(&root(), &c.root()).await.unwrap();
+    // None answers: the error names every address.
+    drop(c);
+    b.stop();
+    let e =
+        within(NfsClient::connect(&format!("nfs://{dead},127.0.0.1:1/local"))).await.unwrap_err().to_string();
+    assert!(e.contains("no address of") && e.contains(&dead.to_string()) && e.contains("127.0.0.1:1"), "{e}");
+}
+
+/// A second address that does not know the first's file handles (another handle key: not a
+/// head of the same cluster) fails the mount, rather than answering ESTALE at fail-over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_whose_servers_do_not_share_handles_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = local_server(dir.path(), [4; 16], "127.0.0.1:0".parse().unwrap());
+    let b = local_server(dir.path(), [5; 16], "127.0.0.1:0".parse().unwrap());
+    let e = within(NfsClient::connect(&format!("nfs://{},{}/local", a.addr, b.addr))).await.unwrap_err();
+    let e = e.to_string();
+    assert!(e.contains(&b.addr.to_string()) && e.contains("does not accept the file handles"), "{e}");
+}
+
+/// A server that takes the connection but never answers: a hard mount's call reaches its
+/// major timeout and moves to the next address, where it completes; a refused address is
+/// passed over at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_or_refusing_server_is_passed_over() {
+    let s = mem_server();
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = silent.accept().await {
+            conns.push(c); // read nothing, answer nothing
+        }
+    });
+    let options: MountOptions = "hard,timeo=3,retrans=1".parse().unwrap();
+    let rpc =
+        RpcClient::new(TransportConfig::new(silent_addr, &options).with_alternates(&[s.addr], &options));
+    let mut events = rpc.subscribe();
+    let started = Instant::now();
+    within(rpc.call(NFS_PROGRAM, NFS_V3, NFSPROC3_NULL, &root(), &())).await.unwrap();
+    let took = started.elapsed();
+    wait_event(&mut events, |e| matches!(e, TransportEvent::Moved { to, .. } if *to == s.addr)).await;
+    // One major window (0.6 s) and a connect, not the reconnect backoff.
+    assert!(took >= Duration::from_millis(600) && took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(rpc.server(), s.addr);
+    held.abort();
+
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let rpc = RpcClient::new(TransportConfig::new(dead, &options).with_alternates(&[s.addr], &options));
+    within(rpc.call(NFS_PROGRAM, NFS_V3, NFSPROC3_NULL, &root(), &()))
+        .await
+        .expect("passed over the refused address");
+    assert_eq!(rpc.server(), s.addr);
+}

@@ -79,12 +79,7 @@ impl MountSpec {
 
     /// The URL without its query, for messages and /proc/mounts.
     pub fn source(&self) -> String {
-        let host =
-            if self.url.host.contains(':') { format!("[{}]", self.url.host) } else { self.url.host.clone() };
-        match self.url.port {
-            Some(p) => format!("nfs://{host}:{p}{}", self.url.path),
-            None => format!("nfs://{host}{}", self.url.path),
-        }
+        format!("nfs://{}{}", self.url.authority(), self.url.path)
     }
 
     fn fuse_config(&self) -> Config {
@@ -149,6 +144,8 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
     let url = spec.source();
     let server_err = |source| MountError::Server { url: url.clone(), source };
     let client = NfsClient::connect_url(&spec.url).await.map_err(server_err)?;
+    // As a kernel mount: a server's "busy, try later" (JUKEBOX) is waited out, not an error.
+    client.set_retry_jukebox(true);
     let inside = client.path_inside().to_string();
     // A URL below the export: the mount's root is that directory, served
     // by a client whose root handle is it, over the same connections (a

@@ -1272,10 +1272,10 @@ mod tests {
     fn a_heads_grace_ends_as_soon_as_its_hosts_have_reclaimed() {
         let store = Arc::new(MemoryStore::default());
         let grace = Duration::from_secs(3600);
-        let (h1, _) = Head::join(client(&store, 1), 1, grace).unwrap();
+        let (h1, _) = Head::join(client(&store, 1), 1, grace, None).unwrap();
         h1.record_hosts(&[host(7)]).unwrap();
         store.live.lock().retain(|c| *c != 1);
-        let (h1b, j) = Head::join(client(&store, 2), 1, grace).unwrap();
+        let (h1b, j) = Head::join(client(&store, 2), 1, grace, None).unwrap();
         assert_eq!(j.previous_hosts, vec![host(7)]);
         assert!(h1b.refresh().unwrap().in_grace(), "an hour of grace ahead");
         h1b.reclaims_done();
@@ -1292,9 +1292,9 @@ mod tests {
     fn a_head_stopping_with_locks_keeps_the_grace_period_for_a_successor_or_until_its_deadline() {
         let store = Arc::new(MemoryStore::default());
         let grace = Duration::from_secs(3600);
-        let (h1, _) = Head::join(client(&store, 1), 1, grace).unwrap();
+        let (h1, _) = Head::join(client(&store, 1), 1, grace, None).unwrap();
         h1.record_hosts(&[host(7)]).unwrap();
-        let (h2, _) = Head::join(client(&store, 2), 2, grace).unwrap();
+        let (h2, _) = Head::join(client(&store, 2), 2, grace, None).unwrap();
         // Node 1 stops cleanly: grace for its clients, confirmed by node 2 before it goes on.
         let (s2, h2c) = (store.clone(), h2.clone());
         store.on_notify.lock().push(Box::new(move || {
@@ -1309,7 +1309,7 @@ mod tests {
         assert!(h1.refresh().unwrap().in_grace());
         // A successor takes it over: the deadline goes, its own grace period runs.
         s2.live.lock().retain(|c| *c != 1);
-        let (h1b, j) = Head::join(client(&store, 3), 1, grace).unwrap();
+        let (h1b, j) = Head::join(client(&store, 3), 1, grace, None).unwrap();
         assert_eq!(j.previous_hosts, vec![host(7)]);
         let f = h1b.refresh().unwrap().nodes[&1];
         assert!(f.need && f.handover_until == 0, "{f:?}");

@@ -9,7 +9,9 @@
 //! (LOCK with `reclaim`), which the server grants during its grace period
 //! before anyone else may lock. On start, [`LockClient::announce_restart`]
 //! tells the server this host restarted (SM_NOTIFY), which frees the locks
-//! a previous run of it still held.
+//! a previous run of it still held. When the NFS transport moves to another
+//! head of a cluster (a URL of several addresses), every remembered lock is
+//! reclaimed through that head at once.
 //!
 //! Where the lock manager is: on the NFS port (eagernfs serves NLM and NSM
 //! there), else wherever the portmapper says (nfs-ganesha, knfsd).
@@ -171,7 +173,7 @@ impl LockClient {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_secs());
         let state = ((now as i32) & 0x3fff_fffe) | 1;
-        Ok(LockClient(Arc::new(Inner {
+        let client = LockClient(Arc::new(Inner {
             rpc,
             nsm,
             caller_name,
@@ -183,7 +185,37 @@ impl LockClient {
             news: Default::default(),
             granted_callbacks: Default::default(),
             callbacks: Default::default(),
-        })))
+        }));
+        client.follow_moves();
+        Ok(client)
+    }
+
+    /// When the transport moves to another of its addresses (another head
+    /// of a cluster, `nfs://h1,h2/…`), reclaim every held lock there at
+    /// once. Not only when its status monitor's state number differs: the
+    /// numbers of two heads are unrelated (two heads started once each both
+    /// say 1), and the new head's lock manager holds none of our locks.
+    fn follow_moves(&self) {
+        let mut events = self.0.rpc.subscribe();
+        let weak: Weak<Inner> = Arc::downgrade(&self.0);
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        rt.spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(crate::driver::TransportEvent::Moved { from, to, .. }) => {
+                        let Some(inner) = weak.upgrade() else { return };
+                        tracing::info!("lock manager moved from {from} to {to} with the NFS connection");
+                        LockClient(inner).reclaim_after_move().await;
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
     }
 
     /// Take the server's GRANTED calls on `ip` (this host's address as the
@@ -416,6 +448,18 @@ impl LockClient {
         }
     }
 
+    /// The lock manager is another head now: learn its state number and
+    /// reclaim everything held.
+    async fn reclaim_after_move(&self) {
+        if self.0.held.lock().is_empty() {
+            return;
+        }
+        if let Ok(now) = self.server_state().await {
+            self.0.server_state.store(now, Ordering::Relaxed);
+        }
+        self.reclaim_all().await;
+    }
+
     async fn reclaim_all(&self) {
         let _turn = self.0.reclaiming.write().await;
         let locks: Vec<((Bytes, LockOwner), Ranges)> =
@@ -434,7 +478,11 @@ impl LockClient {
                 }
             }
         }
-        tracing::info!(reclaimed = ok, lost, "the server restarted: locks reclaimed");
+        tracing::info!(
+            reclaimed = ok,
+            lost,
+            "the server restarted or another head took over: locks reclaimed"
+        );
     }
 
     fn start_keeper(&self) {
