@@ -738,6 +738,11 @@ impl Head {
                     db.lift(node);
                     return had || db.in_grace();
                 }
+                if db.recovery != 0 {
+                    // Enforced here before ENFORCING is written: a take-over
+                    // that reads it ends the dead head's session next.
+                    self.grace.store(true, Ordering::Release);
+                }
                 let f = db.nodes.entry(node).or_default();
                 let changed = db.recovery != 0 && !f.enforcing;
                 f.enforcing |= db.recovery != 0;

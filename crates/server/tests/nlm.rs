@@ -310,3 +310,282 @@ fn no_grace_without_previous_holders_and_bad_calls_get_clear_answers() {
     assert_eq!(c.call(NSM_PROGRAM, NSM_V1, sm::NULL, &()).accept_stat(), AcceptStat::ProgUnavail);
     off.stop();
 }
+
+// ------------------------------------------------------------ a grant that comes late
+
+/// A memory backend that enforces locks itself, as CephFS does, and whose
+/// answer to a lock can come after a grace period began: the MDS holds a
+/// request on a lock of a dead head's session until that session ends, and a
+/// take-over ends it only once every live head enforces the grace period.
+struct SlowLockFs {
+    inner: Arc<dyn eagernfs_vfs::Backend>,
+    /// The cluster's grace flag (what `LockConfig::cluster_grace` reads).
+    grace: Arc<std::sync::atomic::AtomicBool>,
+    /// The next `try_lock` answers only after the grace period began.
+    late: std::sync::atomic::AtomicBool,
+    /// Locks taken here: owner id, exclusive, range.
+    held: Mutex<Vec<(u64, bool, eagernfs_vfs::LockRange)>>,
+}
+
+impl eagernfs_vfs::FileLocks for SlowLockFs {
+    fn try_lock(
+        &self,
+        _fh: &eagernfs_vfs::FileHandle,
+        owner: u64,
+        exclusive: bool,
+        range: eagernfs_vfs::LockRange,
+    ) -> eagernfs_vfs::FsResult<Option<eagernfs_vfs::LockConflict>> {
+        use std::sync::atomic::Ordering;
+        if self.late.swap(false, Ordering::AcqRel) {
+            self.grace.store(true, Ordering::Release);
+        }
+        let mut held = self.held.lock().unwrap();
+        held.retain(|&(o, _, r)| o != owner || r.end <= range.start || range.end <= r.start);
+        held.push((owner, exclusive, range));
+        Ok(None)
+    }
+
+    fn test_lock(
+        &self,
+        _fh: &eagernfs_vfs::FileHandle,
+        _owner: u64,
+        _exclusive: bool,
+        _range: eagernfs_vfs::LockRange,
+    ) -> eagernfs_vfs::FsResult<Option<eagernfs_vfs::LockConflict>> {
+        Ok(None)
+    }
+
+    fn unlock(
+        &self,
+        _fh: &eagernfs_vfs::FileHandle,
+        owner: u64,
+        range: eagernfs_vfs::LockRange,
+    ) -> eagernfs_vfs::FsResult<()> {
+        // Whole ranges only, as this test releases them.
+        self.held
+            .lock()
+            .unwrap()
+            .retain(|&(o, _, r)| o != owner || r.end <= range.start || range.end <= r.start);
+        Ok(())
+    }
+
+    fn forget_file(&self, _fh: &eagernfs_vfs::FileHandle) {}
+}
+
+impl eagernfs_vfs::Backend for SlowLockFs {
+    fn root(&self) -> eagernfs_vfs::FileHandle {
+        self.inner.root()
+    }
+    fn getattr(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::Attr> {
+        self.inner.getattr(fh)
+    }
+    fn setattr(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        set: &eagernfs_vfs::SetAttr,
+        guard: Option<eagernfs_vfs::Timestamp>,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.setattr(cred, fh, set, guard)
+    }
+    fn lookup(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Lookup> {
+        self.inner.lookup(cred, dir, name)
+    }
+    fn access(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        want: u32,
+    ) -> eagernfs_vfs::FsResult<(u32, eagernfs_vfs::Attr)> {
+        self.inner.access(cred, fh, want)
+    }
+    fn readlink(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+    ) -> eagernfs_vfs::FsResult<(Bytes, eagernfs_vfs::Attr)> {
+        self.inner.readlink(cred, fh)
+    }
+    fn read(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::ReadResult> {
+        self.inner.read(cred, fh, offset, count)
+    }
+    fn write(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        data: &[u8],
+        stable: eagernfs_vfs::StableHow,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::WriteResult> {
+        self.inner.write(cred, fh, offset, data, stable)
+    }
+    fn create(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        how: &eagernfs_vfs::CreateMode,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.create(cred, dir, name, how)
+    }
+    fn mkdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.mkdir(cred, dir, name, set)
+    }
+    fn symlink(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        target: &[u8],
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.symlink(cred, dir, name, target, set)
+    }
+    fn mknod(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+        kind: eagernfs_vfs::NodeKind,
+        set: &eagernfs_vfs::SetAttr,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
+        self.inner.mknod(cred, dir, name, kind, set)
+    }
+    fn remove(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.remove(cred, dir, name)
+    }
+    fn rmdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
+        self.inner.rmdir(cred, dir, name)
+    }
+    fn rename(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        from_dir: &eagernfs_vfs::FileHandle,
+        from_name: &[u8],
+        to_dir: &eagernfs_vfs::FileHandle,
+        to_name: &[u8],
+    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Wcc)> {
+        self.inner.rename(cred, from_dir, from_name, to_dir, to_name)
+    }
+    fn link(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        dir: &eagernfs_vfs::FileHandle,
+        name: &[u8],
+    ) -> eagernfs_vfs::FsResult<(Option<eagernfs_vfs::Attr>, eagernfs_vfs::Wcc)> {
+        self.inner.link(cred, fh, dir, name)
+    }
+    fn readdir(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        dir: &eagernfs_vfs::FileHandle,
+        cookie: u64,
+        cookieverf: eagernfs_vfs::Verifier,
+        plus: bool,
+        sink: &mut dyn FnMut(&eagernfs_vfs::DirEntry) -> bool,
+    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::DirInfo> {
+        self.inner.readdir(cred, dir, cookie, cookieverf, plus, sink)
+    }
+    fn fsstat(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::FsStat> {
+        self.inner.fsstat(fh)
+    }
+    fn properties(&self) -> eagernfs_vfs::FsProperties {
+        self.inner.properties()
+    }
+    fn commit(
+        &self,
+        cred: &eagernfs_vfs::Credentials,
+        fh: &eagernfs_vfs::FileHandle,
+        offset: u64,
+        count: u32,
+    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Verifier)> {
+        self.inner.commit(cred, fh, offset, count)
+    }
+    fn write_verifier(&self) -> eagernfs_vfs::Verifier {
+        self.inner.write_verifier()
+    }
+    fn sync_all(&self) -> eagernfs_vfs::FsResult<()> {
+        self.inner.sync_all()
+    }
+    fn file_locks(&self) -> Option<&dyn eagernfs_vfs::FileLocks> {
+        Some(self)
+    }
+}
+
+/// A LOCK that passed the grace check before a take-over and that the file
+/// system granted after it (the cluster soak's double grant,
+/// docs/benchmarks/cluster-soak-locks-2026-11-26) is refused as in the grace
+/// period and given back in the file system, where the reclaim then finds it
+/// free; once the grace period is over, locks go as before.
+#[test]
+fn a_lock_the_file_system_grants_once_the_cluster_is_in_grace_is_given_back() {
+    use std::sync::atomic::Ordering;
+    let grace = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fs = Arc::new(SlowLockFs {
+        inner: memory(),
+        grace: grace.clone(),
+        late: Default::default(),
+        held: Default::default(),
+    });
+    let s = TestServer::start_with(
+        config(LockConfig { cluster_grace: Some(grace.clone()), ..LockConfig::default() }),
+        vec![spec(1, &["/mem"], "/mem 127.0.0.0/8(rw,insecure,no_root_squash)", fs.clone())],
+    );
+    let fh = file(&s);
+    let mut a = Host { c: from(&s, "127.0.0.1"), name: "host-a" };
+    let mut b = Host { c: from(&s, "127.0.0.2"), name: "host-b" };
+
+    fs.late.store(true, Ordering::Release);
+    assert_eq!(b.lock(&fh, 1, 0, 1, true, false), Nlm4Stats::DeniedGracePeriod);
+    assert!(grace.load(Ordering::Acquire), "the file system answered in the grace period");
+    assert_eq!(*fs.held.lock().unwrap(), vec![], "given back in the file system");
+    // Blocking or not, nothing is granted or queued in the grace period.
+    assert_eq!(b.lock(&fh, 1, 0, 1, true, true), Nlm4Stats::DeniedGracePeriod);
+    // The holder's reclaim is granted, there and here.
+    let reclaim = Nlm4LockArgs {
+        cookie: Opaque::from_static(b"r"),
+        block: false,
+        exclusive: true,
+        alock: a.alock(&fh, 1, 0, 1),
+        reclaim: true,
+        state: 3,
+    };
+    assert_eq!(a.lock_args(reclaim), Nlm4Stats::Granted);
+    assert_eq!(fs.held.lock().unwrap().len(), 1);
+
+    // The grace period is over: B waits for A's lock as usual.
+    grace.store(false, Ordering::Release);
+    assert_eq!(b.lock(&fh, 1, 0, 1, true, false), Nlm4Stats::Denied);
+    assert_eq!(a.unlock(&fh, 1, 0, 1), Nlm4Stats::Granted);
+    assert_eq!(b.lock(&fh, 1, 0, 1, true, false), Nlm4Stats::Granted);
+    assert_eq!(fs.held.lock().unwrap().len(), 1);
+    s.stop();
+}

@@ -1150,6 +1150,8 @@ fn lock_inner(ctx: &mut Ctx, a: &Lock4Args) -> Result<Stateid4, Result<Lock4Deni
             // The file system did not answer in time.
             LockResult::Unavailable => return Err(Err(Nfsstat4::Delay)),
             LockResult::NoLocks => return Err(Err(Nfsstat4::Delay)),
+            // Not asked for here (the mirror is not gated), but it would mean this.
+            LockResult::Grace => return Err(Err(Nfsstat4::Grace)),
         }
     }
     let mut inner = v4.state.inner.lock();

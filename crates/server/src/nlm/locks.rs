@@ -104,6 +104,16 @@ pub(crate) trait Mirror {
     fn release(&self, owner: &Owner, range: Range);
     /// The table holds no lock and no request for the file any more.
     fn idle(&self);
+    /// Whether a new lock may be granted now (false in a grace period, when
+    /// only reclaims are). Asked before a waiter is tried and again after the
+    /// file system admitted a request: that answer can take long (the MDS
+    /// holds a request on a lock of a dead head's session until the session
+    /// ends, which a take-over does only once the grace period is in force),
+    /// so a request that began before the grace period must not end in a
+    /// grant during it.
+    fn open(&self) -> bool {
+        true
+    }
 }
 
 /// Locks only between this server's clients.
@@ -129,6 +139,9 @@ pub(crate) enum LockResult {
     NoLocks,
     /// The file system could not answer (and the request did not ask to wait).
     Unavailable,
+    /// A grace period began while the file system was asked ([`Mirror::open`]):
+    /// not granted, not queued.
+    Grace,
 }
 
 #[derive(Debug)]
@@ -171,6 +184,20 @@ impl<T> FileLocks<T> {
         self.held.push(merged);
     }
 
+    /// Give back in the file system what `mirror` just admitted for `want`
+    /// (a grace period began meanwhile), keeping there what its owner held
+    /// of the range before.
+    fn undo_admit(&self, want: &Held, mirror: &dyn Mirror) {
+        mirror.release(&want.owner, want.range);
+        for h in self.held.iter().filter(|h| h.owner == want.owner && h.range.overlaps(&want.range)) {
+            let range =
+                Range { start: h.range.start.max(want.range.start), end: h.range.end.min(want.range.end) };
+            if mirror.admit(&Held { range, ..h.clone() }) != Admit::Granted {
+                tracing::warn!(?range, "a lock held before could not be taken again in the file system");
+            }
+        }
+    }
+
     /// Release `range` of `owner`'s locks (splitting a lock that straddles it).
     fn release(&mut self, owner: &Owner, range: Range) {
         let mut kept = Vec::with_capacity(self.held.len() + 1);
@@ -203,9 +230,20 @@ impl<T> FileLocks<T> {
                     && e.want.range.overlaps(&w.range)
                     && (e.want.exclusive || w.exclusive)
             });
-            if behind || self.conflict(w).is_some() || mirror.admit(w) != Admit::Granted {
+            if behind || self.conflict(w).is_some() {
                 i += 1;
                 continue;
+            }
+            if !mirror.open() {
+                break;
+            }
+            if mirror.admit(w) != Admit::Granted {
+                i += 1;
+                continue;
+            }
+            if !mirror.open() {
+                self.undo_admit(w, mirror);
+                break;
             }
             let waiter = self.waiting.remove(i);
             self.apply(waiter.want.clone());
@@ -305,11 +343,18 @@ impl<T: Clone> LockTable<T> {
     ) -> LockResult {
         let full = self.held.load(Ordering::Relaxed) + self.waiting.load(Ordering::Relaxed) >= self.max_locks;
         self.with_file(fh, mirror, |file| {
+            if !mirror.open() {
+                return LockResult::Grace;
+            }
             if file.conflict(&want).is_none() {
                 if full && !file.held.iter().any(|h| h.owner == want.owner) {
                     return LockResult::NoLocks;
                 }
                 match mirror.admit(&want) {
+                    Admit::Granted if !mirror.open() => {
+                        file.undo_admit(&want, mirror);
+                        return LockResult::Grace;
+                    }
                     Admit::Granted => {
                         // A queued request of the same owner that this one supersedes goes.
                         file.waiting.retain(|w| !(w.want.owner == want.owner && w.want.range == want.range));
@@ -586,6 +631,104 @@ mod tests {
         fn idle(&self) {
             self.idle.set(self.idle.get() + 1);
         }
+    }
+
+    /// A file system whose answer may come after a grace period began (the
+    /// MDS held the request until a take-over, confirmed by every head,
+    /// ended the dead head's session): [`Mirror::open`] is asked again.
+    #[derive(Default)]
+    struct SlowFs {
+        /// Only reclaims are granted now.
+        grace: std::cell::Cell<bool>,
+        /// The next admit returns after the grace period began.
+        grace_on_admit: std::cell::Cell<bool>,
+        taken: std::cell::RefCell<Vec<(u8, bool, u64, u64)>>,
+        released: std::cell::RefCell<Vec<(u8, u64, u64)>>,
+    }
+
+    impl Mirror for SlowFs {
+        fn admit(&self, want: &Held) -> Admit {
+            if self.grace_on_admit.take() {
+                self.grace.set(true);
+            }
+            self.taken.borrow_mut().push((
+                want.owner.oh[0],
+                want.exclusive,
+                want.range.start,
+                want.range.end,
+            ));
+            Admit::Granted
+        }
+        fn release(&self, owner: &Owner, range: Range) {
+            self.released.borrow_mut().push((owner.oh[0], range.start, range.end));
+        }
+        fn idle(&self) {}
+        fn open(&self) -> bool {
+            !self.grace.get()
+        }
+    }
+
+    #[test]
+    fn a_grant_the_file_system_gives_once_a_grace_period_began_is_given_back() {
+        let t = table();
+        let fs = SlowFs::default();
+        assert_eq!(t.lock(&fh(), held(1, false, 0, 10), false, 0, &fs), LockResult::Granted);
+
+        // Asked before the grace period, answered in it: refused, and taken back
+        // in the file system, so the lock a reclaim needs stays free there.
+        fs.grace_on_admit.set(true);
+        assert_eq!(t.lock(&fh(), held(2, true, 20, 30), false, 0, &fs), LockResult::Grace);
+        assert_eq!(*fs.released.borrow(), vec![(2, 20, 30)]);
+        assert!(t.test(&fh(), &held(3, true, 20, 30)).is_none(), "not in the table either");
+        assert_eq!(t.held_count(), 1);
+        // In the grace period the file system is not even asked, and nothing is queued.
+        let asked = fs.taken.borrow().len();
+        assert_eq!(t.lock(&fh(), held(2, true, 20, 30), true, 5, &fs), LockResult::Grace);
+        assert_eq!(fs.taken.borrow().len(), asked);
+        assert!(t.files_waiting().is_empty());
+
+        // An owner's own lock is kept in the file system when its change is given back.
+        fs.grace.set(false);
+        fs.grace_on_admit.set(true);
+        fs.released.borrow_mut().clear();
+        assert_eq!(t.lock(&fh(), held(1, true, 5, 20), false, 0, &fs), LockResult::Grace);
+        assert_eq!(*fs.released.borrow(), vec![(1, 5, 20)]);
+        assert_eq!(
+            fs.taken.borrow().last(),
+            Some(&(1, false, 5, 10)),
+            "the shared lock on 5..10 taken again"
+        );
+        assert!(t.test(&fh(), &held(3, false, 0, 10)).is_none(), "still shared");
+        assert_eq!(t.test(&fh(), &held(3, true, 9, 10)).map(|h| h.range), Some(Range { start: 0, end: 10 }));
+    }
+
+    #[test]
+    fn waiters_are_not_granted_in_a_grace_period() {
+        let t = table();
+        let fs = SlowFs::default();
+        assert_eq!(t.lock(&fh(), held(1, true, 0, 10), false, 0, &fs), LockResult::Granted);
+        assert_eq!(t.lock(&fh(), held(2, true, 0, 10), true, 7, &fs), LockResult::Blocked);
+        let asked = fs.taken.borrow().len();
+
+        // The holder lets go in the grace period: the waiter waits on, untried.
+        fs.grace.set(true);
+        assert!(t.unlock(&fh(), &owner(1), Range { start: 0, end: 10 }, &fs).is_empty());
+        assert!(t.retry(&fh(), &fs).is_empty());
+        assert_eq!(fs.taken.borrow().len(), asked, "the file system was not asked");
+        assert_eq!(t.files_waiting(), vec![(fh(), 7)]);
+
+        // Tried before it, admitted in it: given back, still waiting.
+        fs.grace.set(false);
+        fs.grace_on_admit.set(true);
+        assert!(t.retry(&fh(), &fs).is_empty());
+        assert_eq!(fs.released.borrow().last(), Some(&(2, 0, 10)));
+        assert_eq!(t.files_waiting(), vec![(fh(), 7)]);
+        assert_eq!(t.held_count(), 0);
+
+        // After it: granted.
+        fs.grace.set(false);
+        let granted = t.retry(&fh(), &fs);
+        assert_eq!(granted.iter().map(|w| w.notice).collect::<Vec<_>>(), vec![7]);
     }
 
     #[test]

@@ -168,9 +168,11 @@ impl Retrier {
 }
 
 /// Start the thread that retries refused requests (once per server), which
-/// ends with the table. `announce` sends GRANTED for what it grants.
+/// ends with the table. `announce` sends GRANTED for what it grants; nothing
+/// is granted while `grace` is in force.
 pub(crate) fn start_retrying(
     table: Weak<LockTable<Grant>>,
+    grace: Arc<super::GraceState>,
     announce: impl Fn(Vec<super::locks::Waiter<Grant>>) + Send + 'static,
 ) -> Arc<Retrier> {
     let retrier = Arc::new(Retrier::default());
@@ -188,7 +190,9 @@ pub(crate) fn start_retrying(
             let n = if full { waiting.len() } else { waiting.len().min(FAST_FILES) };
             for (fh, notice) in &waiting[..n] {
                 if let Some(m) = &notice.mirror {
-                    let granted = t.retry(fh, &**m);
+                    // Nothing is granted in a grace period, not even what was queued before it.
+                    let m = super::Gated { inner: &**m as &dyn Mirror, grace: grace.clone() };
+                    let granted = t.retry(fh, &m);
                     if !granted.is_empty() {
                         announce(granted);
                     }

@@ -133,7 +133,8 @@ pub(crate) struct LockManager {
     table: Arc<LockTable<Grant>>,
     /// Started with the first request a file system refused.
     retrying: std::sync::OnceLock<Arc<mirror::Retrier>>,
-    grace_until: Option<Instant>,
+    /// Whether only reclaims are granted (shared with the retrying thread).
+    grace: Arc<GraceState>,
     nsm_state: i32,
     hosts: parking_lot::Mutex<Vec<(Bytes, IpAddr)>>,
     /// Runs `on_hosts_changed` on a thread of its own: service threads run
@@ -141,13 +142,50 @@ pub(crate) struct LockManager {
     /// server's state directory.
     persister: Option<std::sync::mpsc::SyncSender<(Vec<LockHost>, std::sync::mpsc::SyncSender<()>)>>,
     callbacks: Option<callback::Sender>,
-    cluster_grace: Option<Arc<std::sync::atomic::AtomicBool>>,
     /// The hosts of `previous_hosts` that may still reclaim, and whether each
     /// has reclaimed something yet.
     pending: parking_lot::Mutex<Vec<(LockHost, bool)>>,
+    on_reclaims_done: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+/// This server's grace period and the cluster's.
+pub(crate) struct GraceState {
+    until: Option<Instant>,
     /// Every previous host has reclaimed: the grace period is over early.
     reclaims_over: std::sync::atomic::AtomicBool,
-    on_reclaims_done: Option<Arc<dyn Fn() + Send + Sync>>,
+    cluster: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl GraceState {
+    pub(crate) fn in_grace(&self) -> bool {
+        let own = self.until.is_some_and(|t| Instant::now() < t)
+            && !self.reclaims_over.load(std::sync::atomic::Ordering::Acquire);
+        own || self.cluster.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::Acquire))
+    }
+}
+
+/// A file's mirror that grants nothing new while a grace period is in force
+/// ([`Mirror::open`]): for every path that may grant a lock that is not a
+/// reclaim (LOCK, and the waiters UNLOCK, CANCEL, a host's restart and the
+/// retrying thread grant).
+pub(crate) struct Gated<M> {
+    pub(crate) inner: M,
+    pub(crate) grace: Arc<GraceState>,
+}
+
+impl<'a, M: std::ops::Deref<Target = dyn Mirror + 'a>> Mirror for Gated<M> {
+    fn admit(&self, want: &Held) -> locks::Admit {
+        self.inner.admit(want)
+    }
+    fn release(&self, owner: &Owner, range: Range) {
+        self.inner.release(owner, range)
+    }
+    fn idle(&self) {
+        self.inner.idle()
+    }
+    fn open(&self) -> bool {
+        !self.grace.in_grace() && self.inner.open()
+    }
 }
 
 /// A thread (with the server's own identity) that runs `f` for each list, answering when done.
@@ -181,24 +219,24 @@ impl LockManager {
         LockManager {
             table,
             retrying: std::sync::OnceLock::new(),
-            grace_until,
+            grace: Arc::new(GraceState {
+                until: grace_until,
+                reclaims_over: std::sync::atomic::AtomicBool::new(config.previous_hosts.is_empty()),
+                cluster: config.cluster_grace.clone(),
+            }),
             nsm_state: config.nsm_state,
             hosts: Default::default(),
             persister: config.on_hosts_changed.clone().and_then(start_persister),
             callbacks: config.callbacks.then(|| callback::Sender::start(stats, config.lease.clone())),
-            cluster_grace: config.cluster_grace.clone(),
             pending: parking_lot::Mutex::new(
                 config.previous_hosts.iter().map(|h| (h.clone(), false)).collect(),
             ),
-            reclaims_over: std::sync::atomic::AtomicBool::new(config.previous_hosts.is_empty()),
             on_reclaims_done: config.on_reclaims_done.clone(),
         }
     }
 
     pub(crate) fn in_grace(&self) -> bool {
-        let own = self.grace_until.is_some_and(|t| Instant::now() < t)
-            && !self.reclaims_over.load(std::sync::atomic::Ordering::Acquire);
-        own || self.cluster_grace.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::Acquire))
+        self.grace.in_grace()
     }
 
     /// Follow the previous hosts' reclaims, to end the grace period as soon
@@ -213,7 +251,7 @@ impl LockManager {
     /// (SM_NOTIFY, FREE_ALL) has nothing to reclaim. Hosts are matched by name
     /// and address, as their locks are.
     fn reclaim_progress(&self, name: &[u8], addr: IpAddr, reclaim: bool) {
-        if self.reclaims_over.load(std::sync::atomic::Ordering::Acquire) {
+        if self.grace.reclaims_over.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
         let mut pending = self.pending.lock();
@@ -242,12 +280,17 @@ impl LockManager {
     fn host_done(&self, pending: &mut Vec<(LockHost, bool)>, i: usize, why: &str) {
         let (h, _) = pending.remove(i);
         tracing::info!(host = %h.name, client = %h.addr, left = pending.len(), "grace period: the host {why}");
-        if pending.is_empty() && !self.reclaims_over.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        if pending.is_empty() && !self.grace.reclaims_over.swap(true, std::sync::atomic::Ordering::AcqRel) {
             tracing::info!("grace period over early: every host that held locks has reclaimed them");
             if let Some(f) = &self.on_reclaims_done {
                 f();
             }
         }
+    }
+
+    /// `m`, granting nothing new in a grace period.
+    fn gated(&self, m: Box<dyn Mirror>) -> Gated<Box<dyn Mirror>> {
+        Gated { inner: m, grace: self.grace.clone() }
     }
 
     /// Announce grants (GRANTED callbacks), best effort.
@@ -260,7 +303,8 @@ impl LockManager {
         self.retrying
             .get_or_init(|| {
                 let tx = self.callbacks.clone();
-                mirror::start_retrying(Arc::downgrade(&self.table), move |g| announce(tx.as_ref(), g))
+                let grace = self.grace.clone();
+                mirror::start_retrying(Arc::downgrade(&self.table), grace, move |g| announce(tx.as_ref(), g))
             })
             .poke();
     }
@@ -380,8 +424,8 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
                 Nlm4Stats::DeniedGracePeriod
             } else {
                 let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
-                let m = mirror::mirror_for(call.exports, &a.alock.fh.0);
-                let (found, granted) = lm.table.cancel(&a.alock.fh.0, &owner(&a.alock), range, &*m);
+                let m = lm.gated(mirror::mirror_for(call.exports, &a.alock.fh.0));
+                let (found, granted) = lm.table.cancel(&a.alock.fh.0, &owner(&a.alock), range, &m);
                 lm.announce(granted);
                 if found {
                     Nlm4Stats::Granted
@@ -394,8 +438,8 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         NlmArgs::Unlock(a) => {
             // Allowed in the grace period too: it only gives something up.
             let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
-            let m = mirror::mirror_for(call.exports, &a.alock.fh.0);
-            let granted = lm.table.unlock(&a.alock.fh.0, &owner(&a.alock), range, &*m);
+            let m = lm.gated(mirror::mirror_for(call.exports, &a.alock.fh.0));
+            let granted = lm.table.unlock(&a.alock.fh.0, &owner(&a.alock), range, &m);
             lm.announce(granted);
             res(a.cookie, Nlm4Stats::Granted).encode(out);
         }
@@ -449,9 +493,14 @@ fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
     // A reclaim never waits: in the grace period nothing else can hold the range.
     let block = a.block && !a.reclaim;
     lm.note_host(&a.alock.caller_name.0, call.conn.peer.addr.ip());
-    let r = lm.table.lock(&a.alock.fh.0, want(call, &a.alock, a.exclusive), block, notice, as_mirror(&m));
+    // Checked again once the file system has answered (see `Mirror::open`),
+    // unless this is a reclaim.
+    let gated = Gated { inner: as_mirror(&m), grace: lm.grace.clone() };
+    let mirror: &dyn Mirror = if a.reclaim { as_mirror(&m) } else { &gated };
+    let r = lm.table.lock(&a.alock.fh.0, want(call, &a.alock, a.exclusive), block, notice, mirror);
     match r {
         LockResult::Granted => Nlm4Stats::Granted,
+        LockResult::Grace => Nlm4Stats::DeniedGracePeriod,
         LockResult::Denied => Nlm4Stats::Denied,
         LockResult::Blocked => {
             if m.is_some() {
@@ -498,7 +547,9 @@ fn test(lm: &LockManager, a: &Nlm4TestArgs, want: &Held, m: Option<&BackendMirro
 /// Drop every lock `name` took from the caller's address.
 fn release_host(call: &Call, lm: &LockManager, name: &[u8], why: &str) {
     let addr = call.conn.peer.addr.ip();
-    let (n, granted) = lm.table.release_host(name, Some(addr), &|fh| mirror::mirror_for(call.exports, fh));
+    let (n, granted) = lm
+        .table
+        .release_host(name, Some(addr), &|fh| Box::new(lm.gated(mirror::mirror_for(call.exports, fh))));
     tracing::info!(peer = %addr, host = %String::from_utf8_lossy(name), locks = n, "{why}: the host restarted; its locks are released");
     lm.announce(granted);
     lm.forget_host(name, addr);
