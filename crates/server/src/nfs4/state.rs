@@ -1128,10 +1128,17 @@ fn lock_inner(ctx: &mut Ctx, a: &Lock4Args) -> Result<Stateid4, Result<Lock4Deni
     // On a file system that enforces locks itself (CephFS), the lock is
     // taken there too, as NLM's are: it then excludes its other clients.
     let m = mirror::BackendMirror::of(&o.export.backend, &o.fh);
+    // The file system's answer may come after a grace period began (a
+    // take-over ended a dead head's session): NLM's grace is asked again then.
+    let gate = ctx.call.state.locks.as_ref().filter(|_| !a.reclaim).map(|l| l.gate(as_mirror(&m)));
+    let mirror: &dyn crate::nlm::locks::Mirror = match &gate {
+        Some(g) => g,
+        None => as_mirror(&m),
+    };
     let mut tries = 0;
     loop {
         let notice = Grant::never_queued(want.addr);
-        match v4.state.locks.lock(&o.wire, want.clone(), false, notice, as_mirror(&m)) {
+        match v4.state.locks.lock(&o.wire, want.clone(), false, notice, mirror) {
             LockResult::Granted => break,
             LockResult::Denied | LockResult::Blocked => {
                 let conflict = v4.state.locks.test(&o.wire, &want);
@@ -1150,7 +1157,7 @@ fn lock_inner(ctx: &mut Ctx, a: &Lock4Args) -> Result<Stateid4, Result<Lock4Deni
             // The file system did not answer in time.
             LockResult::Unavailable => return Err(Err(Nfsstat4::Delay)),
             LockResult::NoLocks => return Err(Err(Nfsstat4::Delay)),
-            // Not asked for here (the mirror is not gated), but it would mean this.
+            // A grace period began while the file system was asked.
             LockResult::Grace => return Err(Err(Nfsstat4::Grace)),
         }
     }

@@ -293,6 +293,11 @@ impl LockManager {
         Gated { inner: m, grace: self.grace.clone() }
     }
 
+    /// `m`, granting nothing new in a grace period (for NFSv4's LOCK).
+    pub(crate) fn gate<'a>(&self, m: &'a dyn Mirror) -> Gated<&'a dyn Mirror> {
+        Gated { inner: m, grace: self.grace.clone() }
+    }
+
     /// Announce grants (GRANTED callbacks), best effort.
     pub(crate) fn announce(&self, granted: Vec<locks::Waiter<Grant>>) {
         announce(self.callbacks.as_ref(), granted)
