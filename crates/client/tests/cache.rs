@@ -270,6 +270,57 @@ async fn deferred_times_do_not_outlive_a_later_write_and_only_the_creator_s_chan
     fs.release(fh).await.unwrap();
 }
 
+/// While the SETATTR carrying deferred changes is out (here held at the
+/// server; in life, the write-back timer sent it while the file stays
+/// open), `stat` still shows them, a newer change shows over them, and a
+/// second flush returns only once they are on the server. The fuse_posix
+/// times test once saw the times from before the last change here.
+#[tokio::test]
+async fn deferred_changes_stay_visible_while_their_setattr_is_out() {
+    let fake = Fake::new();
+    let fs = mount(&fake, config()).await;
+    let root = Cred { uid: 0, gid: 0, groups: vec![] };
+    let (e, fh) = fs.create(ROOT_INO, b"f", 0o600, libc::O_WRONLY | libc::O_EXCL, &root).await.unwrap();
+    let t = |s: u32| Nfstime3 { seconds: s, nseconds: 0 };
+    let set = |s: u32| Sattr3 { mtime: SetTime::SetToClientTime(t(s)), ..Sattr3::default() };
+    fs.setattr(e.ino, set(1_600_000_000), &root).await.unwrap();
+    let gate = fake.gate(NFSPROC3_SETATTR);
+    let first = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.fsync(fh).await })
+    };
+    while fake.calls(NFSPROC3_SETATTR) == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        fs.getattr(e.ino, &root).await.unwrap().attr.mtime,
+        t(1_600_000_000),
+        "while the SETATTR is out"
+    );
+    fs.setattr(e.ino, set(1_700_000_000), &root).await.unwrap();
+    assert_eq!(
+        fs.getattr(e.ino, &root).await.unwrap().attr.mtime,
+        t(1_700_000_000),
+        "a newer change over it"
+    );
+    let second = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.flush(fh).await })
+    };
+    // The second flush cannot send its SETATTR before the first is answered.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!second.is_finished(), "a flush returned with deferred changes still out");
+    gate.add_permits(2);
+    fake.ungate(NFSPROC3_SETATTR);
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    assert_eq!(fake.attr(e.ino).mtime, t(1_700_000_000), "the last change is the last word on the server");
+    assert_eq!(fs.getattr(e.ino, &root).await.unwrap().attr.mtime, t(1_700_000_000));
+    fs.release(fh).await.unwrap();
+}
+
 /// An open asks the server once: the ACCESS check brings the attributes
 /// close-to-open needs, so no GETATTR follows it; with the answer cached,
 /// a GETATTR alone. The kernel may keep its pages at the next open only if

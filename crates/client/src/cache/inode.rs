@@ -250,6 +250,11 @@ pub(crate) struct FileData {
     pub(crate) creator: Option<Cred>,
     /// Attribute changes waiting to go with the data at close.
     pub(crate) pending_attrs: Option<PendingAttrs>,
+    /// Deferred changes in a SETATTR not answered yet: shown (under any
+    /// newer `pending_attrs`) until its reply's attributes are cached, and
+    /// waited for by a flush, so neither a `stat` nor a `close()` sees the
+    /// file as it was before them.
+    pub(crate) sending_attrs: Option<Sattr3>,
 
     /// Write-back errors so far (Linux's errseq): an open handle reports
     /// each error once, on its next write, flush or fsync.
@@ -288,6 +293,7 @@ impl FileData {
             write_opens: 0,
             creator: None,
             pending_attrs: None,
+            sending_attrs: None,
             err_seq: 0,
             last_err: None,
         }
@@ -333,7 +339,14 @@ impl FileData {
     /// Nothing dirty, in flight or uncommitted, and no attribute change
     /// waiting: the server has everything.
     pub(crate) fn settled(&self) -> bool {
-        self.clean() && self.pending_attrs.is_none()
+        self.clean() && self.pending_attrs.is_none() && self.sending_attrs.is_none()
+    }
+
+    /// Move the deferred changes to the SETATTR about to carry them.
+    pub(crate) fn take_pending_attrs(&mut self) -> Option<PendingAttrs> {
+        let p = self.pending_attrs.take()?;
+        self.sending_attrs = Some(p.attrs);
+        Some(p)
     }
 
     /// Nothing dirty, in flight or uncommitted.
@@ -545,8 +558,9 @@ impl InodeState {
             let in_group = writer.gid == a.gid || writer.groups.contains(&a.gid);
             a.mode = mode_without_setid(a.mode, in_group);
         }
-        if let Some(p) = &self.file.pending_attrs {
-            let s = &p.attrs;
+        let f = &self.file;
+        for s in [f.sending_attrs.as_ref(), f.pending_attrs.as_ref().map(|p| &p.attrs)].into_iter().flatten()
+        {
             a.mode = s.mode.map_or(a.mode, |m| m & 0o7777);
             a.uid = s.uid.unwrap_or(a.uid);
             a.gid = s.gid.unwrap_or(a.gid);

@@ -725,9 +725,12 @@ impl<C: NfsOps> Shared<C> {
             f.written_settled = None;
             f.written_at = Some(super::inode::coarse_now());
             f.write_cred = cred.clone();
+            // A write after a deferred explicit mtime sets the time itself.
             if let Some(p) = &mut f.pending_attrs {
-                // A write after a deferred explicit mtime sets the time itself.
                 p.attrs.mtime = SetTime::DontChange;
+            }
+            if let Some(s) = &mut f.sending_attrs {
+                s.mtime = SetTime::DontChange;
             }
             // Past half the mount's bound: write-behind starts here.
             let starts = !f.background && self.budget.used() * 2 >= self.budget.limit();
@@ -830,16 +833,24 @@ impl<C: NfsOps> Shared<C> {
             let notified = inode.progress.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if inode.state.lock().file.clean() {
+            let (clean, attrs_out) = {
+                let st = inode.state.lock();
+                (st.file.clean(), st.file.sending_attrs.is_some())
+            };
+            if clean && !attrs_out {
                 break;
             }
-            self.ensure_flusher(inode);
+            if !clean {
+                self.ensure_flusher(inode);
+            }
+            // Else another flush's SETATTR carries deferred changes: this
+            // one returns only once they are on the server too.
             notified.await;
         }
         drop(guard);
         // Deferred attribute changes go after the data: an explicit mtime
         // must be the last word, after the WRITEs that move it.
-        let pending = inode.state.lock().file.pending_attrs.take();
+        let pending = inode.state.lock().file.take_pending_attrs();
         if let Some(p) = pending {
             self.send_pending_attrs(inode, p).await;
         }
@@ -853,12 +864,16 @@ impl<C: NfsOps> Shared<C> {
     async fn send_pending_attrs(&self, inode: &Arc<Inode>, p: super::inode::PendingAttrs) {
         let gen = inode.state.lock().begin_change();
         let r = self.client.setattr(&p.cred, &inode.fh, p.attrs, None).await;
-        let mut st = inode.state.lock();
-        st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(false).0);
-        st.access.clear();
-        if let Err(e) = r {
-            st.file.record_error(e);
+        {
+            let mut st = inode.state.lock();
+            st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(false).0);
+            st.access.clear();
+            st.file.sending_attrs = None;
+            if let Err(e) = r {
+                st.file.record_error(e);
+            }
         }
+        inode.progress.notify_waiters();
     }
 
     /// Drop a file from the write-back registry once it is clean. The
