@@ -247,9 +247,7 @@ impl<C: NfsOps> NfsFuse<C> {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let fut = work(self.fs.clone(), self.cred(req));
-        // `crate::inline::run` (poll on this reader thread first) is off until a flaky
-        // attribute result it may cause (fuse_posix times_outside_nfstime3_are_clamped) is understood.
-        self.rt.spawn(fut);
+        crate::inline::run(&self.rt, fut);
     }
 
     fn reply_entry(names_uncached: bool, reply: ReplyEntry, r: Result<Entry, FsError>) {

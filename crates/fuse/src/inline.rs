@@ -58,7 +58,6 @@ impl Wake for Deferred {
 }
 
 /// Run `fut` on this thread until it first waits, then on `rt`.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn run<F>(rt: &Handle, fut: F)
 where
     F: Future<Output = ()> + Send + 'static,
