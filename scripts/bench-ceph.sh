@@ -7,6 +7,14 @@
 #
 #   scripts/bench-ceph.sh [--out DIR] [--rounds N] [--seconds S] [--stream-mib N] [--conf CONF]
 #                         [--only STEP,...]   (steps: iops stream load small tar; default all)
+#                         [--peers P,...]     (eagernfs ganesha ganesha-tuned native eagernfs-async;
+#                                              default the first four)
+#                         [--ramp FIRST:FACTOR:MAX]  (the call-rate ramp; default 1000:1.4:400000)
+#
+# `eagernfs-async` is eagernfs with an `async` export: it answers a CREATE, REMOVE or SETATTR at
+# the MDS's early reply, as ganesha does, instead of waiting for the MDS's journal (what NFSv3
+# asks, and what eagernfs does by default): the difference between the two is the price of that
+# durability on this cluster.
 #
 # Workloads, per peer, in rounds that alternate the peers' order (medians over the rounds):
 # - call rate: `eagernfs bench load`, SPEC SFS 3.0 mix, 32 clients, a ramp to saturation
@@ -40,6 +48,8 @@ seconds=10
 stream_mib=1024
 conf=
 only=iops,stream,load,small,tar
+peers_csv=eagernfs,ganesha,ganesha-tuned,native
+ramp=1000:1.4:400000
 orig_args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -49,7 +59,9 @@ while [ $# -gt 0 ]; do
         --stream-mib) stream_mib=$2; shift 2 ;;
         --conf) conf=$2; shift 2 ;;
         --only) only=$2; shift 2 ;;
-        -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --peers) peers_csv=$2; shift 2 ;;
+        --ramp) ramp=$2; shift 2 ;;
+        -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-ceph: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -61,6 +73,14 @@ for step in ${only//,/ }; do
     esac
 done
 want() { [[ ",$only," == *",$1,"* ]]; }
+read -r -a all_peers <<<"${peers_csv//,/ }"
+for peer in "${all_peers[@]}"; do
+    case "$peer" in
+        eagernfs | eagernfs-async | ganesha | ganesha-tuned | native) ;;
+        *) echo "bench-ceph: unknown peer '$peer' in --peers (eagernfs eagernfs-async ganesha ganesha-tuned native)" >&2; exit 2 ;;
+    esac
+done
+[[ $ramp =~ ^[0-9]+:[0-9.]+:[0-9]+$ ]] || { echo "bench-ceph: --ramp takes FIRST:FACTOR:MAX, e.g. 1000:1.4:400000" >&2; exit 2; }
 bin=${EAGERNFS_BIN:-}
 if [ -z "$bin" ]; then
     (cd "$repo" && cargo build --release -q -p eagernfs >&2)
@@ -125,7 +145,7 @@ hz=$(getconf CLK_TCK)
 taskset -c 0 ceph-fuse --conf "$conf" --client_fs cephfs "$work/root" >/dev/null 2>&1
 top=bench-$$
 mkdir -p "$work/root/$top"
-for peer in eagernfs ganesha ganesha-tuned native; do
+for peer in "${all_peers[@]}"; do
     mkdir -p "$work/root/$top/$peer"
     chmod 777 "$work/root/$top/$peer"
 done
@@ -150,17 +170,19 @@ record() { echo -e "$*" >>"$work/results.tsv"; }
 start_server() { # peer -> sets url, server_pid
     local peer=$1
     case "$peer" in
-        eagernfs)
+        eagernfs | eagernfs-async)
+            local opts=rw,insecure,no_root_squash
+            [ "$peer" = eagernfs ] || opts=$opts,async
             rm -rf "$work/state" "$work/eagernfs.out"
             mkdir -p "$work/state"
-            taskset -c 1 "$bin" serve "cephfs://admin@cephfs/$top/eagernfs?conf=$conf" --listen "127.0.0.1:$port" \
-                --state-dir "$work/state" -o rw,insecure,no_root_squash >"$work/eagernfs.out" 2>"$work/eagernfs.log" &
+            taskset -c 1 "$bin" serve "cephfs://admin@cephfs/$top/$peer?conf=$conf" --listen "127.0.0.1:$port" \
+                --state-dir "$work/state" -o "$opts" >"$work/eagernfs.out" 2>"$work/eagernfs.log" &
             server_pid=$!
             until grep -q "listening on" "$work/eagernfs.out" 2>/dev/null; do
                 kill -0 "$server_pid" 2>/dev/null || { cat "$work/eagernfs.log" >&2; exit 1; }
                 sleep 0.1
             done
-            url="nfs://127.0.0.1:$port/$top/eagernfs"
+            url="nfs://127.0.0.1:$port/$top/$peer"
             ;;
         ganesha | ganesha-tuned)
             local g gconf=$conf
@@ -175,7 +197,7 @@ start_server() { # peer -> sets url, server_pid
 }
 stop_server() { # peer
     case "$1" in
-        eagernfs) kill -TERM "$server_pid"; wait "$server_pid" || true ;;
+        eagernfs | eagernfs-async) kill -TERM "$server_pid"; wait "$server_pid" || true ;;
         ganesha | ganesha-tuned)
             GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1
             # FSAL_CEPH leaves its MDS session behind on purpose (so that its next start can
@@ -247,7 +269,7 @@ run_nfs_peer() { # round peer
     done
     rm -f "$sdir/stream" "$sdir/iops"
     # Call rate: the SFS mix, a ramp to saturation.
-    want load && taskset -c 0 "$bin" bench load "$url" --clients 32 --ramp 1000:1.4:400000 --step-seconds 5 \
+    want load && taskset -c 0 "$bin" bench load "$url" --clients 32 --ramp "$ramp" --step-seconds 5 \
         --max-seconds 200 --no-progress --label "$peer" --json "$work/$peer-load-$round.json.gz" \
         >"$work/$peer-load-$round.txt" 2>&1 || log "$peer load: $(tail -3 "$work/$peer-load-$round.txt")"
     want load && record "$round\t$peer\tload\t$work/$peer-load-$round.json.gz"
@@ -323,8 +345,8 @@ log "load: $(uptime)"
 echo "load before: $(uptime)" >"$work/load.txt"
 for round in $(seq 1 "$rounds"); do
     # Rotate the order: each peer goes first in turn.
-    peers=(eagernfs ganesha ganesha-tuned native)
-    order=("${peers[@]:$(((round - 1) % 4))}" "${peers[@]:0:$(((round - 1) % 4))}")
+    n=${#all_peers[@]}
+    order=("${all_peers[@]:$(((round - 1) % n))}" "${all_peers[@]:0:$(((round - 1) % n))}")
     for peer in "${order[@]}"; do
         log "round $round: $peer ($(uptime | sed 's/.*load/load/'))"
         echo "round $round $peer: $(uptime)" >>"$work/load.txt"
