@@ -32,7 +32,7 @@ die() {
 command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed: apt-get install nfs-ganesha nfs-ganesha-ceph"
 command -v ganesha-rados-grace >/dev/null || die "ganesha-rados-grace not installed: apt-get install nfs-ganesha-rados-grace"
 [ -e /usr/lib/ganesha/libganesha_rados_recov.so ] || die "no rados recovery backend: apt-get install nfs-ganesha"
-# addr_of, running, stop_recorded
+# addr_of, running, stop_recorded, status_recorded
 source "$(dirname "$0")/lib/heads.sh"
 grace_db() { ganesha-rados-grace --cephconf "$cluster/ceph.conf" --userid admin --pool cephfs_data --ns "$ns" "$@"; }
 alive() {
@@ -124,12 +124,6 @@ stop)
         timeout 30 ceph --conf "$cluster/ceph.conf" tell mds.a client evict "id=$id" >/dev/null 2>&1 || true
     done
     ;;
-status)
-    for p in "$dir"/*/pid; do
-        [ -e "$p" ] || continue
-        n=$(basename "$(dirname "$p")")
-        if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
-    done
-    ;;
+status) status_recorded "$dir" ;;
 *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -55,7 +55,7 @@ check_cluster() { # once, before the first head starts (the ceph tool takes abou
     cluster_checked=1
 }
 
-# addr_of, running, stop_recorded
+# addr_of, running, stop_recorded, status_recorded
 source "$root/scripts/lib/heads.sh"
 
 alive() { # pid file $1: the pid if it is running and an eagernfs
@@ -106,13 +106,7 @@ restart)
     start_one "$n" "$@"
     ;;
 stop) stop_recorded "$dir" 10 head ;;
-status)
-    for p in "$dir"/*/pid; do
-        [ -e "$p" ] || continue
-        n=$(basename "$(dirname "$p")")
-        if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
-    done
-    ;;
+status) status_recorded "$dir" ;;
 freeze | thaw)
     pid=$(alive "$dir/${2:?head number}/pid") || die "head $2 is not running"
     if [ "$1" = freeze ]; then

@@ -32,3 +32,14 @@ stop_recorded() {
         rm -f "$p"
     done
 }
+
+# status_recorded DIR: "node address pid up|down" for each process recorded in DIR/*/pid (every
+# node listens on port $port of its own address).
+status_recorded() {
+    local dir=$1 p n pid
+    for p in "$dir"/*/pid; do
+        [ -e "$p" ] || continue
+        n=$(basename "$(dirname "$p")")
+        if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
+    done
+}
