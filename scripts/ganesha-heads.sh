@@ -32,9 +32,9 @@ die() {
 command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed: apt-get install nfs-ganesha nfs-ganesha-ceph"
 command -v ganesha-rados-grace >/dev/null || die "ganesha-rados-grace not installed: apt-get install nfs-ganesha-rados-grace"
 [ -e /usr/lib/ganesha/libganesha_rados_recov.so ] || die "no rados recovery backend: apt-get install nfs-ganesha"
-addr_of() { echo "${addr_base%.*}.$((${addr_base##*.} + $1))"; }
+# addr_of, running, stop_recorded, status_recorded
+source "$(dirname "$0")/lib/heads.sh"
 grace_db() { ganesha-rados-grace --cephconf "$cluster/ceph.conf" --userid admin --pool cephfs_data --ns "$ns" "$@"; }
-running() { [ -r "/proc/$1/stat" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat")" != Z ]; }
 alive() {
     local pid
     pid=$(cat "$1" 2>/dev/null) || return 1
@@ -114,15 +114,7 @@ kill)
     ;;
 restart) start_one "${2:?node}" ;;
 stop)
-    for p in "$dir"/*/pid; do
-        [ -e "$p" ] || continue
-        if pid=$(alive "$p"); then
-            kill -TERM "$pid"
-            for _ in $(seq 300); do running "$pid" || break; sleep 0.1; done
-            running "$pid" && kill -9 "$pid"
-        fi
-        rm -f "$p"
-    done
+    stop_recorded "$dir" 30 node
     # A stopped node's CephFS session stays open, holding its capabilities, so that the same
     # nodeid can reclaim it (ganesha-N-0001); until then it blocks other clients' directory
     # operations (seen in the soak). Evict the sessions of the nodes this script ran.
@@ -132,12 +124,6 @@ stop)
         timeout 30 ceph --conf "$cluster/ceph.conf" tell mds.a client evict "id=$id" >/dev/null 2>&1 || true
     done
     ;;
-status)
-    for p in "$dir"/*/pid; do
-        [ -e "$p" ] || continue
-        n=$(basename "$(dirname "$p")")
-        if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
-    done
-    ;;
+status) status_recorded "$dir" ;;
 *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -55,11 +55,8 @@ check_cluster() { # once, before the first head starts (the ceph tool takes abou
     cluster_checked=1
 }
 
-addr_of() { echo "${addr_base%.*}.$((${addr_base##*.} + $1))"; }
-
-# A head whose parent (this script, gone) does not reap it stays a zombie for a while after it
-# exited: that is not running (its sockets are closed), so `kill -0` alone would mislead.
-running() { [ -r "/proc/$1/stat" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat")" != Z ]; }
+# addr_of, running, stop_recorded, status_recorded
+source "$root/scripts/lib/heads.sh"
 
 alive() { # pid file $1: the pid if it is running and an eagernfs
     local pid
@@ -108,30 +105,8 @@ restart)
     shift 2
     start_one "$n" "$@"
     ;;
-stop)
-    for p in "$dir"/*/pid; do
-        [ -e "$p" ] || continue
-        if pid=$(alive "$p"); then
-            kill -CONT "$pid" # a frozen head would not act on SIGTERM
-            kill -TERM "$pid"
-            for _ in $(seq 1000); do running "$pid" || break; sleep 0.01; done
-            # A head with a call stuck in libcephfs does not exit on SIGTERM: do not leave it
-            # running unrecorded.
-            if running "$pid"; then
-                log "head $(basename "$(dirname "$p")") (pid $pid) did not exit within 10 s of SIGTERM; SIGKILL"
-                kill -KILL "$pid"
-            fi
-        fi
-        rm -f "$p"
-    done
-    ;;
-status)
-    for p in "$dir"/*/pid; do
-        [ -e "$p" ] || continue
-        n=$(basename "$(dirname "$p")")
-        if pid=$(alive "$p"); then echo "$n $(addr_of "$n"):$port $pid up"; else echo "$n $(addr_of "$n"):$port - down"; fi
-    done
-    ;;
+stop) stop_recorded "$dir" 10 head ;;
+status) status_recorded "$dir" ;;
 freeze | thaw)
     pid=$(alive "$dir/${2:?head number}/pid") || die "head $2 is not running"
     if [ "$1" = freeze ]; then

@@ -46,24 +46,10 @@ fn repo() -> PathBuf {
 
 /// The test cluster's ceph.conf, or `None` after saying why the test skips.
 fn cluster(test: &str) -> Option<PathBuf> {
-    let conf = std::env::var_os("EAGERNFS_CEPH_CONF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/eagernfs-ceph/ceph.conf"));
-    let usable = conf.exists()
-        && Path::new("/usr/bin/ceph-fuse").exists()
-        && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok();
-    if usable {
-        return Some(conf);
-    }
-    let why = format!(
-        "no Ceph test cluster ({} missing, or ceph-fuse/libcephfs not installed): start one with scripts/ceph-cluster.sh start",
-        conf.display()
-    );
-    if std::env::var("EAGERNFS_REQUIRE_CEPH").as_deref() == Ok("1") {
-        panic!("{test}: EAGERNFS_REQUIRE_CEPH=1 but {why}");
-    }
-    skip(test, &why);
-    None
+    ceph::ceph_conf(test, "ceph-fuse/libcephfs", || {
+        Path::new("/usr/bin/ceph-fuse").exists()
+            && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok()
+    })
 }
 
 /// `scripts/ceph-cluster.sh ACTION` against the cluster of `conf`.

@@ -28,146 +28,14 @@
 mod common;
 
 use bytes::Bytes;
+use common::ceph::*;
 use common::*;
-use eagernfs_client::lock::{LockOwner, LockRange, LockReply};
-use eagernfs_client::{LockClient, MountOptions, NfsClient, NfsOps, NfsUrl};
+use eagernfs_client::lock::{LockRange, LockReply};
+use eagernfs_client::{MountOptions, NfsOps};
 use eagernfs_proto::nfs3::{Createhow3, NfsFh3, Sattr3, StableHow};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// The test cluster's ceph.conf, or `None` after saying why the test skips.
-fn ceph(test: &str) -> Option<PathBuf> {
-    let conf = std::env::var_os("EAGERNFS_CEPH_CONF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/eagernfs-ceph/ceph.conf"));
-    let usable = conf.exists()
-        && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok()
-        && eagernfs_vfs::rados::available(eagernfs_vfs::rados::LIBRARY).is_ok();
-    if usable {
-        return Some(conf);
-    }
-    let why = format!(
-        "no Ceph test cluster ({} missing, or libcephfs/librados not installed): start one with scripts/ceph-cluster.sh start",
-        conf.display()
-    );
-    if std::env::var("EAGERNFS_REQUIRE_CEPH").as_deref() == Ok("1") {
-        panic!("{test}: EAGERNFS_REQUIRE_CEPH=1 but {why}");
-    }
-    skip(test, &why);
-    None
-}
-
-/// A free TCP port on `ip` (bound and let go; the head binds it with SO_REUSEADDR).
-fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
-}
-
-/// One head: `eagernfs serve cephfs://… --node-id N --listen IP:PORT`, stopped on drop.
-struct Head {
-    child: Child,
-    log: PathBuf,
-    _state: tempfile::TempDir,
-}
-
-/// A head's first stdout line, when it comes.
-type Ready = std::sync::mpsc::Receiver<Option<std::io::Result<String>>>;
-
-impl Head {
-    fn start(conf: &Path, namespace: &str, node: u32, listen: &str, grace_s: u32) -> Head {
-        let (head, ready) = Head::spawn(conf, namespace, node, listen, grace_s);
-        head.ready(node, ready)
-    }
-
-    /// Start the process; [`Head::ready`] waits until it listens.
-    fn spawn(conf: &Path, namespace: &str, node: u32, listen: &str, grace_s: u32) -> (Head, Ready) {
-        let state = tempfile::Builder::new().prefix("eagernfs-head-").tempdir().unwrap();
-        let log = state.path().join("log");
-        let url = format!("cephfs://admin@cephfs/?conf={}", conf.display());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_eagernfs"))
-            .args(["serve", &url, "--listen", listen, "-o", "rw,no_root_squash"])
-            .arg("--state-dir")
-            .arg(state.path().join("state"))
-            .args(["--node-id", &node.to_string(), "--cluster-pool", "cephfs_data"])
-            .args(["--cluster-namespace", namespace, "--grace-period", &grace_s.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn eagernfs");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(lines.next());
-            for _ in lines.by_ref() {}
-        });
-        (Head { child, log, _state: state }, rx)
-    }
-
-    fn ready(mut self, node: u32, ready: Ready) -> Head {
-        match ready.recv_timeout(SERVER_START_TIMEOUT) {
-            Ok(Some(Ok(line))) if line.starts_with("eagernfs: listening on ") => self,
-            other => {
-                let status = self.child.try_wait();
-                let _ = self.child.kill();
-                panic!(
-                    "head {node} (pid {}) did not start ({other:?}; exit status {status:?}):\n{}",
-                    self.child.id(),
-                    self.log()
-                )
-            }
-        }
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// SIGTERM; how long until it exited (at most 30 s).
-    fn terminate(&mut self) -> Duration {
-        let t0 = Instant::now();
-        // SAFETY: our own child's pid.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                assert!(status.success(), "head exited with {status} after SIGTERM:\n{}", self.log());
-                return t0.elapsed();
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "head still running 30 s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    }
-
-    fn state_dir(&self) -> PathBuf {
-        self._state.path().join("state")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Head {
-    /// A clean stop, so its CephFS session ends: a killed head's session keeps its
-    /// capabilities (on the root directory too) until the MDS times it out, 60 s, and
-    /// every other client's CREATE there waits that long. SIGKILL if it does not exit.
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: our own child's pid.
-            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(10) {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        self.kill9();
-    }
-}
 
 /// The tests with heads run one at a time: a head killed with SIGKILL (the take-over
 /// test's) holds capabilities until its successor ends its session, and every other
@@ -186,29 +54,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     heads_turn()
 }
 
-async fn client(addr: &str) -> NfsClient {
-    let url: NfsUrl = format!("nfs://{addr}/").parse().unwrap();
-    NfsClient::connect_url(&url).await.expect("mount")
-}
-
-async fn locker(c: &NfsClient, name: &str) -> LockClient {
-    LockClient::connect(c.rpc(), c.server(), &MountOptions::default(), name).await.expect("lock manager")
-}
-
 #[test]
 fn a_new_head_takes_over_a_killed_ones_clients_data_and_locks() {
-    let Some(conf) = ceph("a_new_head_takes_over_a_killed_ones_clients_data_and_locks") else { return };
+    let Some(conf) = heads_ceph_conf("a_new_head_takes_over_a_killed_ones_clients_data_and_locks") else {
+        return;
+    };
     let _turn = heads_turn();
-    let ns = format!("e2e-{}-{}", std::process::id(), rand_suffix());
+    let ns = format!("e2e-{}", unique());
     // Long: it must end early, once X has reclaimed.
     let grace_s = 60;
-    let (addr_a, addr_b) = (
-        format!("127.0.0.11:{}", free_port("127.0.0.11")),
-        format!("127.0.0.12:{}", free_port("127.0.0.12")),
-    );
+    let (addr_a, addr_b) = (addr_on("127.0.0.11"), addr_on("127.0.0.12"));
     let mut a = Head::start(&conf, &ns, 1, &addr_a, grace_s);
     let b = Head::start(&conf, &ns, 2, &addr_b, grace_s);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
 
     // Through A: a file, committed data, an UNSTABLE write, a lock.
     let ca = rt.block_on(client(&addr_a));
@@ -225,10 +83,7 @@ fn a_new_head_takes_over_a_killed_ones_clients_data_and_locks() {
     let lx = rt.block_on(locker(&ca, "client-x"));
     // Learns the server's NSM state number, so a change of it is seen as a restart.
     rt.block_on(lx.announce_restart()).unwrap();
-    let (ox, oy) = (
-        LockOwner { oh: Bytes::from_static(b"owner-x"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-y"), svid: 2 },
-    );
+    let [ox, oy] = owners(["owner-x", "owner-y"]);
     let range = LockRange { offset: 0, len: 10 };
     assert_eq!(rt.block_on(lx.lock(&fh, &ox, range, true, false)).unwrap(), LockReply::Granted);
 
@@ -287,17 +142,7 @@ fn a_new_head_takes_over_a_killed_ones_clients_data_and_locks() {
         // Grace: B grants no new lock (A's lock is gone from CephFS with A's session).
         assert_eq!(rt.block_on(ly.lock(&fh, &oy, range, true, false)).unwrap(), LockReply::Grace);
         // `eagernfs stat` of B shows the cluster in its grace period, node 1 needing it.
-        let out = run_tool(
-            env!("CARGO_BIN_EXE_eagernfs"),
-            [
-                std::ffi::OsStr::new("stat"),
-                "--json".as_ref(),
-                "--state-dir".as_ref(),
-                b.state_dir().as_os_str(),
-            ],
-        );
-        out.assert_success("stat");
-        let doc: serde_json::Value = serde_json::from_str(&out.stdout_text()).unwrap();
+        let doc = head_stat(&b);
         let c = &doc["cluster"];
         assert_eq!((c["node"].as_u64(), c["in_grace"].as_bool()), (Some(2), Some(true)), "{c}");
         assert!(c["nodes"].as_array().unwrap().iter().any(|n| n["node"] == 1 && n["need"] == true), "{c}");
@@ -352,16 +197,13 @@ fn a_new_head_takes_over_a_killed_ones_clients_data_and_locks() {
 #[test]
 fn a_blocked_lock_is_granted_across_heads_when_the_holder_unlocks() {
     let test = "a_blocked_lock_is_granted_across_heads_when_the_holder_unlocks";
-    let Some(conf) = ceph(test) else { return };
+    let Some(conf) = heads_ceph_conf(test) else { return };
     let _turn = heads_turn();
-    let ns = format!("blk-{}-{}", std::process::id(), rand_suffix());
-    let (addr_a, addr_b) = (
-        format!("127.0.0.11:{}", free_port("127.0.0.11")),
-        format!("127.0.0.12:{}", free_port("127.0.0.12")),
-    );
+    let ns = format!("blk-{}", unique());
+    let (addr_a, addr_b) = (addr_on("127.0.0.11"), addr_on("127.0.0.12"));
     let _a = Head::start(&conf, &ns, 1, &addr_a, 5);
     let b = Head::start(&conf, &ns, 2, &addr_b, 5);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     let ca = rt.block_on(client(&addr_a));
     let cred = ca.default_cred();
     let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
@@ -389,11 +231,7 @@ fn a_blocked_lock_is_granted_across_heads_when_the_holder_unlocks() {
             "{test}: another lock manager is registered with the portmapper: GRANTED is not received here; the time to head B's grant is measured"
         );
     }
-    let (ox, oy, oz) = (
-        LockOwner { oh: Bytes::from_static(b"owner-x"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-y"), svid: 2 },
-        LockOwner { oh: Bytes::from_static(b"owner-z"), svid: 3 },
-    );
+    let [ox, oy, oz] = owners(["owner-x", "owner-y", "owner-z"]);
     let range = LockRange { offset: 0, len: 10 };
     let rounds: usize =
         std::env::var("EAGERNFS_BLOCKED_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
@@ -463,17 +301,14 @@ fn a_blocked_lock_is_granted_across_heads_when_the_holder_unlocks() {
 #[test]
 fn a_head_stopped_cleanly_hands_its_clients_locks_to_its_successor() {
     let test = "a_head_stopped_cleanly_hands_its_clients_locks_to_its_successor";
-    let Some(conf) = ceph(test) else { return };
+    let Some(conf) = heads_ceph_conf(test) else { return };
     let _turn = heads_turn();
-    let ns = format!("stop-{}-{}", std::process::id(), rand_suffix());
+    let ns = format!("stop-{}", unique());
     let grace_s = 60;
-    let (addr_a, addr_b) = (
-        format!("127.0.0.11:{}", free_port("127.0.0.11")),
-        format!("127.0.0.12:{}", free_port("127.0.0.12")),
-    );
+    let (addr_a, addr_b) = (addr_on("127.0.0.11"), addr_on("127.0.0.12"));
     let mut a = Head::start(&conf, &ns, 1, &addr_a, grace_s);
     let mut b = Head::start(&conf, &ns, 2, &addr_b, grace_s);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     let ca = rt.block_on(client(&addr_a));
     let cred = ca.default_cred();
     let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
@@ -482,10 +317,7 @@ fn a_head_stopped_cleanly_hands_its_clients_locks_to_its_successor() {
     let cb = rt.block_on(client(&addr_b));
     let (lx, ly) = (rt.block_on(locker(&ca, "client-x")), rt.block_on(locker(&cb, "client-y")));
     rt.block_on(lx.announce_restart()).unwrap();
-    let (ox, oy) = (
-        LockOwner { oh: Bytes::from_static(b"owner-x"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-y"), svid: 2 },
-    );
+    let [ox, oy] = owners(["owner-x", "owner-y"]);
     let range = LockRange { offset: 0, len: 10 };
     assert_eq!(rt.block_on(lx.lock(&fh, &ox, range, true, false)).unwrap(), LockReply::Granted);
     assert_eq!(rt.block_on(ly.lock(&fh, &oy, range, true, false)).unwrap(), LockReply::Denied);
@@ -530,14 +362,19 @@ fn a_head_stopped_cleanly_hands_its_clients_locks_to_its_successor() {
     assert!(stop_b < Duration::from_secs(2), "{stop_b:?}");
 }
 
-/// A head's locks held and requests waiting, from `eagernfs stat`.
-fn lock_counts(h: &Head) -> (u64, u64) {
+/// `eagernfs stat --json` of head `h` (through its state directory).
+fn head_stat(h: &Head) -> serde_json::Value {
     let out = run_tool(
         env!("CARGO_BIN_EXE_eagernfs"),
         [std::ffi::OsStr::new("stat"), "--json".as_ref(), "--state-dir".as_ref(), h.state_dir().as_os_str()],
     );
     out.assert_success("stat");
-    let doc: serde_json::Value = serde_json::from_str(&out.stdout_text()).unwrap();
+    serde_json::from_str(&out.stdout_text()).unwrap()
+}
+
+/// A head's locks held and requests waiting, from `eagernfs stat`.
+fn lock_counts(h: &Head) -> (u64, u64) {
+    let doc = head_stat(h);
     let n = |k: &str| doc["stats"][k].as_u64().unwrap_or_else(|| panic!("no {k} in {doc}"));
     (n("locks_held"), n("locks_waiting"))
 }
@@ -588,20 +425,16 @@ fn a_mount_of_one_head_carries_on_when_the_head_is_replaced_at_its_address() {
 
 /// `heads` heads (1 or 2) in the mount's URL; `rounds` kills of the head in use.
 fn heads_killed_under_a_mount(test: &str, heads: usize, rounds: usize) {
-    let Some(conf) = ceph(test) else { return };
+    let Some(conf) = heads_ceph_conf(test) else { return };
     if let Some(why) = fuse_unavailable() {
         skip(test, why);
         return;
     }
     let _one = serial();
-    let ns = format!("e2e-fo-{}-{}", std::process::id(), rand_suffix());
+    let ns = format!("e2e-fo-{}", unique());
     let grace_s = 8;
-    let addrs: Vec<String> = (0..heads)
-        .map(|i| {
-            let ip = format!("127.0.0.{}", 13 + 2 * heads + i);
-            format!("{ip}:{}", free_port(&ip))
-        })
-        .collect();
+    let addrs: Vec<String> =
+        (0..heads).map(|i| addr_on(&format!("127.0.0.{}", 13 + 2 * heads + i))).collect();
     let mut heads: Vec<Head> =
         addrs.iter().enumerate().map(|(i, a)| Head::start(&conf, &ns, i as u32 + 1, a, grace_s)).collect();
     // `eager`: WRITEs go out (UNSTABLE) while the file is open, so the head holds
@@ -654,7 +487,7 @@ fn heads_killed_under_a_mount(test: &str, heads: usize, rounds: usize) {
         let (restarted, ready) = Head::spawn(&conf, &ns, in_use as u32 + 1, &addrs[in_use], grace_s);
         let node = in_use as u32 + 1;
         let restart = std::thread::spawn(move || {
-            let h = restarted.ready(node, ready);
+            let h = restarted.ready(node, ready, SERVER_START_TIMEOUT);
             (h, killed.elapsed())
         });
         // The first call after the kill that must reach a server: a CREATE.
@@ -713,15 +546,14 @@ fn heads_killed_under_a_mount(test: &str, heads: usize, rounds: usize) {
 #[test]
 fn a_lock_held_through_a_killed_head_is_reclaimed_through_another_head() {
     const NAME: &str = "a_lock_held_through_a_killed_head_is_reclaimed_through_another_head";
-    let Some(conf) = ceph(NAME) else { return };
+    let Some(conf) = heads_ceph_conf(NAME) else { return };
     let _one = serial();
-    let ns = format!("e2e-lk-{}-{}", std::process::id(), rand_suffix());
+    let ns = format!("e2e-lk-{}", unique());
     let grace_s = 8;
-    let [addr_a, addr_b, addr_c] =
-        ["127.0.0.21", "127.0.0.22", "127.0.0.23"].map(|ip| format!("{ip}:{}", free_port(ip)));
+    let [addr_a, addr_b, addr_c] = ["127.0.0.21", "127.0.0.22", "127.0.0.23"].map(addr_on);
     let mut a = Head::start(&conf, &ns, 1, &addr_a, grace_s);
     let b = Head::start(&conf, &ns, 2, &addr_b, grace_s);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = runtime();
     let cx = rt.block_on(client(&format!("{addr_a},{addr_b}")));
     let cred = cx.default_cred();
     let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
@@ -729,10 +561,7 @@ fn a_lock_held_through_a_killed_head_is_reclaimed_through_another_head() {
     let fh: NfsFh3 = made.obj.expect("CREATE returns the handle");
     let lx = rt.block_on(locker(&cx, "client-x"));
     rt.block_on(lx.announce_restart()).unwrap();
-    let (ox, oy) = (
-        LockOwner { oh: Bytes::from_static(b"owner-x"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-y"), svid: 2 },
-    );
+    let [ox, oy] = owners(["owner-x", "owner-y"]);
     let range = LockRange { offset: 0, len: 10 };
     assert_eq!(rt.block_on(lx.lock(&fh, &ox, range, true, false)).unwrap(), LockReply::Granted);
     let cy = rt.block_on(client(&addr_b));
@@ -776,10 +605,6 @@ fn a_lock_held_through_a_killed_head_is_reclaimed_through_another_head() {
     eprintln!("X's lock reclaimed through B; B's client refused until {:?} after the kill", killed.elapsed());
     assert!(lx.holds(&fh, &ox));
     drop((a2, b));
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as u64
 }
 
 /// Runs everywhere (no cluster needed): the flags' errors say what to do.

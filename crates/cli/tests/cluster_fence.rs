@@ -18,141 +18,40 @@
 mod common;
 
 use bytes::Bytes;
+use common::ceph::*;
 use common::*;
 use eagernfs_client::lock::{LockOwner, LockRange, LockReply};
-use eagernfs_client::{LockClient, MountOptions, NfsClient, NfsOps, NfsUrl};
+use eagernfs_client::{NfsClient, NfsOps};
 use eagernfs_proto::nfs3::{Createhow3, NfsFh3, Sattr3, StableHow};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The lease the heads of these tests run with (seconds).
 const LEASE_S: &str = "3";
 /// Their grace period (seconds): client 2 waits it out before its lock is granted.
-const GRACE_S: &str = "2";
+const GRACE_S: u32 = 2;
 
-fn ceph(test: &str) -> Option<PathBuf> {
-    let conf = std::env::var_os("EAGERNFS_CEPH_CONF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/eagernfs-ceph/ceph.conf"));
-    let usable = conf.exists()
-        && eagernfs_vfs::cephfs::version(eagernfs_vfs::cephfs::LIBRARY).is_ok()
-        && eagernfs_vfs::rados::available(eagernfs_vfs::rados::LIBRARY).is_ok();
-    if usable {
-        return Some(conf);
-    }
-    let why = format!(
-        "no Ceph test cluster ({} missing, or libcephfs/librados not installed): start one with scripts/ceph-cluster.sh start",
-        conf.display()
-    );
-    if std::env::var("EAGERNFS_REQUIRE_CEPH").as_deref() == Ok("1") {
-        panic!("{test}: EAGERNFS_REQUIRE_CEPH=1 but {why}");
-    }
-    skip(test, &why);
-    None
+/// A head of these tests in a state directory of its own; with `gid`, it runs with that group
+/// id (what a [`Partition`] cuts off).
+fn start_head(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>) -> Head {
+    let dir = tempfile::Builder::new().prefix("eagernfs-fence-").tempdir().unwrap();
+    let mut h = start_head_in(conf, ns, node, listen, gid, &dir.path().join("state"));
+    h.dir = Some(dir);
+    h
 }
 
-fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
-}
-
-fn unique() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    format!("{}-{t}", std::process::id())
-}
-
-/// One head, killed on drop.
-struct Head {
-    child: Child,
-    log: PathBuf,
-    _state: Option<tempfile::TempDir>,
-}
-
-impl Head {
-    fn start(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>) -> Head {
-        let state = tempfile::Builder::new().prefix("eagernfs-fence-").tempdir().unwrap();
-        let mut h = Head::start_in(conf, ns, node, listen, gid, &state.path().join("state"));
-        h._state = Some(state);
-        h
+/// Start with state directory `state` (a restart in place uses the same one again).
+fn start_head_in(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>, state: &Path) -> Head {
+    std::fs::create_dir_all(state).unwrap();
+    let log = state.join(format!("log-{}", unique()));
+    let mut cmd = Head::command(conf, ns, node, listen, GRACE_S, state);
+    if let Some(gid) = gid {
+        std::os::unix::process::CommandExt::gid(&mut cmd, gid);
     }
-
-    /// Start with state directory `state` (a restart in place uses the same one again).
-    fn start_in(conf: &Path, ns: &str, node: u32, listen: &str, gid: Option<u32>, state: &Path) -> Head {
-        std::fs::create_dir_all(state).unwrap();
-        let log = state.join(format!("log-{}", unique()));
-        let url = format!("cephfs://admin@cephfs/?conf={}", conf.display());
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_eagernfs"));
-        if let Some(gid) = gid {
-            std::os::unix::process::CommandExt::gid(&mut cmd, gid);
-        }
-        let mut child = cmd
-            .args(["serve", &url, "--listen", listen, "-o", "rw,no_root_squash"])
-            .arg("--state-dir")
-            .arg(state)
-            .args(["--node-id", &node.to_string(), "--cluster-pool", "cephfs_data"])
-            .args(["--cluster-namespace", ns, "--grace-period", GRACE_S, "--cluster-lease", LEASE_S])
-            .args(["--ceph-connect-timeout", "10"])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("spawn eagernfs");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(lines.next());
-            for _ in lines.by_ref() {}
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Some(Ok(line))) if line.starts_with("eagernfs: listening on ") => {}
-            other => {
-                let _ = child.kill();
-                panic!(
-                    "head {node} did not start ({other:?}):\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                )
-            }
-        }
-        Head { child, log, _state: None }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Head {
-    fn kill9(&mut self) {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.pid(), libc::SIGCONT) };
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Head {
-    fn drop(&mut self) {
-        // A clean stop first (its CephFS session is closed, not left to the MDS to time
-        // out: an MDS restart waits for the sessions it knows to reconnect).
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: signals to our own child.
-            unsafe {
-                libc::kill(self.pid(), libc::SIGCONT);
-                libc::kill(self.pid(), libc::SIGTERM);
-            }
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        self.kill9();
-    }
+    cmd.args(["--cluster-lease", LEASE_S]).args(["--ceph-connect-timeout", "10"]).env("RUST_LOG", "info");
+    let (head, ready) = Head::spawn_command(cmd, state.to_path_buf(), log);
+    head.ready(node, ready, Duration::from_secs(60))
 }
 
 /// The tests of this file one at a time: one restarts the cluster's MDS, and each
@@ -216,11 +115,6 @@ enum Cut {
     Freeze,
 }
 
-async fn client(addr: &str) -> NfsClient {
-    let url: NfsUrl = format!("nfs://{addr}/").parse().unwrap();
-    NfsClient::connect_url(&url).await.expect("mount")
-}
-
 /// Run `f` for at most `d`: `None` if it did not finish.
 fn within<T>(
     rt: &tokio::runtime::Runtime,
@@ -231,7 +125,7 @@ fn within<T>(
 }
 
 fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
-    let Some(conf) = ceph(test) else { return };
+    let Some(conf) = heads_ceph_conf(test) else { return };
     let _one = serial();
     if matches!(cut, Cut::Partition) {
         if let Err(why) = Partition::usable() {
@@ -246,9 +140,9 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
     }
     let [a_ip, b_ip] = addrs;
     let ns = format!("fence-{}", unique());
-    let (addr_a, addr_b) = (format!("{a_ip}:{}", free_port(a_ip)), format!("{b_ip}:{}", free_port(b_ip)));
-    let a = Head::start(&conf, &ns, 1, &addr_a, Some(gid));
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (addr_a, addr_b) = (addr_on(a_ip), addr_on(b_ip));
+    let a = start_head(&conf, &ns, 1, &addr_a, Some(gid));
+    let rt = runtime();
 
     // Client 1, through A: a file with committed data, and a lock.
     let c1 = rt.block_on(client(&addr_a));
@@ -258,13 +152,8 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
     let made = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how));
     let fh: NfsFh3 = made.unwrap_or_else(|e| panic!("CREATE through A: {e:?}\n{}", a.log())).obj.unwrap();
     rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"before"), StableHow::FileSync)).unwrap();
-    let l1 = rt
-        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
-        .expect("lock manager of A");
-    let (o1, o2) = (
-        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
-    );
+    let l1 = rt.block_on(locker(&c1, "client-1"));
+    let [o1, o2] = owners(["owner-1", "owner-2"]);
     let range = LockRange { offset: 0, len: 10 };
     assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
 
@@ -278,7 +167,7 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
     let cut_at = Instant::now();
     let (conf_b, ns_b, addr_b2) = (conf.clone(), ns.clone(), addr_b.clone());
     let taker = std::thread::spawn(move || {
-        let b = Head::start(&conf_b, &ns_b, 1, &addr_b2, None);
+        let b = start_head(&conf_b, &ns_b, 1, &addr_b2, None);
         (b, Instant::now())
     });
     // Partitioned, A answers until its lease runs out, then JUKEBOX (or nothing).
@@ -305,9 +194,7 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
 
     // Client 2, through the new head: the lock is granted once the grace period is over.
     let c2 = rt.block_on(client(&addr_b));
-    let l2 = rt
-        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
-        .expect("lock manager of the new head");
+    let l2 = rt.block_on(locker(&c2, "client-2"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let r = rt.block_on(l2.lock(&fh, &o2, range, true, false));
@@ -436,15 +323,15 @@ fn first_success(rt: &tokio::runtime::Runtime, c: &NfsClient, fh: &NfsFh3, from:
 #[test]
 fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     let test = "a_head_restarted_in_place_resumes_at_once_with_data_and_locks";
-    let Some(conf) = ceph(test) else { return };
+    let Some(conf) = heads_ceph_conf(test) else { return };
     let _one = serial();
     let ns = format!("inplace-{}", unique());
     let ip = "127.0.0.35";
-    let addr = format!("{ip}:{}", free_port(ip));
+    let addr = addr_on(ip);
     let state = tempfile::Builder::new().prefix("eagernfs-inplace-").tempdir().unwrap();
     let state = state.path().join("state");
-    let mut a = Head::start_in(&conf, &ns, 1, &addr, None, &state);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut a = start_head_in(&conf, &ns, 1, &addr, None, &state);
+    let rt = runtime();
     let c1 = rt.block_on(client(&addr));
     let cred = c1.default_cred();
     let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
@@ -453,14 +340,9 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
     let mut verf =
         rt.block_on(c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable)).unwrap().verf;
-    let l1 = rt
-        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
-        .unwrap();
+    let l1 = rt.block_on(locker(&c1, "client-1"));
     rt.block_on(l1.announce_restart()).unwrap();
-    let (o1, o2) = (
-        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
-    );
+    let [o1, o2] = owners(["owner-1", "owner-2"]);
     let range = LockRange { offset: 0, len: 10 };
     assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
     let rounds: usize =
@@ -469,7 +351,7 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     for round in 1..=rounds {
         a.kill9();
         let killed = Instant::now();
-        a = Head::start_in(&conf, &ns, 1, &addr, None, &state);
+        a = start_head_in(&conf, &ns, 1, &addr, None, &state);
         let resumed = first_success(&rt, &c1, &fh, killed);
         eprintln!("{test}: round {round}: kill -9 to the first successful call {resumed:?}");
         figures.push(resumed);
@@ -492,9 +374,7 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     );
     // After the grace period client 2 is refused: client 1 holds the lock (reclaimed).
     let c2 = rt.block_on(client(&addr));
-    let l2 = rt
-        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
-        .unwrap();
+    let l2 = rt.block_on(locker(&c2, "client-2"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match rt.block_on(l2.lock(&fh, &o2, range, true, false)).unwrap() {
@@ -515,7 +395,7 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
 #[test]
 fn an_mds_restart_under_a_head_loses_nothing() {
     let test = "an_mds_restart_under_a_head_loses_nothing";
-    let Some(conf) = ceph(test) else { return };
+    let Some(conf) = heads_ceph_conf(test) else { return };
     let _one = serial();
     let cluster_dir = conf.parent().unwrap().to_path_buf();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/ceph-cluster.sh");
@@ -529,22 +409,17 @@ fn an_mds_restart_under_a_head_loses_nothing() {
     let _back = MdsBack(script.clone(), cluster_dir.clone());
     let ns = format!("mds-{}", unique());
     let ip = "127.0.0.36";
-    let addr = format!("{ip}:{}", free_port(ip));
-    let a = Head::start(&conf, &ns, 1, &addr, None);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let addr = addr_on(ip);
+    let a = start_head(&conf, &ns, 1, &addr, None);
+    let rt = runtime();
     let c1 = rt.block_on(client(&addr));
     let cred = c1.default_cred();
     let how = || Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
     let name = format!("mds-{ns}");
     let fh: NfsFh3 = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how())).unwrap().obj.unwrap();
     rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
-    let l1 = rt
-        .block_on(LockClient::connect(c1.rpc(), c1.server(), &MountOptions::default(), "client-1"))
-        .unwrap();
-    let (o1, o2) = (
-        LockOwner { oh: Bytes::from_static(b"owner-1"), svid: 1 },
-        LockOwner { oh: Bytes::from_static(b"owner-2"), svid: 2 },
-    );
+    let l1 = rt.block_on(locker(&c1, "client-1"));
+    let [o1, o2] = owners(["owner-1", "owner-2"]);
     let range = LockRange { offset: 0, len: 10 };
     assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
 
@@ -596,9 +471,7 @@ fn an_mds_restart_under_a_head_loses_nothing() {
     assert_eq!(&r.data[..], b"committed");
     // The lock survived the MDS restart (libcephfs sends its locks again when it reconnects).
     let c2 = rt.block_on(client(&addr));
-    let l2 = rt
-        .block_on(LockClient::connect(c2.rpc(), c2.server(), &MountOptions::default(), "client-2"))
-        .unwrap();
+    let l2 = rt.block_on(locker(&c2, "client-2"));
     assert_eq!(rt.block_on(l2.lock(&fh, &o2, range, true, false)).unwrap(), LockReply::Denied);
     assert!(a.log().lines().all(|l| !l.contains("fenced")), "{}", a.log());
 }

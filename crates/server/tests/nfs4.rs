@@ -927,11 +927,10 @@ fn a_client_that_never_renews_keeps_its_state_until_someone_needs_it() {
 
 // ------------------------------------------------------------ a file system's own locks
 
-/// A memory backend whose "file system" enforces locks itself, as CephFS
-/// does: what the server took there, per owner id, and the locks of the
-/// file system's other clients.
+/// The locks of a memory backend whose "file system" enforces locks itself,
+/// as CephFS does: what the server took there, per owner id, and the locks
+/// of the file system's other clients.
 struct LockingFs {
-    inner: Arc<dyn eagernfs_vfs::Backend>,
     fs: std::sync::Mutex<FsLocks>,
 }
 
@@ -1015,169 +1014,7 @@ impl eagernfs_vfs::FileLocks for LockingFs {
     }
 }
 
-impl eagernfs_vfs::Backend for LockingFs {
-    fn root(&self) -> eagernfs_vfs::FileHandle {
-        self.inner.root()
-    }
-    fn getattr(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::Attr> {
-        self.inner.getattr(fh)
-    }
-    fn setattr(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        set: &eagernfs_vfs::SetAttr,
-        guard: Option<eagernfs_vfs::Timestamp>,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
-        self.inner.setattr(cred, fh, set, guard)
-    }
-    fn lookup(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Lookup> {
-        self.inner.lookup(cred, dir, name)
-    }
-    fn access(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        want: u32,
-    ) -> eagernfs_vfs::FsResult<(u32, eagernfs_vfs::Attr)> {
-        self.inner.access(cred, fh, want)
-    }
-    fn readlink(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-    ) -> eagernfs_vfs::FsResult<(Bytes, eagernfs_vfs::Attr)> {
-        self.inner.readlink(cred, fh)
-    }
-    fn read(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        offset: u64,
-        count: u32,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::ReadResult> {
-        self.inner.read(cred, fh, offset, count)
-    }
-    fn write(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        offset: u64,
-        data: &[u8],
-        stable: eagernfs_vfs::StableHow,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::WriteResult> {
-        self.inner.write(cred, fh, offset, data, stable)
-    }
-    fn create(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        how: &eagernfs_vfs::CreateMode,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.create(cred, dir, name, how)
-    }
-    fn mkdir(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        set: &eagernfs_vfs::SetAttr,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.mkdir(cred, dir, name, set)
-    }
-    fn symlink(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        target: &[u8],
-        set: &eagernfs_vfs::SetAttr,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.symlink(cred, dir, name, target, set)
-    }
-    fn mknod(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        kind: eagernfs_vfs::NodeKind,
-        set: &eagernfs_vfs::SetAttr,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.mknod(cred, dir, name, kind, set)
-    }
-    fn remove(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
-        self.inner.remove(cred, dir, name)
-    }
-    fn rmdir(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
-        self.inner.rmdir(cred, dir, name)
-    }
-    fn rename(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        from_dir: &eagernfs_vfs::FileHandle,
-        from_name: &[u8],
-        to_dir: &eagernfs_vfs::FileHandle,
-        to_name: &[u8],
-    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Wcc)> {
-        self.inner.rename(cred, from_dir, from_name, to_dir, to_name)
-    }
-    fn link(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<(Option<eagernfs_vfs::Attr>, eagernfs_vfs::Wcc)> {
-        self.inner.link(cred, fh, dir, name)
-    }
-    fn readdir(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        cookie: u64,
-        cookieverf: eagernfs_vfs::Verifier,
-        plus: bool,
-        sink: &mut dyn FnMut(&eagernfs_vfs::DirEntry) -> bool,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::DirInfo> {
-        self.inner.readdir(cred, dir, cookie, cookieverf, plus, sink)
-    }
-    fn fsstat(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::FsStat> {
-        self.inner.fsstat(fh)
-    }
-    fn properties(&self) -> eagernfs_vfs::FsProperties {
-        self.inner.properties()
-    }
-    fn commit(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        offset: u64,
-        count: u32,
-    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Verifier)> {
-        self.inner.commit(cred, fh, offset, count)
-    }
-    fn write_verifier(&self) -> eagernfs_vfs::Verifier {
-        self.inner.write_verifier()
-    }
-    fn sync_all(&self) -> eagernfs_vfs::FsResult<()> {
-        self.inner.sync_all()
-    }
+impl Hooks for LockingFs {
     fn file_locks(&self) -> Option<&dyn eagernfs_vfs::FileLocks> {
         Some(self)
     }
@@ -1185,7 +1022,7 @@ impl eagernfs_vfs::Backend for LockingFs {
 
 #[test]
 fn nfsv41_locks_on_a_file_system_that_enforces_locks_are_taken_there_too() {
-    let fs = Arc::new(LockingFs { inner: memory(), fs: Default::default() });
+    let fs = Arc::new(Wrapped { inner: memory(), hooks: LockingFs { fs: Default::default() } });
     let s = TestServer::start_with(
         config(Nfs4Config::default()),
         vec![spec(1, &["/mem"], "/mem 127.0.0.0/8(rw,insecure,no_root_squash)", fs.clone())],

@@ -313,12 +313,12 @@ fn no_grace_without_previous_holders_and_bad_calls_get_clear_answers() {
 
 // ------------------------------------------------------------ a grant that comes late
 
-/// A memory backend that enforces locks itself, as CephFS does, and whose
-/// answer to a lock can come after a grace period began: the MDS holds a
-/// request on a lock of a dead head's session until that session ends, and a
-/// take-over ends it only once every live head enforces the grace period.
-struct SlowLockFs {
-    inner: Arc<dyn eagernfs_vfs::Backend>,
+/// The locks of a memory backend that enforces locks itself, as CephFS does,
+/// and whose answer to a lock can come after a grace period began: the MDS
+/// holds a request on a lock of a dead head's session until that session
+/// ends, and a take-over ends it only once every live head enforces the
+/// grace period.
+struct SlowLocks {
     /// The cluster's grace flag (what `LockConfig::cluster_grace` reads).
     grace: Arc<std::sync::atomic::AtomicBool>,
     /// The next `try_lock` answers only after the grace period began.
@@ -327,7 +327,7 @@ struct SlowLockFs {
     held: Mutex<Vec<(u64, bool, eagernfs_vfs::LockRange)>>,
 }
 
-impl eagernfs_vfs::FileLocks for SlowLockFs {
+impl eagernfs_vfs::FileLocks for SlowLocks {
     fn try_lock(
         &self,
         _fh: &eagernfs_vfs::FileHandle,
@@ -372,169 +372,7 @@ impl eagernfs_vfs::FileLocks for SlowLockFs {
     fn forget_file(&self, _fh: &eagernfs_vfs::FileHandle) {}
 }
 
-impl eagernfs_vfs::Backend for SlowLockFs {
-    fn root(&self) -> eagernfs_vfs::FileHandle {
-        self.inner.root()
-    }
-    fn getattr(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::Attr> {
-        self.inner.getattr(fh)
-    }
-    fn setattr(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        set: &eagernfs_vfs::SetAttr,
-        guard: Option<eagernfs_vfs::Timestamp>,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
-        self.inner.setattr(cred, fh, set, guard)
-    }
-    fn lookup(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Lookup> {
-        self.inner.lookup(cred, dir, name)
-    }
-    fn access(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        want: u32,
-    ) -> eagernfs_vfs::FsResult<(u32, eagernfs_vfs::Attr)> {
-        self.inner.access(cred, fh, want)
-    }
-    fn readlink(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-    ) -> eagernfs_vfs::FsResult<(Bytes, eagernfs_vfs::Attr)> {
-        self.inner.readlink(cred, fh)
-    }
-    fn read(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        offset: u64,
-        count: u32,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::ReadResult> {
-        self.inner.read(cred, fh, offset, count)
-    }
-    fn write(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        offset: u64,
-        data: &[u8],
-        stable: eagernfs_vfs::StableHow,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::WriteResult> {
-        self.inner.write(cred, fh, offset, data, stable)
-    }
-    fn create(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        how: &eagernfs_vfs::CreateMode,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.create(cred, dir, name, how)
-    }
-    fn mkdir(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        set: &eagernfs_vfs::SetAttr,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.mkdir(cred, dir, name, set)
-    }
-    fn symlink(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        target: &[u8],
-        set: &eagernfs_vfs::SetAttr,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.symlink(cred, dir, name, target, set)
-    }
-    fn mknod(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-        kind: eagernfs_vfs::NodeKind,
-        set: &eagernfs_vfs::SetAttr,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Created> {
-        self.inner.mknod(cred, dir, name, kind, set)
-    }
-    fn remove(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
-        self.inner.remove(cred, dir, name)
-    }
-    fn rmdir(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::Wcc> {
-        self.inner.rmdir(cred, dir, name)
-    }
-    fn rename(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        from_dir: &eagernfs_vfs::FileHandle,
-        from_name: &[u8],
-        to_dir: &eagernfs_vfs::FileHandle,
-        to_name: &[u8],
-    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Wcc)> {
-        self.inner.rename(cred, from_dir, from_name, to_dir, to_name)
-    }
-    fn link(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        dir: &eagernfs_vfs::FileHandle,
-        name: &[u8],
-    ) -> eagernfs_vfs::FsResult<(Option<eagernfs_vfs::Attr>, eagernfs_vfs::Wcc)> {
-        self.inner.link(cred, fh, dir, name)
-    }
-    fn readdir(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        dir: &eagernfs_vfs::FileHandle,
-        cookie: u64,
-        cookieverf: eagernfs_vfs::Verifier,
-        plus: bool,
-        sink: &mut dyn FnMut(&eagernfs_vfs::DirEntry) -> bool,
-    ) -> eagernfs_vfs::FsResult<eagernfs_vfs::DirInfo> {
-        self.inner.readdir(cred, dir, cookie, cookieverf, plus, sink)
-    }
-    fn fsstat(&self, fh: &eagernfs_vfs::FileHandle) -> eagernfs_vfs::FsResult<eagernfs_vfs::FsStat> {
-        self.inner.fsstat(fh)
-    }
-    fn properties(&self) -> eagernfs_vfs::FsProperties {
-        self.inner.properties()
-    }
-    fn commit(
-        &self,
-        cred: &eagernfs_vfs::Credentials,
-        fh: &eagernfs_vfs::FileHandle,
-        offset: u64,
-        count: u32,
-    ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Verifier)> {
-        self.inner.commit(cred, fh, offset, count)
-    }
-    fn write_verifier(&self) -> eagernfs_vfs::Verifier {
-        self.inner.write_verifier()
-    }
-    fn sync_all(&self) -> eagernfs_vfs::FsResult<()> {
-        self.inner.sync_all()
-    }
+impl Hooks for SlowLocks {
     fn file_locks(&self) -> Option<&dyn eagernfs_vfs::FileLocks> {
         Some(self)
     }
@@ -549,11 +387,9 @@ impl eagernfs_vfs::Backend for SlowLockFs {
 fn a_lock_the_file_system_grants_once_the_cluster_is_in_grace_is_given_back() {
     use std::sync::atomic::Ordering;
     let grace = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let fs = Arc::new(SlowLockFs {
+    let fs = Arc::new(Wrapped {
         inner: memory(),
-        grace: grace.clone(),
-        late: Default::default(),
-        held: Default::default(),
+        hooks: SlowLocks { grace: grace.clone(), late: Default::default(), held: Default::default() },
     });
     let s = TestServer::start_with(
         config(LockConfig { cluster_grace: Some(grace.clone()), ..LockConfig::default() }),

@@ -36,6 +36,7 @@ use bytes::Bytes;
 
 pub mod bufpool;
 pub mod cephfs;
+mod dylib;
 pub mod journal;
 pub mod local;
 pub mod memory;

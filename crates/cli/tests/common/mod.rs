@@ -10,6 +10,8 @@
 //! - [`Nfsop`]: one long-lived `tests/clients/nfsop.c` process (compiled on first use) spoken to
 //!   line by line, so a test can keep a file open across a server restart.
 //! - [`pattern_bytes`]: the deterministic data pattern nfsop's `pat:SEED:LEN` also produces.
+//! - [`ceph`]: the Ceph test cluster (or why a test skips), and heads of a cluster with their
+//!   clients.
 //!
 //! Setting `EAGERNFS_TEST_SERVER=ganesha` makes `Server::eagernfs` start ganesha instead
 //! (mapping `-o ro|rw|root_squash|no_root_squash`). That is how the harness and the tests are
@@ -30,6 +32,8 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
+
+pub(crate) mod ceph;
 
 /// How long a server may take to print its listening line (debug builds start slowly on a busy
 /// 2-core CI machine).

@@ -546,11 +546,38 @@ pub fn fh(bytes: &[u8]) -> NfsFh3 {
     NfsFh3 { data: Opaque(Bytes::copy_from_slice(bytes)) }
 }
 
+/// What a test's backend does besides passing its calls on (see [`Wrapped`]): by default,
+/// nothing.
+pub trait Hooks: Send + Sync + 'static {
+    /// Runs before a COMMIT goes on to the wrapped backend (it may block).
+    fn before_commit(&self) {}
+
+    /// The answer to [`Backend::file_locks`]: locks the "file system" enforces itself.
+    fn file_locks(&self) -> Option<&dyn eagernfs_vfs::FileLocks> {
+        None
+    }
+}
+
+/// A backend that passes every call on to `inner`, except where `hooks` step in. It
+/// dereferences to the hooks, so a test reads their state as the backend's.
+pub struct Wrapped<H> {
+    pub inner: Arc<dyn Backend>,
+    pub hooks: H,
+}
+
+impl<H> std::ops::Deref for Wrapped<H> {
+    type Target = H;
+    fn deref(&self) -> &H {
+        &self.hooks
+    }
+}
+
 /// A backend whose COMMITs wait at a gate until the test opens it, so a test can hold calls
 /// blocked in the backend (as a COMMIT waiting for a slow disk is). Everything else goes
 /// straight to the wrapped backend.
-pub struct GatedCommits {
-    inner: Arc<dyn Backend>,
+pub type GatedCommits = Wrapped<CommitGate>;
+
+pub struct CommitGate {
     gate: std::sync::Mutex<GateState>,
     changed: std::sync::Condvar,
 }
@@ -563,13 +590,17 @@ struct GateState {
 
 impl GatedCommits {
     pub fn new(inner: Arc<dyn Backend>) -> Arc<GatedCommits> {
-        Arc::new(GatedCommits {
+        Arc::new(Wrapped {
             inner,
-            gate: std::sync::Mutex::new(GateState::default()),
-            changed: std::sync::Condvar::new(),
+            hooks: CommitGate {
+                gate: std::sync::Mutex::new(GateState::default()),
+                changed: std::sync::Condvar::new(),
+            },
         })
     }
+}
 
+impl CommitGate {
     /// Wait until `n` COMMITs are held at the gate; false after `timeout`.
     pub fn wait_for_waiting(&self, n: usize, timeout: Duration) -> bool {
         let g = self.gate.lock().unwrap();
@@ -584,7 +615,17 @@ impl GatedCommits {
     }
 }
 
-impl Backend for GatedCommits {
+impl Hooks for CommitGate {
+    fn before_commit(&self) {
+        let mut g = self.gate.lock().unwrap();
+        g.waiting += 1;
+        self.changed.notify_all();
+        let mut g = self.changed.wait_while(g, |g| !g.open).unwrap();
+        g.waiting -= 1;
+    }
+}
+
+impl<H: Hooks> Backend for Wrapped<H> {
     fn root(&self) -> eagernfs_vfs::FileHandle {
         self.inner.root()
     }
@@ -739,12 +780,7 @@ impl Backend for GatedCommits {
         offset: u64,
         count: u32,
     ) -> eagernfs_vfs::FsResult<(eagernfs_vfs::Wcc, eagernfs_vfs::Verifier)> {
-        let mut g = self.gate.lock().unwrap();
-        g.waiting += 1;
-        self.changed.notify_all();
-        let mut g = self.changed.wait_while(g, |g| !g.open).unwrap();
-        g.waiting -= 1;
-        drop(g);
+        self.hooks.before_commit();
         self.inner.commit(cred, fh, offset, count)
     }
     fn write_verifier(&self) -> eagernfs_vfs::Verifier {
@@ -752,5 +788,8 @@ impl Backend for GatedCommits {
     }
     fn sync_all(&self) -> eagernfs_vfs::FsResult<()> {
         self.inner.sync_all()
+    }
+    fn file_locks(&self) -> Option<&dyn eagernfs_vfs::FileLocks> {
+        self.hooks.file_locks()
     }
 }

@@ -14,11 +14,10 @@
 
 #![allow(non_camel_case_types, clippy::unused_unit)]
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint};
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use crate::dylib::{dynamic_library, load_once, Loaded};
 
 /// The shared object and the package that ships it (Debian and Ubuntu).
 pub const LIBRARY: &str = "libcephfs.so.2";
@@ -101,39 +100,10 @@ pub(crate) const CEPH_SETATTR_MTIME: c_int = 1 << 3;
 pub(crate) const CEPH_SETATTR_ATIME: c_int = 1 << 4;
 pub(crate) const CEPH_SETATTR_SIZE: c_int = 1 << 5;
 
-macro_rules! library {
-    ($( $(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; )*) => {
-        /// Every libcephfs function eagernfs calls, resolved once.
-        pub(crate) struct Lib {
-            /// Kept open for as long as the pointers below are used (the
-            /// whole process: the library is never unloaded).
-            _lib: libloading::Library,
-            $( $(#[$doc])* pub(crate) $name: unsafe extern "C" fn($($ty),*) -> $ret, )*
-        }
+dynamic_library! {
+    /// Every libcephfs function eagernfs calls, resolved once.
+    struct Lib, error LoadError;
 
-        impl Lib {
-            fn open(name: &str) -> Result<Lib, LoadError> {
-                // SAFETY: loading libcephfs runs its static constructors,
-                // which only set up its own state.
-                let lib = unsafe { libloading::Library::new(name) }
-                    .map_err(|e| LoadError::Missing(e.to_string()))?;
-                $(
-                    // SAFETY: the type is the C declaration's; the symbol is
-                    // copied out of the library, which stays loaded.
-                    let $name = unsafe {
-                        *lib.get::<unsafe extern "C" fn($($ty),*) -> $ret>(
-                            concat!(stringify!($name), "\0").as_bytes(),
-                        )
-                        .map_err(|_| LoadError::Symbol(stringify!($name)))?
-                    };
-                )*
-                Ok(Lib { _lib: lib, $($name,)* })
-            }
-        }
-    };
-}
-
-library! {
     fn ceph_version(major: *mut c_int, minor: *mut c_int, patch: *mut c_int) -> *const c_char;
     fn ceph_create(cmount: *mut *mut ceph_mount_info, id: *const c_char) -> c_int;
     fn ceph_conf_read_file(cmount: *mut ceph_mount_info, path: *const c_char) -> c_int;
@@ -291,9 +261,8 @@ pub enum LoadError {
 /// path), loaded on first use; the outcome, success or not, is kept for
 /// the life of the process (a library is never unloaded).
 pub(crate) fn lib(name: &str) -> Result<&'static Lib, LoadError> {
-    static LIBS: OnceLock<Mutex<HashMap<String, Result<&'static Lib, LoadError>>>> = OnceLock::new();
-    let mut libs = LIBS.get_or_init(Default::default).lock();
-    libs.entry(name.to_string()).or_insert_with(|| Lib::open(name).map(|l| &*Box::leak(Box::new(l)))).clone()
+    static LOADED: Loaded<Lib, LoadError> = OnceLock::new();
+    load_once(&LOADED, name, Lib::open)
 }
 
 /// The version string of libcephfs `name` ("16.2.15"), if it loads.

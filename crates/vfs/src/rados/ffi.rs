@@ -7,11 +7,10 @@
 
 #![allow(non_camel_case_types)]
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use crate::dylib::{dynamic_library, load_once, Loaded};
 
 /// The shared object and the package that ships it (Debian and Ubuntu).
 pub const LIBRARY: &str = "librados.so.2";
@@ -36,38 +35,10 @@ pub(crate) type WatchErrCb = unsafe extern "C" fn(pre: *mut c_void, cookie: u64,
 /// `rados_write_op_create`: fail with EEXIST if the object exists.
 pub(crate) const CREATE_EXCLUSIVE: c_int = 1;
 
-macro_rules! library {
-    ($( fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty; )*) => {
-        /// Every librados function eagernfs calls, resolved once.
-        pub(crate) struct Lib {
-            /// Kept open for the whole process (never unloaded).
-            _lib: libloading::Library,
-            $( pub(crate) $name: unsafe extern "C" fn($($ty),*) -> $ret, )*
-        }
+dynamic_library! {
+    /// Every librados function eagernfs calls, resolved once.
+    struct Lib, error LoadError;
 
-        impl Lib {
-            fn open(name: &str) -> Result<Lib, LoadError> {
-                // SAFETY: loading librados runs its static constructors, which
-                // only set up its own state.
-                let lib = unsafe { libloading::Library::new(name) }
-                    .map_err(|e| LoadError::Missing(e.to_string()))?;
-                $(
-                    // SAFETY: the type is the C declaration's; the symbol is
-                    // copied out of the library, which stays loaded.
-                    let $name = unsafe {
-                        *lib.get::<unsafe extern "C" fn($($ty),*) -> $ret>(
-                            concat!(stringify!($name), "\0").as_bytes(),
-                        )
-                        .map_err(|_| LoadError::Symbol(stringify!($name)))?
-                    };
-                )*
-                Ok(Lib { _lib: lib, $($name,)* })
-            }
-        }
-    };
-}
-
-library! {
     fn rados_create(cluster: *mut rados_t, id: *const c_char) -> c_int;
     fn rados_conf_read_file(cluster: rados_t, path: *const c_char) -> c_int;
     fn rados_conf_set(cluster: rados_t, option: *const c_char, value: *const c_char) -> c_int;
@@ -142,7 +113,6 @@ pub enum LoadError {
 /// The library `name`, loaded on first use; the outcome is kept for the
 /// life of the process.
 pub(crate) fn lib(name: &str) -> Result<&'static Lib, LoadError> {
-    static LIBS: OnceLock<Mutex<HashMap<String, Result<&'static Lib, LoadError>>>> = OnceLock::new();
-    let mut libs = LIBS.get_or_init(Default::default).lock();
-    libs.entry(name.to_string()).or_insert_with(|| Lib::open(name).map(|l| &*Box::leak(Box::new(l)))).clone()
+    static LOADED: Loaded<Lib, LoadError> = OnceLock::new();
+    load_once(&LOADED, name, Lib::open)
 }
