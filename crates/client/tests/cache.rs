@@ -354,53 +354,6 @@ async fn an_open_is_one_round_trip_and_the_kernel_keeps_pages_of_an_unchanged_fi
     fs.release(o.fh).await.unwrap();
 }
 
-/// An open for reading of a small file sends its READ beside the ACCESS
-/// that revalidates it (one round trip of waiting, not two, for `cat`):
-/// the READ is out while the ACCESS is held at the server, and the read
-/// after the open asks nothing. A file larger than one READ, or an open
-/// for writing, sends only the ACCESS.
-#[tokio::test]
-async fn a_small_file_is_read_beside_the_access_of_its_open() {
-    let fake = Fake::new();
-    fake.add_file("f", &pattern(20_000, 6));
-    fake.add_file("big", &pattern(200_000, 6));
-    let mut cfg = config();
-    cfg.readahead_bytes = 8 * 64 * 1024;
-    let fs = mount(&fake, cfg).await;
-    let f = fs.lookup(ROOT_INO, b"f", &cred()).await.unwrap();
-    let big = fs.lookup(ROOT_INO, b"big", &cred()).await.unwrap();
-    fake.reset_counts();
-    let gate = fake.gate(NFSPROC3_ACCESS);
-    let opening = {
-        let fs = fs.clone();
-        tokio::spawn(async move { fs.open_checked(f.ino, libc::O_RDONLY, libc::R_OK, &cred()).await })
-    };
-    let read_out = tokio::time::timeout(Duration::from_secs(5), async {
-        while fake.calls(NFSPROC3_READ) == 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-    assert!(read_out.is_ok(), "no READ went out while the open's ACCESS was held");
-    assert!(!opening.is_finished());
-    gate.add_permits(1);
-    fake.ungate(NFSPROC3_ACCESS);
-    let o = opening.await.unwrap().unwrap();
-    fake.reset_counts();
-    assert_eq!(read_all(&fs, o.fh, 20_000).await, pattern(20_000, 6));
-    assert_eq!(fake.call_order(), Vec::<u32>::new(), "the data came with the open");
-    assert_eq!(fs.stats().open_prefetches, 1);
-    fs.release(o.fh).await.unwrap();
-    fake.reset_counts();
-    let o = fs.open_checked(big.ino, libc::O_RDONLY, libc::R_OK, &cred()).await.unwrap();
-    fs.release(o.fh).await.unwrap();
-    let w = fs.lookup(ROOT_INO, b"f", &cred()).await.unwrap();
-    let o = fs.open_checked(w.ino, libc::O_WRONLY, libc::W_OK, &cred()).await.unwrap();
-    fs.release(o.fh).await.unwrap();
-    assert_eq!(fake.calls(NFSPROC3_READ), 0, "no READ at the open of a big file or for writing");
-    assert_eq!(fs.stats().open_prefetches, 1);
-}
-
 /// Reads of cached data are answered at once (`try_read`, what the FUSE
 /// reader thread calls): no hop to the runtime, no call. Data not cached,
 /// or attributes not trusted, are left to `read`.

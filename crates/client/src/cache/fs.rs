@@ -90,8 +90,6 @@ pub struct CacheStats {
     pub resent_bytes: u64,
     /// Chunks fetched by read-ahead.
     pub readahead_chunks: u64,
-    /// Opens for reading that READ the (small) file beside their revalidation.
-    pub open_prefetches: u64,
     /// Chunks served from the disk cache.
     pub disk_hits: u64,
     /// Attribute lookups answered from the cache, and those that asked the server.
@@ -114,7 +112,6 @@ pub(crate) struct Counters {
     pub(crate) unstable_bytes_peak: AtomicU64,
     pub(crate) resent_bytes: AtomicU64,
     pub(crate) readahead_chunks: AtomicU64,
-    pub(crate) open_prefetches: AtomicU64,
     pub(crate) disk_hits: AtomicU64,
     pub(crate) attr_hits: AtomicU64,
     pub(crate) attr_misses: AtomicU64,
@@ -413,7 +410,6 @@ impl<C: NfsOps> CachedFs<C> {
             unstable_bytes_peak: c.unstable_bytes_peak.load(Ordering::Relaxed),
             resent_bytes: c.resent_bytes.load(Ordering::Relaxed),
             readahead_chunks: c.readahead_chunks.load(Ordering::Relaxed),
-            open_prefetches: c.open_prefetches.load(Ordering::Relaxed),
             disk_hits: c.disk_hits.load(Ordering::Relaxed),
             attr_hits: c.attr_hits.load(Ordering::Relaxed),
             attr_misses: c.attr_misses.load(Ordering::Relaxed),
@@ -834,9 +830,6 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> FsResult<Opened> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
-        if mask == libc::R_OK && !wants_write(flags) && flags & libc::O_DIRECT == 0 && s.cfg.cto {
-            s.prefetch_at_open(&inode, cred);
-        }
         let revalidated = self.access_asking(ino, mask, cred).await?;
         let fh = if revalidated && s.cfg.cto {
             self.open_revalidated(&inode, flags, cred).await?

@@ -345,36 +345,6 @@ impl<C: NfsOps> Shared<C> {
         unreachable!("the loop returns")
     }
 
-    /// An open for reading of a small file that neither this cache nor the
-    /// kernel holds: READ it while the open's revalidating call (ACCESS or
-    /// GETATTR) is out, so reading a small file waits one round trip, not
-    /// two (`cat` of a source tree). The data is kept only if the
-    /// revalidation finds the file unchanged (a change bumps the file's
-    /// generation and the READ's chunks are dropped, as for any read-ahead),
-    /// and the kernel's READ then finds it cached. Up to one READ (rsize);
-    /// off with read-ahead (`readahead_bytes` 0). The READ carries the
-    /// caller's credentials, so the server refuses it where it would refuse
-    /// their read; what it costs where the open itself is refused is a READ
-    /// (and, without `noatime`, its atime) for nothing.
-    pub(crate) fn prefetch_at_open(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred) {
-        if inode.ftype != eagernfs_proto::nfs3::Ftype3::Reg || self.cfg.readahead_bytes == 0 {
-            return;
-        }
-        let size = {
-            let st = inode.state.lock();
-            let kernel_has_it = st.kernel_epoch == Some(st.data_epoch);
-            if kernel_has_it || st.file.chunk(0).is_some() || st.file.fetching.contains_key(&0) {
-                return;
-            }
-            st.visible_attr().size
-        };
-        if size == 0 || size > self.cfg.rsize as u64 {
-            return;
-        }
-        self.counters.open_prefetches.fetch_add(1, Ordering::Relaxed);
-        self.start_readahead(inode, cred, 0, size);
-    }
-
     /// Fetch `[from, to)` into the cache in the background.
     fn start_readahead(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred, from: u64, to: u64) {
         let (me, inode, cred) = (self.clone(), inode.clone(), cred.clone());
