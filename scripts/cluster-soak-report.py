@@ -5,12 +5,19 @@
   cluster-soak-report.py round ROUND_DIR     one row per client of the round (TSV, no header)
   cluster-soak-report.py clean ROUND_DIR     exit 1 if the round found a failure
   cluster-soak-report.py brief               (rows on stdin) a one-line summary of a round
-  cluster-soak-report.py summary ROWS CMD N  README.md for the output directory
+  cluster-soak-report.py summary ROWS CMD N [LIBNFS_VERIFIER]
+                                             README.md for the output directory (LIBNFS_VERIFIER:
+                                             on or off, which libnfs write path ran; see below)
 
 A round directory holds `round` ("r victim kill_ms killed_ms listen_ms": before and after
 `heads.sh kill`, and when the new head listened), `clients` ("i kind head
 fsync_every file" per line), and per client cI.log (soakclient's log) and cI.verify (its file read
 back: "seq offset length ok|bad|short|error" per acknowledged write).
+
+resent_bytes: blocks a libnfs client wrote again because a COMMIT's verifier differed from the
+one their UNSTABLE WRITE returned (soakclient's X lines; NFSv3's rule, which libnfs 4.0's
+nfs_fsync does not follow; see tests/clients/soakclient.c). Always 0 for mounts and for
+libnfs clients run with SOAK_LIBNFS_VERIFIER=0 (cluster-soak.sh --libnfs-verifier off).
 """
 import statistics
 import sys
@@ -22,12 +29,12 @@ COLUMNS = [
     "round", "victim", "new_head_listening_ms", "client", "kind", "head", "fsync_every", "affected", "resume_ms",
     "max_gap_ms", "lock_resume_ms", "lock_max_gap_ms", "estale", "errors", "writes", "committed_bytes", "committed_lost_bytes",
     "prekill_uncommitted_bytes", "prekill_uncommitted_present_bytes", "readback_bad",
-    "lock_holds", "lock_held_across_kill", "lock_busy", "lock_errors", "double_grants", "verified",
+    "lock_holds", "lock_held_across_kill", "lock_busy", "lock_errors", "double_grants", "verified", "resent_bytes",
 ]
 
 
 def parse_log(path):
-    ev = {"W": [], "S": [], "R": [], "L": [], "B": [], "E": []}
+    ev = {"W": [], "S": [], "R": [], "L": [], "B": [], "E": [], "X": []}
     try:
         text = Path(path).read_text()
     except OSError:
@@ -49,6 +56,8 @@ def parse_log(path):
                 ev["B"].append(float(f[1]))
             elif f[0] == "E":
                 ev["E"].append((f[1], int(f[2]), float(f[3])))
+            elif f[0] == "X":
+                ev["X"].append((int(f[1]), float(f[2])))
         except (IndexError, ValueError):
             pass  # a line cut short by kill -9 of the client (timeout): ignore
     return ev
@@ -88,7 +97,7 @@ def round_rows(rd):
         # may answer writes and reads. For libnfs every call does.
         ok_times = [t for _, t in ev["S"]]
         if not mount:
-            ok_times += [t for _, t in ev["W"]] + [t for _, t, _ in ev["R"]]
+            ok_times += [t for _, t in ev["W"]] + [t for _, t, _ in ev["R"]] + [t for _, t in ev["X"]]
         resume, max_gap = resume_gap(ok_times, kill_ms, killed_ms)
         # Lock calls answered (granted or refused because another holds it).
         lock_resume, lock_gap = resume_gap([a for a, _ in lk["L"]] + lk["B"], kill_ms, killed_ms)
@@ -117,6 +126,7 @@ def round_rows(rd):
             sum(1 for _, e, _ in ev["E"] + lk["E"] if e == ESTALE), len(ev["E"]), len(ev["W"]), committed, lost,
             pre, pre_present, sum(1 for _, _, s in ev["R"] if s != "ok"), len(lk["L"]), sum(1 for a, b in lk["L"] if a < kill_ms and b > killed_ms), len(lk["B"]),
             sum(1 for op, _, _ in lk["E"] if op in ("lock", "unlock")), doubles[i], int(verified),
+            BLOCK * len(ev["X"]),
         ])
     return rows
 
@@ -149,8 +159,8 @@ def fmt_ms(xs):
 
 
 def summary_table(rows):
-    out = ["| clients | rows | data: resume after the kill, s (median / max) | no data call succeeded after the kill | data: longest pause, s (median / max) | locks: first answer after the kill, s (median / max) | locks: longest pause, s (median / max) | ESTALE | data errors | committed bytes | committed bytes lost | unsynced at the kill: bytes / present afterwards | read-back mismatches | lock holds / across the kill / refused | lock errors | double grants |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| clients | rows | data: resume after the kill, s (median / max) | no data call succeeded after the kill | data: longest pause, s (median / max) | locks: first answer after the kill, s (median / max) | locks: longest pause, s (median / max) | ESTALE | data errors | committed bytes | committed bytes lost | unsynced at the kill: bytes / present afterwards | read-back mismatches | lock holds / across the kill / refused | lock errors | double grants | resent after a verifier change, bytes |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     groups = []
     for kind in ("mount", "libnfs"):
         for fs in sorted({d["fsync_every"] for d in rows if d["kind"] == kind}):
@@ -171,8 +181,23 @@ def summary_table(rows):
             f"| {name} | {len(sel)} | {fmt_ms(res)} | {sum(1 for d in sel if d['resume_ms'] == '')} | {fmt_ms(gaps)} | {fmt_ms(lres)} | {fmt_ms(lgaps)} | "
             f"{s('estale')} | {s('errors')} | {s('committed_bytes')} | {s('committed_lost_bytes')} | "
             f"{s('prekill_uncommitted_bytes')} / {s('prekill_uncommitted_present_bytes')} | {s('readback_bad')} | "
-            f"{s('lock_holds')} / {s('lock_held_across_kill')} / {s('lock_busy')} | {s('lock_errors')} | {s('double_grants')} |")
+            f"{s('lock_holds')} / {s('lock_held_across_kill')} / {s('lock_busy')} | {s('lock_errors')} | {s('double_grants')} | "
+            f"{s('resent_bytes')} |")
     return "\n".join(out)
+
+
+def libnfs_mode_text(mode):
+    """What the libnfs clients that fsync every 4 writes did (cluster-soak.sh --libnfs-verifier)."""
+    if mode == "off":
+        return ("libnfs clients with fsync every 4 ran libnfs 4.0's plain nfs_pwrite/nfs_fsync "
+                "(--libnfs-verifier off): UNSTABLE writes, and a COMMIT whose verifier is never "
+                "compared with the WRITEs' (libnfs ignores it), so writes a killed head acknowledged "
+                "but never committed can be lost although the next fsync succeeds.")
+    return ("libnfs clients with fsync every 4 followed NFSv3's verifier rule themselves "
+            "(--libnfs-verifier on, the default): UNSTABLE WRITEs and COMMITs through libnfs's raw "
+            "layer, blocks whose WRITE verifier differs from the COMMIT's written again (the last "
+            "column) and committed again before the fsync counts; libnfs 4.0's own nfs_fsync "
+            "ignores the verifier.")
 
 
 def main():
@@ -191,7 +216,8 @@ def main():
               f"estale {sum(d['estale'] for d in rows)}, committed lost {sum(d['committed_lost_bytes'] for d in rows)} B, "
               f"unsynced {sum(d['prekill_uncommitted_bytes'] for d in rows)} B / present {sum(d['prekill_uncommitted_present_bytes'] for d in rows)} B, "
               f"locks {sum(d['lock_holds'] for d in rows)} (errors {sum(d['lock_errors'] for d in rows)}), "
-              f"double grants {sum(d['double_grants'] for d in rows)}")
+              f"double grants {sum(d['double_grants'] for d in rows)}, "
+              f"resent {sum(d['resent_bytes'] for d in rows)} B")
     elif cmd == "summary":
         rows = read_rows(Path(sys.argv[2]).read_text().splitlines())
         rounds = len({d["round"] for d in rows})
@@ -209,7 +235,8 @@ def main():
               "- Committed: acknowledged and then covered by a successful fsync/COMMIT (or FILE_SYNC). "
               "Unsynced at the kill: acknowledged before the kill, not yet covered by a commit then.\n"
               "- Double grants: pairs of lock holds of two clients that overlap in time (the holder's "
-              "own view: from F_SETLK's return to just before its unlock; one machine, one clock).\n")
+              "own view: from F_SETLK's return to just before its unlock; one machine, one clock).\n"
+              f"- {libnfs_mode_text(sys.argv[5] if len(sys.argv) > 5 else 'on')}\n")
         print(summary_table(rows))
     else:
         print(__doc__, file=sys.stderr)

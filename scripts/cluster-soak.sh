@@ -5,7 +5,7 @@
 #
 #   scripts/cluster-soak.sh [--heads 3] [--clients 8] [--rounds 100] [--out DIR]
 #                           [--round-seconds 10] [--kill-at 3] [--grace 5] [--hold-ms 300]
-#                           [--server eagernfs|ganesha]
+#                           [--server eagernfs|ganesha] [--libnfs-verifier on|off]
 #
 # Clients: odd ones are `eagernfs mount`s (FUSE, hard mounts; and a second process per mount
 # taking fcntl locks on one shared file),
@@ -19,6 +19,18 @@
 # acknowledged but not yet committed at the kill and whether they are there afterwards, lock
 # holds and double grants (two clients holding the lock at one instant, by their own clocks:
 # one machine, one clock).
+#
+# The libnfs clients that fsync every 4 writes write UNSTABLE (libnfs 4.0 sends UNSTABLE unless
+# the file is open O_SYNC: lib/nfs_v3.c, nfs3_fill_WRITE3args). NFSv3 (RFC 1813) leaves such data
+# to the client until a COMMIT covers it: a COMMIT verifier that differs from a WRITE's (a head
+# restarted) means "write it again". libnfs 4.0's nfs_fsync never compares verifiers
+# (nfs3_pwrite_mcb ignores WRITE3resok.verf, nfs3_fsync_cb only checks the status), so with it
+# the writes a killed head acknowledged just before the kill are lost although the next fsync
+# succeeds: a client bug, not the server's. --libnfs-verifier on (the default) has soakclient
+# follow the rule itself through libnfs's raw RPC layer (resent blocks: column resent_bytes);
+# off runs libnfs's plain nfs_pwrite/nfs_fsync to show what a libnfs 4.0 application gets. The
+# README says which ran. (The mounts need nothing of the kind: eagernfs's client resends on a
+# verifier change itself, crates/client/src/cache/mod.rs.)
 #
 # Out: DIR/rounds.tsv.gz (a row per round and client), DIR/README.md (command, summary table),
 # DIR/heads-logs.tar.gz and the raw logs of rounds that found a failure (failed-rounds.tar.xz). DIR defaults to
@@ -37,6 +49,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 heads=3 clients=8 rounds=100 out="" round_s=10 kill_at=3 grace=5 hold_ms=300 server=eagernfs
+libnfs_verifier=on
 while [ $# -gt 0 ]; do
     case $1 in
     --heads) heads=$2; shift 2 ;;
@@ -48,6 +61,7 @@ while [ $# -gt 0 ]; do
     --grace) grace=$2; shift 2 ;;
     --hold-ms) hold_ms=$2; shift 2 ;;
     --server) server=$2; shift 2 ;;
+    --libnfs-verifier) libnfs_verifier=$2; shift 2 ;;
     *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     esac
 done
@@ -58,6 +72,11 @@ done
 [ "$clients" -ge 1 ] && [ "$clients" -le 64 ] || { echo "cluster-soak.sh: --clients 1..64" >&2; exit 2; }
 [ "$rounds" -ge 1 ] && [ "$rounds" -le 10000 ] || { echo "cluster-soak.sh: --rounds 1..10000" >&2; exit 2; }
 [ "$kill_at" -lt "$round_s" ] || { echo "cluster-soak.sh: --kill-at must be less than --round-seconds" >&2; exit 2; }
+case $libnfs_verifier in
+on) export SOAK_LIBNFS_VERIFIER=1 ;;
+off) export SOAK_LIBNFS_VERIFIER=0 ;;
+*) echo "cluster-soak.sh: --libnfs-verifier on or off" >&2; exit 2 ;;
+esac
 
 case $server in
 eagernfs) heads_sh=$root/scripts/heads.sh suffix="" mount_opts=hard locks=1 mnt_port_off=0 ;;
@@ -150,7 +169,7 @@ mkdir -p "$out" "$work/rounds"
 rm -rf "$out"/failed-round-* "$out/failures.txt"
 rows=$work/rows.tsv
 python3 "$root/scripts/cluster-soak-report.py" header >"$rows"
-log "$server: $heads heads on $HEADS_ADDR_BASE+N:$HEADS_PORT, $clients clients, $rounds rounds of $round_s s (kill at $kill_at s, grace $grace s); work dir $work"
+log "$server: $heads heads on $HEADS_ADDR_BASE+N:$HEADS_PORT, $clients clients, $rounds rounds of $round_s s (kill at $kill_at s, grace $grace s), libnfs verifier rule $libnfs_verifier; work dir $work"
 failed_rounds=0
 for r in $(seq "$rounds"); do
     rd=$work/rounds/$r
@@ -224,7 +243,7 @@ if ls -d "$out"/failed-round-* >/dev/null 2>&1; then
     (cd "$out" && tar -cJf failed-rounds.tar.xz failed-round-* && rm -rf failed-round-*)
 fi
 python3 "$root/scripts/cluster-soak-report.py" summary "$rows" \
-    "scripts/cluster-soak.sh --server $server --heads $heads --clients $clients --rounds $rounds --round-seconds $round_s --kill-at $kill_at --grace $grace --hold-ms $hold_ms" \
-    "$failed_rounds" >"$out/README.md"
+    "scripts/cluster-soak.sh --server $server --heads $heads --clients $clients --rounds $rounds --round-seconds $round_s --kill-at $kill_at --grace $grace --hold-ms $hold_ms --libnfs-verifier $libnfs_verifier" \
+    "$failed_rounds" "$libnfs_verifier" >"$out/README.md"
 log "done: $out/README.md ($failed_rounds rounds with a failure)"
 cat "$out/README.md"

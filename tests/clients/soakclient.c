@@ -24,7 +24,30 @@
  *   L t_acquired t_released   a lock held in between (the client's view)
  *   B t                 a lock refused because another holds it (the server answered)
  *   E op errno t        a call failed (it is retried)
+ *   X seq t             block SEQ written again (UNSTABLE) because a COMMIT's verifier differed
+ *                       from the one its WRITE returned (libnfs clients, see below)
+ *   M verifier|plain|file_sync   (first line of a libnfs data client) which write path ran
  * Every loop is bounded by SECONDS (plus 60 s for the final fsync).
+ *
+ * The libnfs client and NFSv3's write verifier. With FSYNC_EVERY > 0 the file is opened without
+ * O_SYNC, so libnfs sends every WRITE UNSTABLE (libnfs 4.0.0, lib/nfs_v3.c,
+ * nfs3_fill_WRITE3args: `stable = fh->is_sync ? FILE_SYNC : UNSTABLE`). NFSv3 (RFC 1813, WRITE
+ * and COMMIT) makes the client responsible for such data until a COMMIT covers it: it keeps the
+ * verifier each WRITE returned and, when the COMMIT's verifier differs (the server restarted and
+ * may have lost the data), writes the data again and commits again. libnfs 4.0's high-level API
+ * does not: nfs3_pwrite_mcb never reads WRITE3resok.verf and nfs3_fsync_cb only checks the
+ * COMMIT's status (lib/nfs_v3.c; the verifier appears nowhere in lib/ outside READDIR cookies),
+ * so an nfs_fsync that follows a head's kill -9 succeeds on the new head while the writes the
+ * dead head acknowledged UNSTABLE are gone. By default (SOAK_LIBNFS_VERIFIER unset or 1) this
+ * client therefore follows the rule itself through libnfs's raw RPC layer on the same
+ * connection (nfs_get_rpc_context, rpc_nfs3_write_async, rpc_nfs3_commit_async, the handle from
+ * nfs_get_fh): it keeps the verifier of every UNSTABLE WRITE since the last good COMMIT, and at
+ * fsync time resends (X lines) the blocks whose verifier differs from the COMMIT's and commits
+ * again until they agree; only then is S logged. The rpc_context is the nfs_context's one for
+ * its whole life: libnfs's autoreconnect reconnects that same context (lib/socket.c,
+ * rpc_reconnect_requeue), so the raw calls keep working after a head is restarted.
+ * SOAK_LIBNFS_VERIFIER=0 runs the plain high-level path (nfs_pwrite/nfs_fsync), to show what a
+ * libnfs 4.0 application gets. Reads use nfs_pread in both modes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,6 +63,16 @@
 #include <unistd.h>
 
 #include <nfsc/libnfs.h>
+#include <nfsc/libnfs-raw.h>
+#include <nfsc/libnfs-raw-nfs.h>
+#include <poll.h>
+
+/* libnfs declares struct nfs_fh (what nfs_get_fh returns) only in its private header
+ * (include/libnfs-private.h, 4.0.0 and later: a length and a pointer); the layout is repeated here. */
+struct nfs_fh {
+    int len;
+    char *val;
+};
 
 #define BLOCK 16384
 
@@ -88,18 +121,218 @@ static void logline(const char *fmt, ...)
     fflush(logf_);
 }
 
+/* An UNSTABLE write not yet covered by a COMMIT, and the verifier its WRITE returned. */
+struct pending {
+    uint64_t seq;
+    char verf[NFS3_WRITEVERFSIZE];
+};
+
 /* The I/O of one client: POSIX calls on a mount or libnfs calls. */
 struct io {
     int posix;
     int fd;
     struct nfs_context *nfs;
     struct nfsfh *fh;
+    /* libnfs with the verifier rule (see the header): WRITE and COMMIT through the raw layer. */
+    int verifier;
+    struct pending *pend;
+    size_t npend, cap;
 };
+
+/* One raw call's reply. Heap-allocated: when the client stops waiting (a bounded wait), the
+ * call may still be queued in libnfs, and its callback then frees the reply. */
+struct raw_reply {
+    int done, abandoned;
+    int rpc_status;
+    int nfs_status;
+    uint32_t count;
+    int committed;
+    char verf[NFS3_WRITEVERFSIZE];
+};
+
+static void raw_done(struct raw_reply *r, int status)
+{
+    r->rpc_status = status;
+    r->done = 1;
+    if (r->abandoned)
+        free(r);
+}
+
+static void raw_write_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+    (void)rpc;
+    struct raw_reply *r = priv;
+    if (status == RPC_STATUS_SUCCESS) {
+        WRITE3res *res = data;
+        r->nfs_status = res->status;
+        if (res->status == NFS3_OK) {
+            r->count = res->WRITE3res_u.resok.count;
+            r->committed = res->WRITE3res_u.resok.committed;
+            memcpy(r->verf, res->WRITE3res_u.resok.verf, NFS3_WRITEVERFSIZE);
+        }
+    }
+    raw_done(r, status);
+}
+
+static void raw_commit_cb(struct rpc_context *rpc, int status, void *data, void *priv)
+{
+    (void)rpc;
+    struct raw_reply *r = priv;
+    if (status == RPC_STATUS_SUCCESS) {
+        COMMIT3res *res = data;
+        r->nfs_status = res->status;
+        if (res->status == NFS3_OK)
+            memcpy(r->verf, res->COMMIT3res_u.resok.verf, NFS3_WRITEVERFSIZE);
+    }
+    raw_done(r, status);
+}
+
+/* Drives the nfs_context's connection (the same loop as libnfs's own synchronous calls) until the
+ * reply comes, for at most 30 s; libnfs's per-call timeout (nfs_set_timeout) normally ends a
+ * call first. Returns 0 or an errno; the reply is freed here unless abandoned to its callback. */
+static int raw_wait(struct io *io, struct raw_reply *r, struct raw_reply *out)
+{
+    double end = now_ms() + 30000;
+    while (!r->done && now_ms() < end) {
+        struct pollfd pfd = { .fd = nfs_get_fd(io->nfs), .events = (short)nfs_which_events(io->nfs) };
+        int n = poll(&pfd, 1, 100);
+        if (n < 0)
+            continue; /* EINTR: nothing to service */
+        if (nfs_service(io->nfs, pfd.revents) < 0 && !r->done)
+            sleep_ms(10); /* a reconnect attempt failed: libnfs starts the next one itself */
+    }
+    if (!r->done) {
+        r->abandoned = 1;
+        return ETIMEDOUT;
+    }
+    *out = *r;
+    free(r);
+    if (out->rpc_status == RPC_STATUS_TIMEOUT)
+        return ETIMEDOUT;
+    if (out->rpc_status != RPC_STATUS_SUCCESS)
+        return out->rpc_status == RPC_STATUS_CANCEL ? EINTR : EIO;
+    if (out->nfs_status != NFS3_OK) {
+        int e = -nfsstat3_to_errno(out->nfs_status);
+        return e > 0 ? e : EIO;
+    }
+    return 0;
+}
+
+static struct nfs_fh3 raw_fh(struct io *io)
+{
+    struct nfs_fh *fh = nfs_get_fh(io->fh);
+    struct nfs_fh3 f = { .data = { .data_len = (u_int)fh->len, .data_val = fh->val } };
+    return f;
+}
+
+/* One UNSTABLE WRITE of a whole block; its verifier in *verf, and whether the server said it is
+ * already stable (FILE_SYNC or DATA_SYNC: no COMMIT needed). */
+static int raw_write(struct io *io, const char *buf, uint64_t off, char *verf, int *stable)
+{
+    struct raw_reply *r = calloc(1, sizeof *r), rep;
+    if (!r)
+        return ENOMEM;
+    WRITE3args args = { .file = raw_fh(io), .offset = off, .count = BLOCK, .stable = UNSTABLE,
+                        .data = { .data_len = BLOCK, .data_val = (char *)buf } };
+    /* The data is encoded into the call here, so buf may change once this returns. */
+    if (rpc_nfs3_write_async(nfs_get_rpc_context(io->nfs), raw_write_cb, &args, r) != 0) {
+        free(r);
+        return EIO;
+    }
+    int err = raw_wait(io, r, &rep);
+    if (err)
+        return err;
+    if (rep.count != BLOCK)
+        return EIO; /* a short write: the block is written again */
+    memcpy(verf, rep.verf, NFS3_WRITEVERFSIZE);
+    *stable = rep.committed != UNSTABLE;
+    return 0;
+}
+
+static int raw_commit(struct io *io, char *verf)
+{
+    struct raw_reply *r = calloc(1, sizeof *r), rep;
+    if (!r)
+        return ENOMEM;
+    COMMIT3args args = { .file = raw_fh(io), .offset = 0, .count = 0 };
+    if (rpc_nfs3_commit_async(nfs_get_rpc_context(io->nfs), raw_commit_cb, &args, r) != 0) {
+        free(r);
+        return EIO;
+    }
+    int err = raw_wait(io, r, &rep);
+    if (!err)
+        memcpy(verf, rep.verf, NFS3_WRITEVERFSIZE);
+    return err;
+}
+
+static void remember(struct io *io, uint64_t seq, const char *verf)
+{
+    for (size_t i = 0; i < io->npend; i++)
+        if (io->pend[i].seq == seq) {
+            memcpy(io->pend[i].verf, verf, NFS3_WRITEVERFSIZE);
+            return;
+        }
+    if (io->npend == io->cap) {
+        io->cap = io->cap ? 2 * io->cap : 16;
+        io->pend = realloc(io->pend, io->cap * sizeof *io->pend);
+        if (!io->pend) {
+            fprintf(stderr, "soakclient: out of memory\n");
+            exit(1);
+        }
+    }
+    io->pend[io->npend].seq = seq;
+    memcpy(io->pend[io->npend].verf, verf, NFS3_WRITEVERFSIZE);
+    io->npend++;
+}
+
+/* fsync with NFSv3's rule: COMMIT; every pending block whose WRITE verifier differs from the
+ * COMMIT's is written again and the COMMIT repeated, until one COMMIT agrees with all of them.
+ * An error ends the attempt (the caller logs it and tries again later, as for any fsync); the
+ * blocks stay pending, with the verifiers of whatever was resent. */
+static int raw_fsync(struct io *io)
+{
+    char buf[BLOCK];
+    for (int attempt = 0; attempt < 20; attempt++) {
+        char cverf[NFS3_WRITEVERFSIZE];
+        int err = raw_commit(io, cverf);
+        if (err)
+            return err;
+        size_t differ = 0;
+        for (size_t i = 0; i < io->npend; i++) {
+            struct pending *p = &io->pend[i];
+            if (memcmp(p->verf, cverf, NFS3_WRITEVERFSIZE) == 0)
+                continue;
+            differ++;
+            fill(buf, p->seq);
+            int stable;
+            char wverf[NFS3_WRITEVERFSIZE];
+            if ((err = raw_write(io, buf, p->seq * BLOCK, wverf, &stable)) != 0) {
+                logline("E write %d %.3f\n", err, now_ms());
+                return err;
+            }
+            memcpy(p->verf, wverf, NFS3_WRITEVERFSIZE);
+            logline("X %" PRIu64 " %.3f\n", p->seq, now_ms());
+        }
+        if (differ == 0) {
+            io->npend = 0;
+            return 0;
+        }
+    }
+    return EAGAIN; /* the verifier kept changing: still pending, tried again at the next fsync */
+}
 
 static int io_pwrite(struct io *io, const char *buf, uint64_t off)
 {
     if (io->posix)
         return pwrite(io->fd, buf, BLOCK, off) == BLOCK ? 0 : (errno ? errno : EIO);
+    if (io->verifier) {
+        char verf[NFS3_WRITEVERFSIZE];
+        int stable;
+        int err = raw_write(io, buf, off, verf, &stable);
+        if (!err && !stable)
+            remember(io, off / BLOCK, verf);
+        return err;
+    }
     int rc = nfs_pwrite(io->nfs, io->fh, off, BLOCK, buf);
     return rc == BLOCK ? 0 : (rc < 0 ? -rc : EIO);
 }
@@ -116,6 +349,8 @@ static int io_fsync(struct io *io)
 {
     if (io->posix)
         return fsync(io->fd) == 0 ? 0 : errno;
+    if (io->verifier)
+        return raw_fsync(io);
     int rc = nfs_fsync(io->nfs, io->fh);
     return rc == 0 ? 0 : -rc;
 }
@@ -202,7 +437,8 @@ int main(int argc, char **argv)
     if (!posix && !viaf) {
         fprintf(stderr, "usage: soakclient posix FILE LOCKFILE ID SECONDS FSYNC_EVERY HOLD_MAX_MS LOG\n"
                         "       soakclient nfs URL FILE ID SECONDS FSYNC_EVERY LOG\n"
-                        "       soakclient verify URL FILE ID LOG\n");
+                        "       soakclient verify URL FILE ID LOG\n"
+                        "(environment: SOAK_LIBNFS_VERIFIER=0 for libnfs's plain nfs_pwrite/nfs_fsync)\n");
         return 2;
     }
     const char *lockfile = posix ? argv[3] : "-";
@@ -226,6 +462,9 @@ int main(int argc, char **argv)
         }
     } else {
         char *dir, path[4096];
+        const char *rule = getenv("SOAK_LIBNFS_VERIFIER");
+        io.verifier = fsync_every > 0 && !(rule && strcmp(rule, "0") == 0);
+        logline("M %s\n", fsync_every == 0 ? "file_sync" : io.verifier ? "verifier" : "plain");
         io.nfs = nfs_connect(argv[2], &dir);
         snprintf(path, sizeof path, "%s/%s", dir, argv[3]);
         int flags = O_RDWR | O_CREAT | (fsync_every == 0 ? O_SYNC : 0);
@@ -309,6 +548,7 @@ int main(int argc, char **argv)
     else {
         nfs_close(io.nfs, io.fh);
         nfs_destroy_context(io.nfs);
+        free(io.pend);
     }
     return 0;
 }
