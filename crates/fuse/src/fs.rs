@@ -246,8 +246,11 @@ impl<C: NfsOps> NfsFuse<C> {
         F: FnOnce(CachedFs<C>, Cred) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let fut = work(self.fs.clone(), self.cred(req));
-        crate::inline::run(&self.rt, fut);
+        // Polling the request on the reader thread first (sending its call from there) was
+        // tried (0387f50, 43f2dbc): fewer context switches, but no faster on any step of
+        // scripts/bench-mount.sh (docs/benchmarks/mount-2026-11-26-c) and slower on make -j2,
+        // where a reader thread busy with one request reads no other.
+        self.rt.spawn(work(self.fs.clone(), self.cred(req)));
     }
 
     fn reply_entry(names_uncached: bool, reply: ReplyEntry, r: Result<Entry, FsError>) {

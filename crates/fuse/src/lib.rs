@@ -20,7 +20,6 @@
 pub mod attr;
 pub mod creds;
 pub mod fs;
-mod inline;
 pub mod mount;
 pub mod options;
 
