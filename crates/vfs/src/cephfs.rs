@@ -1145,6 +1145,29 @@ impl Cx<'_> {
         entry
     }
 
+    /// The ".." entry of a listing of `d` (cookie 2): the export root's is the root itself.
+    fn dotdot_entry(
+        &self,
+        d: &InodeRef,
+        dir: &FileHandle,
+        dattr: &Attr,
+        at_root: bool,
+        plus: bool,
+    ) -> FsResult<DirEntry> {
+        let name = Bytes::from_static(b"..");
+        if at_root {
+            let e = mount::Entry { name: name.to_vec(), next: 2, stx: Default::default(), inode: None };
+            return Ok(self.readdir_entry(e, dir, dattr, at_root, plus));
+        }
+        let m = d.lookup(b"..", self.root_perms()).map_err(fs_err)?;
+        let mut entry = DirEntry { fileid: m.stx.stx_ino, name, cookie: 2, attr: None, handle: None };
+        if plus {
+            entry.attr = Some(self.attr(&m.stx));
+            entry.handle = Some(self.codec.encode(vino_of(&m.stx)));
+        }
+        Ok(entry)
+    }
+
     /// The open file for locks on `fh` (kept open until `forget_file`).
     fn lock_file(&self, fh: &FileHandle) -> FsResult<Arc<OpenFile>> {
         let v = self.codec.decode(fh)?;
@@ -1531,13 +1554,32 @@ impl Cx<'_> {
         // Attributes and handles of entries amount to a LOOKUP of each,
         // which needs search permission; without it READDIRPLUS gives names.
         let plus = plus && perm::allowed(cred, &dattr, perm::X);
-        let stream = d.opendir(self.root_perms()).map_err(fs_err)?;
-        if cookie != 0 {
-            let pos = i64::try_from(cookie).map_err(|_| FsError::BadCookie)?;
-            stream.seek(pos);
-        }
         let at_root = dv == self.root_vino;
         let info = |eof| DirInfo { eof, cookieverf: self.cookieverf, dir_attr: Some(dattr.clone()) };
+        // "." and ".." are made here, not read from libcephfs: its directory stream fills them
+        // with a getattr of the directory (and its parent) that asks the MDS for recursive
+        // statistics every time, a round trip to the MDS per listing from the start (measured:
+        // two MDS getattrs per READDIR). Their cookies are the stream's own positions (1, 2),
+        // and the stream is read from position 2, its first real entry.
+        let mut pos = i64::try_from(cookie).map_err(|_| FsError::BadCookie)?;
+        if pos == 0 {
+            let dot = mount::Entry { name: b".".to_vec(), next: 1, stx: Default::default(), inode: None };
+            let mut entry = self.readdir_entry(dot, dir, &dattr, at_root, plus);
+            entry.fileid = dattr.fileid;
+            if !sink(&entry) {
+                return Ok(info(false));
+            }
+            pos = 1;
+        }
+        if pos == 1 {
+            let entry = self.dotdot_entry(&d, dir, &dattr, at_root, plus)?;
+            if !sink(&entry) {
+                return Ok(info(false));
+            }
+            pos = 2;
+        }
+        let stream = d.opendir(self.root_perms()).map_err(fs_err)?;
+        stream.seek(pos);
         loop {
             let Some(e) = stream.next(plus).map_err(fs_err)? else {
                 return Ok(info(true));
