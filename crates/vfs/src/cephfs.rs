@@ -1114,58 +1114,46 @@ impl Cx<'_> {
         }
     }
 
-    fn readdir_entry(
-        &self,
-        e: mount::Entry,
-        dir: &FileHandle,
-        dattr: &Attr,
-        at_root: bool,
-        plus: bool,
-    ) -> DirEntry {
-        let dotdot_of_root = at_root && e.name == b"..";
+    /// An entry of a listing read from libcephfs (never "." or "..", see `readdir`).
+    fn readdir_entry(&self, e: mount::Entry, plus: bool) -> DirEntry {
         let mut entry = DirEntry {
-            fileid: if dotdot_of_root { self.root_vino.ino } else { e.stx.stx_ino },
+            fileid: e.stx.stx_ino,
             name: Bytes::from(e.name),
             cookie: e.next as u64,
             attr: None,
             handle: None,
         };
-        if !plus {
-            return entry;
-        }
-        if entry.name.as_ref() == b"." || dotdot_of_root {
-            entry.attr = Some(dattr.clone());
-            entry.handle = Some(if dotdot_of_root { self.codec.encode(self.root_vino) } else { dir.clone() });
-            return entry;
-        }
-        if e.inode.is_some() && e.stx.stx_mask & ffi::CEPH_STATX_MODE != 0 {
+        if plus && e.inode.is_some() && e.stx.stx_mask & ffi::CEPH_STATX_MODE != 0 {
             entry.attr = Some(self.attr(&e.stx));
             entry.handle = Some(self.codec.encode(vino_of(&e.stx)));
         }
         entry
     }
 
-    /// The ".." entry of a listing of `d` (cookie 2): the export root's is the root itself.
-    fn dotdot_entry(
+    /// "." (`dotdot` false, cookie 1) or ".." (cookie 2) of a listing of directory `d`, whose
+    /// handle, attributes and identity are `dir`, `dattr` and `dv`; the export root's ".." is
+    /// the root itself.
+    fn dot_entry(
         &self,
-        d: &InodeRef,
-        dir: &FileHandle,
-        dattr: &Attr,
-        at_root: bool,
+        (d, dv, dir, dattr): (&InodeRef, vinodeno_t, &FileHandle, &Attr),
+        dotdot: bool,
         plus: bool,
     ) -> FsResult<DirEntry> {
-        let name = Bytes::from_static(b"..");
-        if at_root {
-            let e = mount::Entry { name: name.to_vec(), next: 2, stx: Default::default(), inode: None };
-            return Ok(self.readdir_entry(e, dir, dattr, at_root, plus));
-        }
-        let m = d.lookup(b"..", self.root_perms()).map_err(fs_err)?;
-        let mut entry = DirEntry { fileid: m.stx.stx_ino, name, cookie: 2, attr: None, handle: None };
-        if plus {
-            entry.attr = Some(self.attr(&m.stx));
-            entry.handle = Some(self.codec.encode(vino_of(&m.stx)));
-        }
-        Ok(entry)
+        let (fileid, attr, handle) = if !dotdot {
+            (dattr.fileid, dattr.clone(), dir.clone())
+        } else if dv == self.root_vino {
+            (self.root_vino.ino, dattr.clone(), self.codec.encode(self.root_vino))
+        } else {
+            let m = d.lookup(b"..", self.root_perms()).map_err(fs_err)?;
+            (m.stx.stx_ino, self.attr(&m.stx), self.codec.encode(vino_of(&m.stx)))
+        };
+        Ok(DirEntry {
+            fileid,
+            name: Bytes::from_static(if dotdot { b".." } else { b"." }),
+            cookie: if dotdot { 2 } else { 1 },
+            attr: plus.then_some(attr),
+            handle: plus.then_some(handle),
+        })
     }
 
     /// The open file for locks on `fh` (kept open until `forget_file`).
@@ -1554,7 +1542,6 @@ impl Cx<'_> {
         // Attributes and handles of entries amount to a LOOKUP of each,
         // which needs search permission; without it READDIRPLUS gives names.
         let plus = plus && perm::allowed(cred, &dattr, perm::X);
-        let at_root = dv == self.root_vino;
         let info = |eof| DirInfo { eof, cookieverf: self.cookieverf, dir_attr: Some(dattr.clone()) };
         // "." and ".." are made here, not read from libcephfs: its directory stream fills them
         // with a getattr of the directory (and its parent) that asks the MDS for recursive
@@ -1562,21 +1549,12 @@ impl Cx<'_> {
         // two MDS getattrs per READDIR). Their cookies are the stream's own positions (1, 2),
         // and the stream is read from position 2, its first real entry.
         let mut pos = i64::try_from(cookie).map_err(|_| FsError::BadCookie)?;
-        if pos == 0 {
-            let dot = mount::Entry { name: b".".to_vec(), next: 1, stx: Default::default(), inode: None };
-            let mut entry = self.readdir_entry(dot, dir, &dattr, at_root, plus);
-            entry.fileid = dattr.fileid;
+        while pos < 2 {
+            let entry = self.dot_entry((&d, dv, dir, &dattr), pos == 1, plus)?;
             if !sink(&entry) {
                 return Ok(info(false));
             }
-            pos = 1;
-        }
-        if pos == 1 {
-            let entry = self.dotdot_entry(&d, dir, &dattr, at_root, plus)?;
-            if !sink(&entry) {
-                return Ok(info(false));
-            }
-            pos = 2;
+            pos += 1;
         }
         let stream = d.opendir(self.root_perms()).map_err(fs_err)?;
         stream.seek(pos);
@@ -1584,7 +1562,7 @@ impl Cx<'_> {
             let Some(e) = stream.next(plus).map_err(fs_err)? else {
                 return Ok(info(true));
             };
-            let entry = self.readdir_entry(e, dir, &dattr, at_root, plus);
+            let entry = self.readdir_entry(e, plus);
             if !sink(&entry) {
                 return Ok(info(false));
             }
