@@ -5,8 +5,9 @@
 #   b  eagernfs serve --no-splice (READ data copied through a buffer)
 #   g  nfs-ganesha (FSAL_VFS)
 # Each target serves its own directory on the same disk; mount and dd run on CPU 0, servers on CPU 1.
-# "cold": the machine's page cache is dropped first (the disk reads are counted); "warm-server":
-# a fresh mount of a server whose page cache holds the file.
+# "cold": the machine's page cache is dropped first (the disk reads are counted); "warm-mount":
+# again through the same mount (its cache); "warm-server": a fresh mount of a server whose page
+# cache holds the file.
 #
 #   scripts/bench-dd-read.sh            (BIN=eagernfs binary, ROUNDS="1 2 3", MOPTS=mount options)
 # Needs root, fuse3, nfs-ganesha and rpcbind (scripts/install-deps.sh).
@@ -25,16 +26,19 @@ pgrep -x rpcbind >/dev/null || (rpcbind -f &)
 gurl=$(GANESHA_RUN_DIR=$w/ganesha taskset -c 1 $repo/scripts/ganesha.sh start $w/g $((port+1)))
 until grep -q "listening on" $w/sa.out && grep -q "listening on" $w/sb.out; do sleep 0.1; done
 trap 'for m in ma mb mg; do $bin umount $w/$m 2>/dev/null || true; done; kill $pa $pb; GANESHA_RUN_DIR=$w/ganesha $repo/scripts/ganesha.sh stop >/dev/null 2>&1 || true; rm -rf $w' EXIT
+# The disk under the work directory, for its read counters in /proc/diskstats.
+disk=$(basename "$(findmnt -no SOURCE -T "$w")")
 for r in ${ROUNDS:-1 2 3}; do
  for t in a b g; do
   case $t in a) url=nfs://127.0.0.1:$port$w/a;; b) url=nfs://127.0.0.1:$((port+3))$w/b;; g) url=$gurl;; esac
   taskset -c 0 $bin mount "$url" $w/m$t ${MOPTS:+-o $MOPTS}
   sync; echo 3 > /proc/sys/vm/drop_caches
-  d0=($(awk '$3=="vda"{print $4, $6, $7}' /proc/diskstats))
+  d0=($(awk -v disk="$disk" '$3==disk{print $4, $6, $7}' /proc/diskstats))
   s=$(date +%s.%N); taskset -c 0 dd if=$w/m$t/big of=/dev/null bs=1M status=none; e=$(date +%s.%N)
-  d1=($(awk '$3=="vda"{print $4, $6, $7}' /proc/diskstats))
+  d1=($(awk -v disk="$disk" '$3==disk{print $4, $6, $7}' /proc/diskstats))
   echo "round $r $t cold $(echo "$e - $s" | bc) disk reads $((d1[0]-d0[0])) sectors $((d1[1]-d0[1])) ms $((d1[2]-d0[2]))"
   s=$(date +%s.%N); taskset -c 0 dd if=$w/m$t/big of=/dev/null bs=1M status=none; e=$(date +%s.%N)
+  echo "round $r $t warm-mount $(echo "$e - $s" | bc)"
   $bin umount $w/m$t; taskset -c 0 $bin mount "$url" $w/m$t ${MOPTS:+-o $MOPTS}
   s=$(date +%s.%N); taskset -c 0 dd if=$w/m$t/big of=/dev/null bs=1M status=none; e=$(date +%s.%N)
   echo "round $r $t warm-server $(echo "$e - $s" | bc)"
