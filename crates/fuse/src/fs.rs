@@ -248,8 +248,7 @@ impl<C: NfsOps> NfsFuse<C> {
     {
         // Polling the request on the reader thread first (sending its call from there) was
         // tried (0387f50, 43f2dbc): fewer context switches, but no faster on any step of
-        // scripts/bench-mount.sh (docs/benchmarks/mount-2026-11-26-c) and slower on make -j2,
-        // where a reader thread busy with one request reads no other.
+        // scripts/bench-mount.sh in two runs (docs/benchmarks/mount-2026-11-26-c and -d).
         self.rt.spawn(work(self.fs.clone(), self.cred(req)));
     }
 
