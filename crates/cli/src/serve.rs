@@ -97,10 +97,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 2)]
     threads_min: usize,
 
-    /// Copy every READ's data through a buffer instead of splicing the file's
-    /// pages into the socket (the default for READs of 32 KiB and more over TCP,
-    /// where the backend can). For comparing the two; the data sent is the same.
-    #[arg(long)]
+    /// Which clients get READs of 32 KiB and more (over TCP, where the backend
+    /// can) answered by splicing the file's pages into the socket instead of
+    /// copying them through a buffer: `remote` (clients on other hosts; a client
+    /// on this host gets copies, which it reads faster), `always` or `never`.
+    /// The data sent is the same.
+    #[arg(long, value_name = "WHEN", default_value = "remote")]
+    splice: eagernfs_server::SpliceReads,
+
+    /// The same as `--splice never`.
+    #[arg(long, conflicts_with = "splice")]
     no_splice: bool,
 
     /// Also serve NFS, MOUNT and portmap over UDP, on the same ports. Off by
@@ -830,7 +836,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             ..SvcConfig::default()
         },
         udp: args.udp,
-        splice_reads: !args.no_splice,
+        splice_reads: if args.no_splice { eagernfs_server::SpliceReads::Never } else { args.splice },
         locks: lock_config(&args, &state_dir, member.as_ref())?,
         nfs4: nfs4_config(&args, &state_dir)?,
         tls: tls_config(&args)?,

@@ -237,7 +237,7 @@ fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Piece), Box<Read3Res>>
     };
     let count = a.count.min(call.io_max(call.state.config.read_max_bytes));
     // Only a stream takes spliced pages; a datagram needs one buffer.
-    let splice = call.state.config.splice_reads
+    let splice = call.state.config.splice_reads.for_peer(call.conn.peer.addr.ip())
         && count >= SPLICE_MIN_BYTES
         && call.conn.peer.transport == Transport::Tcp;
     let turn = call.io_turn();

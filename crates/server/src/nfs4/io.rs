@@ -43,7 +43,7 @@ pub(crate) fn read(ctx: &mut Ctx, a: &Read4Args) -> Result<(bool, Piece), Nfssta
     let cfg = &ctx.call.state.config;
     let count =
         a.count.min(cfg.read_max_bytes).min(ctx.reply_room.saturating_sub(READ_OVERHEAD_BYTES + 4) as u32);
-    let splice = cfg.splice_reads
+    let splice = cfg.splice_reads.for_peer(ctx.call.conn.peer.addr.ip())
         && ctx.last_op
         && !ctx.cachethis
         && count >= SPLICE_MIN_BYTES
