@@ -213,7 +213,10 @@ with tarfile.open(src) as t:
         os.utime(path, (m.mtime, m.mtime))
 PY
 remount() { do_umount "$1"; do_mount "$1"; }
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# Then wait 3 s: a VM with free-page reporting hands freed memory back to its host within about 2 s,
+# and the first touch of such a page is slow; waiting makes every cold read meet that (as a file
+# not read for a while does) rather than some.
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; sleep 3; }
 
 # calls the mount made so far, by NFS procedure ("NAME COUNT" lines), from its statistics socket
 mount_ops() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Streams against the loopback ceiling (issue 11): 1 MiB READ and WRITE RPCs, 8 in flight
-# (`eagernfs bench stream`), against eagernfs (ext4 directory; READs spliced, and again with
-# --no-splice), eagernfs --memory, and nfs-ganesha FSAL VFS, with iperf3 over the same loopback
+# (`eagernfs bench stream`), against eagernfs (ext4 directory; READs spliced with --splice always,
+# and copied as the default does for a loopback client), eagernfs --memory, and nfs-ganesha FSAL VFS, with iperf3 over the same loopback
 # measured between them: the ceiling is what one TCP stream carries with the same pinning
 # (server on CPU 1, client on CPU 0). READ is compared with iperf3 -R (the server sends), WRITE
 # with iperf3 (the client sends). Each round measures everything once, in the same order;
@@ -63,13 +63,13 @@ serve() {
         sleep 0.1
     done
 }
-serve eagernfs "$base" "$work/dir"
-serve eagernfs-nosplice "$((base + 1))" "$work/dir" --no-splice
+serve eagernfs "$base" "$work/dir" --splice always
+serve eagernfs-copied "$((base + 1))" "$work/dir"
 serve eagernfs-mem "$((base + 2))" /mem --memory --memory-size-mib 4096
 GANESHA_RUN_DIR=$work/ganesha taskset -c 1 "$repo/scripts/ganesha.sh" start "$work/gdir" "$((base + 3))" vfs >/dev/null
 targets=(
-    "eagernfs|nfs://127.0.0.1:$base$work/dir"
-    "eagernfs --no-splice|nfs://127.0.0.1:$((base + 1))$work/dir"
+    "eagernfs --splice always|nfs://127.0.0.1:$base$work/dir"
+    "eagernfs (loopback: copied)|nfs://127.0.0.1:$((base + 1))$work/dir"
     "eagernfs --memory|nfs://127.0.0.1:$((base + 2))/mem"
     "ganesha-vfs|nfs://127.0.0.1:$((base + 3))$work/gdir?mountport=$((base + 4))"
 )
@@ -98,7 +98,7 @@ iperf() { # [-R] -> MB/s received
 # allocating a new file).
 for t in "${targets[@]}"; do
     name=${t%%|*} url=${t#*|}
-    [ "$name" = "eagernfs --no-splice" ] || stream "$url" write stream.dat >/dev/null
+    [ "$name" = "eagernfs (loopback: copied)" ] || stream "$url" write stream.dat >/dev/null
     stream "$url" write w.dat >/dev/null
 done
 
