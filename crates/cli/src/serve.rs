@@ -100,7 +100,8 @@ pub(crate) struct ServeArgs {
     /// Which clients get READs of 32 KiB and more (over TCP, where the backend
     /// can) answered by splicing the file's pages into the socket instead of
     /// copying them through a buffer: `remote` (clients on other hosts; a client
-    /// on this host gets copies, which it reads faster), `always` or `never`.
+    /// on this host, such as a mount, gets copies, which a mount reads faster),
+    /// `always` or `never`.
     /// The data sent is the same.
     #[arg(long, value_name = "WHEN", default_value = "remote")]
     splice: eagernfs_server::SpliceReads,
