@@ -289,9 +289,7 @@ async fn deferred_changes_stay_visible_while_their_setattr_is_out() {
         let fs = fs.clone();
         tokio::spawn(async move { fs.fsync(fh).await })
     };
-    while fake.calls(NFSPROC3_SETATTR) == 0 {
-        tokio::task::yield_now().await;
-    }
+    fake.until_called(NFSPROC3_SETATTR).await;
     assert_eq!(
         fs.getattr(e.ino, &root).await.unwrap().attr.mtime,
         t(1_600_000_000),
@@ -392,9 +390,7 @@ async fn a_slow_commit_holds_up_no_other_file() {
         tokio::spawn(async move { fs.flush(big).await })
     };
     // Wait until the COMMIT is out (held at the server).
-    while fake.calls(NFSPROC3_COMMIT) == 0 {
-        tokio::task::yield_now().await;
-    }
+    fake.until_called(NFSPROC3_COMMIT).await;
     let root = Cred { uid: 0, gid: 0, groups: vec![] };
     let other = async {
         let (e, fh) = fs.create(ROOT_INO, b"small", 0o644, libc::O_RDWR | libc::O_EXCL, &root).await.unwrap();

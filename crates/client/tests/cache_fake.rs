@@ -255,6 +255,14 @@ impl Fake {
         self.st.lock().calls.get(&proc).copied().unwrap_or(0)
     }
 
+    /// Yield to the runtime until a call of `proc` has reached the server
+    /// (one held at a [`gate`](Self::gate) counts: it is out).
+    pub async fn until_called(&self, proc: u32) {
+        while self.calls(proc) == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The procedures called so far, in order.
     pub fn call_order(&self) -> Vec<u32> {
         self.st.lock().order.clone()
