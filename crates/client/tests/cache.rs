@@ -6,7 +6,7 @@ mod fake;
 
 use std::time::Duration;
 
-use eagernfs_client::cache::{CacheConfig, CachedFs, FsError, ROOT_INO};
+use eagernfs_client::cache::{CacheConfig, CachedFs, FsError, DROP_BEHIND_BYTES_MIN, ROOT_INO};
 use eagernfs_client::ops::Cred;
 use eagernfs_client::options::{LookupCache, MountOptions};
 use eagernfs_proto::nfs3::*;
@@ -650,6 +650,56 @@ async fn sequential_reads_prefetch_random_reads_do_not() {
         assert!(asked.contains(&o), "READ at {o} was not asked for");
     }
     assert_eq!(fake.reads().len(), asked.len());
+}
+
+/// Behind a mount the kernel's page cache keeps what a sequential reader
+/// read, so the mount drops its own copy once the reader is well past it
+/// (a 1 GiB read used to leave 256 MiB duplicated and page-faulted in).
+/// Random readers keep theirs; with drop-behind off everything stays.
+#[tokio::test]
+async fn a_sequential_reader_drops_chunks_behind_it_a_random_reader_does_not() {
+    let fake = Fake::new();
+    let len = 4 * DROP_BEHIND_BYTES_MIN;
+    let data = pattern(len as usize, 9);
+    let id = fake.add_file("f", &data);
+    let chunk = 64 * KIB;
+
+    for drop_behind in [true, false] {
+        let mut cfg = config();
+        cfg.drop_behind = drop_behind;
+        let fs = mount(&fake, cfg).await;
+        let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+        assert!(read_all(&fs, fh, len).await == data, "the data, drop_behind={drop_behind}");
+        if drop_behind {
+            // What is left: the lag behind the reader and the chunk it is in.
+            assert!(fs.cached_bytes() <= DROP_BEHIND_BYTES_MIN + chunk, "cached {}", fs.cached_bytes());
+            assert_eq!(fs.stats().dropped_behind_chunks, (len - DROP_BEHIND_BYTES_MIN - chunk) / chunk);
+        } else {
+            assert_eq!(fs.cached_bytes(), len);
+            assert_eq!(fs.stats().dropped_behind_chunks, 0);
+        }
+        // Reading the start again: from the server only if it was dropped,
+        // and right either way.
+        fake.reset_counts();
+        let b = fs.read(fh, 0, 4096).await.unwrap();
+        assert_eq!(&b[..], &data[..4096]);
+        let again = fake.reads().iter().filter(|(f, o, _)| *f == id && *o == 0).count();
+        assert_eq!(again, usize::from(drop_behind), "READs of offset 0 again, drop_behind={drop_behind}");
+    }
+
+    // A random reader over the same range keeps every chunk it fetched.
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    let n = len / chunk;
+    let mut k = 7u64;
+    for _ in 0..n {
+        k = (k * 37 + 11) % n; // full period: every chunk once
+        let off = k * chunk + 100;
+        let b = fs.read(fh, off, 1000).await.unwrap();
+        assert_eq!(&b[..], &data[off as usize..off as usize + 1000]);
+    }
+    assert_eq!(fs.stats().dropped_behind_chunks, 0);
+    assert_eq!(fs.cached_bytes(), len);
 }
 
 // ----- directories -----------------------------------------------------

@@ -22,6 +22,10 @@ pub const DISK_CACHE_BYTES_DEFAULT: u64 = 1 << 30;
 pub const DIRTY_EXPIRE_DEFAULT: Duration = Duration::from_secs(30);
 /// Default bound on clean (read) data kept in memory per mount.
 pub const MEMORY_CACHE_BYTES_DEFAULT: u64 = 256 << 20;
+/// Least distance behind a sequential reader at which its chunks are
+/// dropped (`drop_behind`): the kernel may have a few read-ahead requests
+/// in flight at once and answer them out of order.
+pub const DROP_BEHIND_BYTES_MIN: u64 = 4 << 20;
 
 /// Everything the cache layer needs to know, already bounds-checked.
 /// Build it with [`CacheConfig::from_options`]; tests set fields directly.
@@ -77,6 +81,13 @@ pub struct CacheConfig {
     pub readahead_bytes: u64,
     /// Bound on clean data cached in memory per mount.
     pub memory_cache_bytes_max: u64,
+    /// Drop-behind: a sequential reader's chunks are dropped once it is
+    /// `readahead_bytes` (at least [`DROP_BEHIND_BYTES_MIN`]) past them,
+    /// because whoever asked for them keeps them: behind a mount, the
+    /// kernel's page cache holds what FUSE read (and keeps it across opens
+    /// while the file is unchanged), so a second copy here would only cost
+    /// memory and page faults. Random readers' chunks stay cached.
+    pub drop_behind: bool,
     /// `cache=DIR`: the persistent disk cache, if any.
     pub disk_cache_dir: Option<PathBuf>,
     /// Bound on the disk cache's size; least recently used chunks are
@@ -141,6 +152,7 @@ impl CacheConfig {
             writes_in_flight_max: 16,
             readahead_bytes: 8 * rsize as u64,
             memory_cache_bytes_max: MEMORY_CACHE_BYTES_DEFAULT,
+            drop_behind: true,
             disk_cache_dir: opts.cache_dir.clone(),
             disk_cache_bytes_max: opts.cache_size_bytes_max.unwrap_or(DISK_CACHE_BYTES_DEFAULT),
             read_only: opts.ro,

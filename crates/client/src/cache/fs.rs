@@ -90,6 +90,8 @@ pub struct CacheStats {
     pub resent_bytes: u64,
     /// Chunks fetched by read-ahead.
     pub readahead_chunks: u64,
+    /// Chunks dropped behind a sequential reader (`CacheConfig::drop_behind`).
+    pub dropped_behind_chunks: u64,
     /// Chunks served from the disk cache.
     pub disk_hits: u64,
     /// Attribute lookups answered from the cache, and those that asked the server.
@@ -112,6 +114,7 @@ pub(crate) struct Counters {
     pub(crate) unstable_bytes_peak: AtomicU64,
     pub(crate) resent_bytes: AtomicU64,
     pub(crate) readahead_chunks: AtomicU64,
+    pub(crate) dropped_behind_chunks: AtomicU64,
     pub(crate) disk_hits: AtomicU64,
     pub(crate) attr_hits: AtomicU64,
     pub(crate) attr_misses: AtomicU64,
@@ -410,6 +413,7 @@ impl<C: NfsOps> CachedFs<C> {
             unstable_bytes_peak: c.unstable_bytes_peak.load(Ordering::Relaxed),
             resent_bytes: c.resent_bytes.load(Ordering::Relaxed),
             readahead_chunks: c.readahead_chunks.load(Ordering::Relaxed),
+            dropped_behind_chunks: c.dropped_behind_chunks.load(Ordering::Relaxed),
             disk_hits: c.disk_hits.load(Ordering::Relaxed),
             attr_hits: c.attr_hits.load(Ordering::Relaxed),
             attr_misses: c.attr_misses.load(Ordering::Relaxed),

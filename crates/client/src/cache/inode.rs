@@ -325,6 +325,16 @@ impl FileData {
         }
     }
 
+    /// Drop the chunks with indexes below `index` (a sequential reader is
+    /// past them; see `CacheConfig::drop_behind`). Returns how many.
+    pub(crate) fn remove_chunks_below(&mut self, index: u64) -> u64 {
+        let keys: Vec<u64> = self.chunks.range(..index).map(|(k, _)| *k).collect();
+        for &k in &keys {
+            self.remove_chunk(k);
+        }
+        keys.len() as u64
+    }
+
     pub(crate) fn clear_chunks(&mut self) {
         let freed: u64 = self.chunks.values().map(|c| c.data.len() as u64).sum();
         self.mem_bytes.fetch_sub(freed, Ordering::Relaxed);

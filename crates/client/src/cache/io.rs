@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::budget::{ByteBudget, Release};
-use super::config::CHUNK_BYTES;
+use super::config::{CHUNK_BYTES, DROP_BEHIND_BYTES_MIN};
 use super::extents::{copy_overlap, subtract, BLOCK_BYTES};
 use super::fs::{CachedFs, Shared};
 use super::inode::{Chunk, Inode, InodeState, Unstable, SETID_BITS};
@@ -364,7 +364,8 @@ impl<C: NfsOps> Shared<C> {
 
     /// Update the sequential-read detector; returns a byte range to
     /// prefetch if the reader is sequential and the prefetched lead is
-    /// down to half the window.
+    /// down to half the window. A sequential reader's chunks far enough
+    /// behind it are dropped here (`CacheConfig::drop_behind`).
     fn readahead_window(
         &self,
         f: &mut super::inode::FileData,
@@ -382,6 +383,13 @@ impl<C: NfsOps> Shared<C> {
             f.ra_until = 0;
         }
         f.ra_next = end;
+        if sequential && self.cfg.drop_behind {
+            let below = offset.saturating_sub(window.max(DROP_BEHIND_BYTES_MIN)) / CHUNK_BYTES;
+            if below > 0 {
+                let n = f.remove_chunks_below(below);
+                self.counters.dropped_behind_chunks.fetch_add(n, Ordering::Relaxed);
+            }
+        }
         if window == 0 || f.ra_seq == 0 {
             return None;
         }

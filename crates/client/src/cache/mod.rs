@@ -37,7 +37,9 @@
 //! - **Reads**: 64 KiB chunks cached in memory while the attributes say
 //!   the file is unchanged; sequential readers get read-ahead of
 //!   `readahead_bytes` fetched by a background task (random readers do
-//!   not); reads see our own unwritten data.
+//!   not); reads see our own unwritten data. Drop-behind: a sequential
+//!   reader's chunks are dropped once it is well past them, since the
+//!   kernel's page cache in front of the mount keeps what it read.
 //! - **Directories**: READDIRPLUS (READDIR if the server says NOTSUPP)
 //!   fills the attribute and lookup caches; `lookupcache=all|pos|none`,
 //!   negative entries expire with the directory's attributes.
@@ -85,8 +87,8 @@ mod inode;
 mod io;
 
 pub use config::{
-    CacheConfig, CHUNK_BYTES, DIRTY_EXPIRE_DEFAULT, DISK_CACHE_BYTES_DEFAULT, MEMORY_CACHE_BYTES_DEFAULT,
-    WRITE_BACK_BYTES_DEFAULT,
+    CacheConfig, CHUNK_BYTES, DIRTY_EXPIRE_DEFAULT, DISK_CACHE_BYTES_DEFAULT, DROP_BEHIND_BYTES_MIN,
+    MEMORY_CACHE_BYTES_DEFAULT, WRITE_BACK_BYTES_DEFAULT,
 };
 pub use dir::DirEntry;
 pub use fs::{CacheStats, CachedFs, Entry, Opened, StatFs};
