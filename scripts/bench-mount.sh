@@ -11,9 +11,10 @@
 #   eagernfs-async  `eagernfs mount` of `eagernfs serve` with an `async` export (the server
 #                   does not sync): the mount's and the network's share without the disk.
 # All on the same file system, in alternating rounds, pinned: the workload and the mount (or
-# bindfs) on CPU 0, the server on CPU 1. "After a remount" steps unmount and mount the FUSE
-# targets first (the servers keep their page cache); before the 1 GiB read every target drops
-# the kernel's page cache, so each reads from the disk. The mount's own count of calls by NFS
+# bindfs) on CPU 0, the server on CPU 1; the order of targets turns each round. "After a
+# remount" steps unmount and mount the FUSE targets first (the servers keep their page cache);
+# before each 1 GiB dd every target drops the kernel's page cache and lets freed memory settle,
+# so each reads from the disk and each writer starts from the same memory. The mount's own count of calls by NFS
 # procedure (`eagernfs stat MOUNT`) is taken for the NFS targets.
 #
 #   scripts/bench-mount.sh [--out DIR] [--rounds N]
@@ -266,6 +267,9 @@ run_round() { # target round
     remount "$t"
     step "$t" "$r" cat sh -c "find '$d' -type f -exec cat {} + > /dev/null"
     step "$t" "$r" rm-r rm -rf "$d/$(basename "$tree")"
+    # Every writer starts from the same memory: no page cache and free memory handed back
+    # (see drop_caches). Without it a 1 GiB write's time depended on what ran before it.
+    drop_caches
     step "$t" "$r" dd-write dd if=/dev/zero of="$d/big" bs=1M count="$dd_mib" conv=fsync status=none
     remount "$t"
     drop_caches
@@ -279,10 +283,13 @@ run_round() { # target round
     do_umount "$t"
 }
 
+# The order turns each round (a b c, b c a, c a b, ...): no target always runs first.
+read -r -a order <<<"$targets"
 for r in $(seq 1 "$rounds"); do
-    for t in $targets; do
+    for t in "${order[@]}"; do
         run_round "$t" "$r"
     done
+    order=("${order[@]:1}" "${order[0]}")
 done
 cp "$work/results.tsv" "$out/results.tsv"
 echo "scripts/bench-mount.sh ${orig_args[*]}" >"$out/command.txt"
