@@ -10,6 +10,10 @@
 #              answering an open (the open's attribute check), 1 per read request (the READ),
 #              1 per unlink and per rmdir (REMOVE, RMDIR);
 #   eagernfs   `eagernfs mount` of the same kind of directory exported by `eagernfs serve`;
+#   ext4       the backing directory itself, no FUSE: the system calls' own cost per file;
+#   floor-1rt  floorfs with 1 NULL at open and none per read (a client whose READ goes out at
+#              open and whose reply's attributes do the close-to-open check: issue 18's
+#              technique 2), 1 per unlink and rmdir;
 #   floor0-st, floor-cto-st  the same floorfs single-threaded (-s), as Debian 12's bindfs 1.14
 #              runs by default (floorfs, like `eagernfs mount`, is multithreaded by default).
 # Per round and target: untar the tree onto the target's backing directory and sync (not timed),
@@ -29,7 +33,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/docs/benchmarks/floor-$(date +%Y-%m-%d)
 rounds=3
-targets="bindfs floor0 floor-cto eagernfs floor0-st floor-cto-st"
+targets="ext4 bindfs floor0 floor-cto floor-1rt eagernfs floor0-st floor-cto-st"
 tree=/usr/include
 ping_calls=20000
 orig_args=("$@")
@@ -47,7 +51,7 @@ done
 log() { echo "bench-floor: $*" >&2; }
 for t in $targets; do
     case $t in
-        bindfs | floor0 | floor-cto | floor0-st | floor-cto-st | eagernfs) ;;
+        ext4 | bindfs | floor0 | floor-cto | floor-1rt | floor0-st | floor-cto-st | eagernfs) ;;
         *) log "unknown target $t"; exit 2 ;;
     esac
 done
@@ -114,20 +118,30 @@ for _ in $(seq 1 300); do
 done
 grep -q "listening on" "$work/state/server.out" || { log "server did not start in 30 s"; exit 1; }
 rtt="rtt_server=127.0.0.1:$port,rtt_open=1,rtt_read=1,rtt_unlink=1,rtt_rmdir=1"
+rtt1="rtt_server=127.0.0.1:$port,rtt_open=1,rtt_read=0,rtt_unlink=1,rtt_rmdir=1"
 
+dir_of() { # target -> the directory the workload uses
+    case $1 in
+        ext4) echo "$work/src-ext4" ;;
+        *) echo "$work/mnt-$1" ;;
+    esac
+}
 do_mount() {
     local m=$work/mnt-$1 s=$work/src-$1
     case $1 in
+        ext4) ;;
         bindfs) taskset -c 0 bindfs --no-allow-other "$s" "$m" ;;
         floor0) taskset -c 0 "$work/floorfs" "$s" "$m" ;;
         floor0-st) taskset -c 0 "$work/floorfs" "$s" "$m" -s ;;
         floor-cto) taskset -c 0 "$work/floorfs" "$s" "$m" -o "$rtt" ;;
         floor-cto-st) taskset -c 0 "$work/floorfs" "$s" "$m" -s -o "$rtt" ;;
+        floor-1rt) taskset -c 0 "$work/floorfs" "$s" "$m" -o "$rtt1" ;;
         eagernfs) taskset -c 0 "$bin" mount "nfs://127.0.0.1:$port$s" "$m" ;;
     esac
 }
 do_umount() {
     case $1 in
+        ext4) ;;
         eagernfs) "$bin" umount "$work/mnt-$1" ;;
         *) fusermount3 -u "$work/mnt-$1" ;;
     esac
@@ -156,7 +170,8 @@ step() { # target round name command...
 }
 
 run_target() { # target round
-    local t=$1 r=$2 s=$work/src-$1 m=$work/mnt-$1 top
+    local t=$1 r=$2 s=$work/src-$1 m top
+    m=$(dir_of "$t")
     top=$(basename "$tree")
     rm -rf "${s:?}/$top"
     tar -xf "$work/tree.tar" -C "$s"
@@ -224,13 +239,23 @@ p50 = [float(p["p50_us"]) for p in pings]
 lines += ["", f"NULL round trip from CPU 0 to the server on CPU 1 (`floorfs --ping {pings[0]['calls']}`, each round): "
           f"p50 {', '.join(f'{x:.1f}' for x in p50)} µs; p90 {', '.join(p['p90_us'] for p in pings)} µs; "
           f"p99 {', '.join(p['p99_us'] for p in pings)} µs."]
-if ("floor0", "cat") in secs and ("floor-cto", "cat") in secs:
-    lines += ["", "What the round trips add per file (floor-cto − floor0, medians), and per NULL call the server saw:", ""]
+rt = [t for t in ("floor-cto", "floor-1rt", "floor-cto-st") if (t, "cat") in secs]
+if ("floor0", "cat") in secs and rt:
+    lines += ["", "What the round trips add per file over the same floorfs without them (medians), and per NULL call the server saw:", ""]
+    for t in rt:
+        base = "floor0-st" if t.endswith("-st") else "floor0"
+        if (base, "cat") not in secs:
+            continue
+        for step in ("cat", "rm-r"):
+            d = (med(secs[(t, step)]) - med(secs[(base, step)])) / files * 1e6
+            n = med([c.get("NULL", 0) for c in calls[(t, step)]]) / files
+            per = f"{d / n:.1f} µs per call" if n else "–"
+            lines.append(f"- {t} − {base}, {step}: {d:.0f} µs per file for {n:.2f} NULL calls per file = {per}")
+if ("eagernfs", "cat") in secs and ("floor-cto", "cat") in secs:
+    lines += ["", "eagernfs over its floor (floor-cto, same round trips per file):", ""]
     for step in ("cat", "rm-r"):
-        d = (med(secs[("floor-cto", step)]) - med(secs[("floor0", step)])) / files * 1e6
-        n = med([c.get("NULL", 0) for c in calls[("floor-cto", step)]]) / files
-        per = f"{d / n:.1f} µs per call" if n else "–"
-        lines.append(f"- {step}: {d:.0f} µs per file for {n:.2f} NULL calls per file = {per}")
+        e, f = med(secs[("eagernfs", step)]), med(secs[("floor-cto", step)])
+        lines.append(f"- {step}: {e / f:.2f}×, {(e - f) / files * 1e6:.0f} µs per file more")
 open(f"{out}/table.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
