@@ -144,8 +144,11 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
     let a = start_head(&conf, &ns, 1, &addr_a, Some(gid));
     let rt = runtime();
 
-    // Client 1, through A: a file with committed data, and a lock.
+    // Client 1, through A: a file with committed data, and a lock. While this is set up, a
+    // "try again later" (JUKEBOX: the cluster is slow, as on a loaded machine) is tried again, as
+    // a kernel mount does; once A is cut off, its answers are checked as they come.
     let c1 = rt.block_on(client(&addr_a));
+    c1.set_retry_jukebox(true);
     let cred = c1.default_cred();
     let name = format!("fence-{ns}");
     let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
@@ -158,6 +161,7 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
     assert_eq!(rt.block_on(l1.lock(&fh, &o1, range, true, false)).unwrap(), LockReply::Granted);
 
     // Cut A off, and take node 1 over with a new head (on another address) meanwhile.
+    c1.set_retry_jukebox(false);
     let mut partition = None;
     match cut {
         Cut::Partition => partition = Some(Partition::cut(gid)),
@@ -194,6 +198,7 @@ fn cut_off_head_is_fenced(test: &str, cut: Cut, addrs: [&str; 2], gid: u32) {
 
     // Client 2, through the new head: the lock is granted once the grace period is over.
     let c2 = rt.block_on(client(&addr_b));
+    c2.set_retry_jukebox(true);
     let l2 = rt.block_on(locker(&c2, "client-2"));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -413,6 +418,9 @@ fn an_mds_restart_under_a_head_loses_nothing() {
     let a = start_head(&conf, &ns, 1, &addr, None);
     let rt = runtime();
     let c1 = rt.block_on(client(&addr));
+    // A JUKEBOX (the cluster is slow, as on a loaded machine) is tried again, as a kernel mount
+    // does: the loop below counts answers that are not a success either way.
+    c1.set_retry_jukebox(true);
     let cred = c1.default_cred();
     let how = || Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
     let name = format!("mds-{ns}");
