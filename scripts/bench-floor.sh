@@ -49,6 +49,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 log() { echo "bench-floor: $*" >&2; }
+. "$repo/scripts/lib/mounts.sh"
 for t in $targets; do
     case $t in
         ext4 | bindfs | floor0 | floor-cto | floor-1rt | floor0-st | floor-cto-st | eagernfs) ;;
@@ -73,31 +74,19 @@ work=$(mktemp -d /var/tmp/eagernfs-benchfloor.XXXXXX)
 chmod 755 "$work"
 server_pid=
 cleanup() {
-    for m in "$work"/mnt-*; do
-        mountpoint -q "$m" 2>/dev/null || continue
-        case "$m" in
-            *eagernfs) "$bin" umount "$m" >/dev/null 2>&1 || "$bin" umount -z "$m" >/dev/null 2>&1 || true ;;
-            *) fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true ;;
-        esac
-    done
+    local unmounted=0
+    unmount_all "$work" "$bin" && unmounted=1
     if [ -n "$server_pid" ]; then
         kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
     fi
     # Never remove the work directory through a mount that is still there.
-    for m in "$work"/mnt-*; do
-        mountpoint -q "$m" 2>/dev/null && return
-    done
-    rm -rf "$work"
+    if [ "$unmounted" = 1 ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 mkdir -p "$out"
 
 cc -O2 -Wall -o "$work/floorfs" "$repo/scripts/floorfs/floorfs.c" $(pkg-config --cflags --libs fuse3)
-log "packing $tree"
-tar -cf "$work/tree.tar" -C "$(dirname "$tree")" "$(basename "$tree")"
-files=$(tar -tvf "$work/tree.tar" | grep -c '^-' || true)
-dirs=$(tar -tvf "$work/tree.tar" | grep -c '^d' || true)
-log "tree: $files files, $dirs directories, $(du -sh "$work/tree.tar" | cut -f1)"
+pack_tree "$tree" "$work"
 
 for t in $targets; do
     mkdir -p "$work/src-$t" "$work/mnt-$t"

@@ -54,6 +54,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 log() { echo "bench-mount: $*" >&2; }
+. "$repo/scripts/lib/mounts.sh"
 bin=${EAGERNFS_BIN:-}
 if [ -z "$bin" ]; then
     (cd "$repo" && cargo build --release -q -p eagernfs >&2)
@@ -69,32 +70,20 @@ server_pid=
 async_pid=
 before_pid=
 cleanup() {
-    for m in "$work"/mnt-*; do
-        mountpoint -q "$m" 2>/dev/null || continue
-        case "$m" in
-            *bindfs) fusermount3 -u "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true ;;
-            *) "$bin" umount "$m" >/dev/null 2>&1 || "$bin" umount -z "$m" >/dev/null 2>&1 || true ;;
-        esac
-    done
+    local unmounted=0
+    unmount_all "$work" "$bin" && unmounted=1
     for p in $server_pid $async_pid $before_pid; do
         kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
     done
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
     # Never remove the work directory through a mount that is still there.
-    for m in "$work"/mnt-*; do
-        mountpoint -q "$m" 2>/dev/null && return
-    done
-    rm -rf "$work"
+    if [ "$unmounted" = 1 ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 mkdir -p "$out"
 
 # ---- the inputs --------------------------------------------------------------------------------
-log "packing $tree"
-tar -cf "$work/tree.tar" -C "$(dirname "$tree")" "$(basename "$tree")"
-files=$(tar -tvf "$work/tree.tar" | grep -c '^-' || true)
-dirs=$(tar -tvf "$work/tree.tar" | grep -c '^d' || true)
-log "tree: $files files, $dirs directories, $(du -sh "$work/tree.tar" | cut -f1)"
+pack_tree "$tree" "$work"
 # A small C project: 48 files, a header each includes, one program.
 mkdir -p "$work/proj"
 {
