@@ -316,19 +316,11 @@ impl FileData {
         }
     }
 
-    /// Drop the chunks with indexes in `range` (a write or truncate
-    /// touched them).
-    pub(crate) fn remove_chunks(&mut self, range: std::ops::RangeInclusive<u64>) {
+    /// Drop the chunks with indexes in `range` (a write or truncate touched
+    /// them, or a sequential reader is past them: see
+    /// `CacheConfig::drop_behind`). Returns how many there were.
+    pub(crate) fn remove_chunks(&mut self, range: impl std::ops::RangeBounds<u64>) -> u64 {
         let keys: Vec<u64> = self.chunks.range(range).map(|(k, _)| *k).collect();
-        for k in keys {
-            self.remove_chunk(k);
-        }
-    }
-
-    /// Drop the chunks with indexes below `index` (a sequential reader is
-    /// past them; see `CacheConfig::drop_behind`). Returns how many.
-    pub(crate) fn remove_chunks_below(&mut self, index: u64) -> u64 {
-        let keys: Vec<u64> = self.chunks.range(..index).map(|(k, _)| *k).collect();
         for &k in &keys {
             self.remove_chunk(k);
         }

@@ -386,7 +386,7 @@ impl<C: NfsOps> Shared<C> {
         if sequential && self.cfg.drop_behind {
             let below = offset.saturating_sub(window.max(DROP_BEHIND_BYTES_MIN)) / CHUNK_BYTES;
             if below > 0 {
-                let n = f.remove_chunks_below(below);
+                let n = f.remove_chunks(..below);
                 self.counters.dropped_behind_chunks.fetch_add(n, Ordering::Relaxed);
             }
         }
