@@ -38,7 +38,7 @@
 //! - [`RpcCore`]: the state machine; [`Event`] is what it reports.
 //! - [`rpc_error_message`]: RPC-level refusals as sentences.
 
-use crate::ops::NfsError;
+use crate::ops::{NfsError, NfsResult};
 use crate::options::{MountOptions, TIMEO_MAX};
 use bytes::{Bytes, BytesMut};
 use eagernfs_rpc::record::{begin_record, finish_record};
@@ -106,7 +106,7 @@ impl Record {
 static XDR_PAD: [u8; 3] = [0; 3];
 
 /// Byte offset of the xid in a framed call (after the 4-byte record mark).
-const XID_OFFSET: usize = 4;
+pub(crate) const XID_OFFSET: usize = 4;
 
 impl Call {
     /// Encode a call. `args_len_hint` is the expected size of the encoded
@@ -174,6 +174,44 @@ impl Call {
     /// Whether the record is empty (never, for a built call).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether the whole record is in one buffer (no WRITE payload after it).
+    pub(crate) fn is_contiguous(&self) -> bool {
+        self.tail.is_empty()
+    }
+
+    /// Give the call `xid` and return its record, for a caller that sends
+    /// it itself (a lane). Only for contiguous calls.
+    pub(crate) fn set_xid(&mut self, xid: u32) -> &[u8] {
+        debug_assert!(self.tail.is_empty());
+        self.record[XID_OFFSET..XID_OFFSET + 4].copy_from_slice(&xid.to_be_bytes());
+        &self.record
+    }
+}
+
+/// The result a reply record (the bytes after its record mark) carries
+/// for a call to `prog`/`vers`/`proc_`: the bytes after the reply header,
+/// or an error naming the refusal.
+pub(crate) fn reply_result(prog: u32, vers: u32, proc_: u32, record: Bytes) -> NfsResult<Bytes> {
+    let mut body = record;
+    match Message::decode(&mut body) {
+        Ok(Message::Reply(h)) => accepted_result(prog, vers, proc_, h.body, body),
+        Ok(Message::Call(_)) => Err(NfsError::BadReply("a call where a reply was expected".into())),
+        Err(e) => Err(NfsError::BadReply(format!("reply header does not decode: {e}"))),
+    }
+}
+
+/// A decoded reply header's verdict on the results in `body`.
+fn accepted_result(prog: u32, vers: u32, proc_: u32, header: ReplyBody, body: Bytes) -> NfsResult<Bytes> {
+    match header {
+        ReplyBody::Accepted { stat: AcceptStat::Success, .. } => Ok(body),
+        ReplyBody::Accepted { stat, .. } => {
+            Err(NfsError::Rpc(rpc_error_message(prog, vers, proc_, RpcRefusal::Accepted(stat))))
+        }
+        ReplyBody::Denied(why) => {
+            Err(NfsError::Rpc(rpc_error_message(prog, vers, proc_, RpcRefusal::Denied(why))))
+        }
     }
 }
 
@@ -555,18 +593,7 @@ impl RpcCore {
             self.stats.replies_unmatched += 1;
             return;
         };
-        let result = match header.body {
-            ReplyBody::Accepted { stat: AcceptStat::Success, .. } => Ok(body),
-            ReplyBody::Accepted { stat, .. } => Err(NfsError::Rpc(rpc_error_message(
-                out.prog,
-                out.vers,
-                out.proc_,
-                RpcRefusal::Accepted(stat),
-            ))),
-            ReplyBody::Denied(why) => {
-                Err(NfsError::Rpc(rpc_error_message(out.prog, out.vers, out.proc_, RpcRefusal::Denied(why))))
-            }
-        };
+        let result = accepted_result(out.prog, out.vers, out.proc_, header.body, body);
         self.stats.answered += 1;
         if let Some(sent) = out.sent_at {
             let ns = now.saturating_duration_since(sent).as_nanos() as u64;

@@ -309,6 +309,22 @@ struct Inner {
     events: broadcast::Sender<TransportEvent>,
     /// Per (program, procedure) execution times.
     ops: Mutex<std::collections::BTreeMap<(u32, u32), OpTimes>>,
+    /// Blocking connections for short calls from threads that wait for
+    /// their replies themselves (see [`crate::lane`]); `None` over TLS
+    /// or UDP.
+    lanes: Option<Arc<crate::lane::Lanes>>,
+    /// How lanes connect: as the shared connections do.
+    lane_connect: LaneConnect,
+}
+
+/// What a background lane connect needs.
+#[derive(Clone)]
+struct LaneConnect {
+    source: Option<IpAddr>,
+    resvport: bool,
+    timeout: Duration,
+    wait: Duration,
+    max_record_bytes: usize,
 }
 
 impl std::fmt::Debug for RpcClient {
@@ -329,6 +345,16 @@ impl RpcClient {
         let stats: Arc<Vec<ConnectionStats>> = Arc::new((0..n).map(|_| ConnectionStats::default()).collect());
         let peers = Arc::new(config.peers());
         let current = Arc::new(AtomicUsize::new(0));
+        let lanes =
+            (!config.udp && config.tls.is_none() && config.alternates.iter().all(|p| p.tls.is_none()))
+                .then(|| Arc::new(crate::lane::Lanes::new()));
+        let lane_connect = LaneConnect {
+            source: config.source_addr,
+            resvport: config.resvport,
+            timeout: config.connect_timeout.min(crate::lane::LANE_WAIT_MAX),
+            wait: config.core.timeo.min(crate::lane::LANE_WAIT_MAX),
+            max_record_bytes: config.max_record_bytes,
+        };
         let mut connections = Vec::with_capacity(n);
         let mut shared = Vec::with_capacity(n);
         let mut kicks = Vec::with_capacity(n);
@@ -360,6 +386,8 @@ impl RpcClient {
                 stats,
                 events,
                 ops: Mutex::new(std::collections::BTreeMap::new()),
+                lanes,
+                lane_connect,
             }),
         }
     }
@@ -425,6 +453,13 @@ impl RpcClient {
         let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
         self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
         let shut = || NfsError::Connection("the RPC client has shut down".into());
+        let call = match self.try_lane(call) {
+            Ok(result) => {
+                self.record_op(key, started, &result);
+                return result;
+            }
+            Err(call) => call,
+        };
         let rx = match self.send_direct(i, call) {
             Ok(rx) => rx,
             Err(call) => {
@@ -434,6 +469,11 @@ impl RpcClient {
             }
         };
         let result = rx.await.map_err(|_| shut())?;
+        self.record_op(key, started, &result);
+        result
+    }
+
+    fn record_op(&self, key: (u32, u32), started: Instant, result: &NfsResult<Bytes>) {
         let ns = started.elapsed().as_nanos() as u64;
         let mut ops = self.inner.ops.lock();
         let t = ops.entry(key).or_default();
@@ -441,8 +481,54 @@ impl RpcClient {
         t.errors += u64::from(result.is_err());
         t.exec_sum_ns += ns;
         t.exec_max_ns = t.exec_max_ns.max(ns);
-        drop(ops);
-        result
+    }
+
+    /// Send `call` on a lane and wait for its reply on this thread, if this
+    /// thread asked for that ([`crate::lane::wait_here`]) and the call is
+    /// one a lane may carry; otherwise give it back. Starts a lane's
+    /// connect in the background when none was idle.
+    fn try_lane(&self, call: Call) -> Result<NfsResult<Bytes>, Call> {
+        let Some(lanes) = &self.inner.lanes else { return Err(call) };
+        if !crate::lane::may_wait_here()
+            || !crate::lane::eligible(call.prog, call.vers, call.proc_)
+            || !call.is_contiguous()
+            || call.len() > DIRECT_RECORD_BYTES_MAX
+        {
+            return Err(call);
+        }
+        let server = self.server();
+        match lanes.call(server, call) {
+            crate::lane::LaneOutcome::Answered(result) => Ok(result),
+            crate::lane::LaneOutcome::NotTaken { call, connect: make_lane } => {
+                if make_lane {
+                    let lanes = lanes.clone();
+                    let c = self.inner.lane_connect.clone();
+                    tokio::spawn(async move {
+                        let made = connect(server, false, c.source, c.resvport, None, c.timeout, None).await;
+                        let lane = match made {
+                            Ok(Connected::Stream(s)) => s
+                                .into_std()
+                                .and_then(|s| crate::lane::Lane::new(s, server, c.wait, c.max_record_bytes)),
+                            Ok(_) => Err(io::Error::other("not a plain TCP connection")),
+                            Err(e) => Err(e),
+                        };
+                        match lane {
+                            Ok(lane) => lanes.add(lane),
+                            Err(e) => {
+                                tracing::debug!("lane to {server}: {e}");
+                                lanes.connect_failed();
+                            }
+                        }
+                    });
+                }
+                Err(call)
+            }
+        }
+    }
+
+    /// Lane counters (`None`: this client has no lanes: TLS or UDP).
+    pub fn lane_stats(&self) -> Option<&crate::lane::LaneStats> {
+        self.inner.lanes.as_deref().map(|l| &l.stats)
     }
 
     /// Send `call` from the caller's thread: submit it to connection `i`'s

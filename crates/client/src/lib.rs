@@ -16,6 +16,7 @@
 pub mod cache;
 pub mod core;
 pub mod driver;
+pub mod lane;
 pub mod lock;
 pub mod mount;
 pub mod nfs;
