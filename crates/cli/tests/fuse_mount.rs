@@ -960,3 +960,34 @@ fn stat_after_a_write_shows_the_new_times() {
     let on_server = fs::metadata(export.path().join("f")).unwrap();
     assert_eq!(on_server.mtime(), after.mtime(), "the mount shows the server's time once it has it");
 }
+
+/// Reading small files, the mount's short read-only calls (ACCESS at open, READ) are sent and
+/// waited for by the FUSE reader thread on a lane of its own (`eagernfs_client::lane`), not
+/// handed to the runtime: `eagernfs stat` counts them. The data is what the server has, and a
+/// file changed on the server is seen at the next open (close-to-open holds on lanes too).
+#[test]
+fn small_files_are_read_on_lanes() {
+    require_fuse!("small_files_are_read_on_lanes");
+    let export = tempfile::tempdir().unwrap();
+    let files = 60;
+    for i in 0..files {
+        fs::write(export.path().join(format!("f{i}")), pattern_bytes(i as u64, 0, 100 + i)).unwrap();
+    }
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    for i in 0..files {
+        assert!(fs::read(m.path(&format!("f{i}"))).unwrap() == pattern_bytes(i as u64, 0, 100 + i), "f{i}");
+    }
+    fs::write(export.path().join("f0"), b"changed on the server").unwrap();
+    assert_eq!(fs::read(m.path("f0")).unwrap(), b"changed on the server");
+
+    let mut cmd = Command::new(eagernfs_bin());
+    cmd.args(["stat", "--json", m.path.to_str().unwrap()]);
+    let json: serde_json::Value =
+        serde_json::from_str(&run_command(cmd, MOUNT_TIMEOUT).stdout_text()).unwrap();
+    let lane_calls = json["lane_calls"].as_u64().expect("lane_calls in eagernfs stat --json");
+    // Each file's open and read are two eligible calls; the first few find no lane yet (it is
+    // being connected) and go through the shared connections.
+    assert!(lane_calls >= files as u64, "only {lane_calls} of about {} calls went on lanes", 2 * files);
+    assert_eq!(json["lane_failures"].as_u64(), Some(0));
+}

@@ -420,15 +420,27 @@ fn mount_below_the_export_uses_one_connection_and_umnts() {
     assert!(!disk.join("made").exists(), "the write landed at the export's root");
 
     // MNT's side connection closes once the mount is made; what stays is
-    // the NFS connection, one for the export and its subdirectory alike.
-    // Wait for the side connection to go (a bounded poll of a condition).
+    // the NFS connection, one for the export and its subdirectory alike,
+    // and the lanes its reader threads made for short calls (which
+    // `eagernfs stat` counts). Wait for the side connection to go (a
+    // bounded poll of a condition).
+    let lanes = || -> usize {
+        let mut cmd = Command::new(eagernfs_bin());
+        cmd.args(["stat", "--json", m.path("").to_str().unwrap()]);
+        let json: serde_json::Value =
+            serde_json::from_str(&run_command(cmd, MOUNT_TIMEOUT).stdout_text()).unwrap();
+        let made = json["lane_connects"].as_u64().expect("lane_connects in eagernfs stat --json");
+        let failed = json["lane_failures"].as_u64().expect("lane_failures in eagernfs stat --json");
+        (made - failed) as usize
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut n = tcp_connections_to(m.pid, server.port());
-    while n != 1 && Instant::now() < deadline {
+    let (mut n, mut l) = (tcp_connections_to(m.pid, server.port()), lanes());
+    while n != 1 + l && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(50));
-        n = tcp_connections_to(m.pid, server.port());
+        (n, l) = (tcp_connections_to(m.pid, server.port()), lanes());
     }
-    assert_eq!(n, 1, "the mount holds {n} connections to the server");
+    assert_eq!(n, 1 + l, "the mount holds {n} connections to the server, {l} of them lanes");
+    assert!(l <= eagernfs_client::lane::LANES_MAX, "{l} lanes");
 
     assert_eq!(mount_dump(server.port()), std::slice::from_ref(&export_path), "the server records the MNT");
     drop(m);

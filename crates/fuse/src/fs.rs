@@ -246,10 +246,24 @@ impl<C: NfsOps> NfsFuse<C> {
         F: FnOnce(CachedFs<C>, Cred) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        // Polling the request on the reader thread first (sending its call from there) was
-        // tried (0387f50, 43f2dbc): fewer context switches, but no faster on any step of
-        // scripts/bench-mount.sh in two runs (docs/benchmarks/mount-2026-11-26-c and -d).
+        // Polling every request on the reader thread first (sending its call from there, the
+        // reply still coming through the runtime) was tried (0387f50, 43f2dbc): fewer context
+        // switches, but no faster on any step of scripts/bench-mount.sh in two runs
+        // (docs/benchmarks/mount-2026-11-26-c and -d). Requests that wait for their replies
+        // on lanes use `start`.
         self.rt.spawn(work(self.fs.clone(), self.cred(req)));
+    }
+
+    /// Run `work` on this reader thread, its short read-only calls on lanes
+    /// (`eagernfs_client::lane`): the call goes out and its reply comes back
+    /// to this thread, with no runtime thread in between. Whatever else it
+    /// waits for (a call no lane takes, a lock) moves it to the runtime.
+    fn start<F, Fut>(&self, req: &Request, work: F)
+    where
+        F: FnOnce(CachedFs<C>, Cred) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        crate::inline::run(&self.rt, work(self.fs.clone(), self.cred(req)));
     }
 
     fn reply_entry(names_uncached: bool, reply: ReplyEntry, r: Result<Entry, FsError>) {
@@ -397,7 +411,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         }
         let name = name_bytes(name);
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_entry(uncached, reply, fs.lookup(parent.0, &name, &cred).await)
         });
     }
@@ -411,7 +425,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         if let Some(e) = self.fs.try_getattr(ino.0) {
             return reply.attr(&e.ttl, &file_attr(e.ino, &e.attr));
         }
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             match fs.getattr(ino.0, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
                 Err(e) => reply.error(errno(&e)),
@@ -453,7 +467,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             match fs.readlink(ino.0, &cred).await {
                 Ok(target) => reply.data(&target),
                 Err(e) => reply.error(errno(&e)),
@@ -561,7 +575,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             // READ the file, as knfsd does.
             mask = libc::X_OK;
         }
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             // CachedFs remembers ACCESS answers per caller while the file's
             // attributes are trusted, and an ACCESS it sends brings the
             // attributes close-to-open needs (see `open_checked`).
@@ -602,7 +616,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                 Err(e) => reply.error(errno(&e)),
             };
         }
-        self.spawn(req, move |fs, _cred| async move {
+        self.start(req, move |fs, _cred| async move {
             match fs.read(fh.0, offset, size).await {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(errno(&e)),
@@ -813,7 +827,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             match fs.opendir(ino.0, &cred).await {
                 Ok(dh) => reply.opened(FileHandle(dh), FopenFlags::empty()),
                 Err(e) => reply.error(errno(&e)),
@@ -822,7 +836,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             // Fill the kernel's buffer from as many server pages as fit;
             // the kernel comes back with the offset of the last entry used.
             let mut after = offset;
@@ -861,7 +875,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // file after a listing cost the kernel no LOOKUP round trip to us
         // (the server's READDIRPLUS already told us everything).
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             let mut after = offset;
             loop {
                 let entries = match fs.readdir(fh.0, after).await {
@@ -934,7 +948,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             match fs.statfs(ino.0, &cred).await {
                 Ok(s) => {
                     let frag = u64::from(STATFS_FRAGMENT_BYTES);
@@ -955,7 +969,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_empty(reply, fs.access(ino.0, mask.bits(), &cred).await)
         });
     }

@@ -20,6 +20,7 @@
 pub mod attr;
 pub mod creds;
 pub mod fs;
+mod inline;
 pub mod mount;
 pub mod options;
 

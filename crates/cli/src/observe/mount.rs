@@ -37,6 +37,16 @@ pub(crate) struct MountSnapshot {
     pub(crate) retransmissions: u64,
     pub(crate) major_timeouts: u64,
     pub(crate) resent_after_reconnect: u64,
+    /// Calls a FUSE reader thread sent on a lane and waited for itself.
+    #[serde(default)]
+    pub(crate) lane_calls: u64,
+    /// Lanes given up (no answer in time, or broken); their calls went to
+    /// the shared connections.
+    #[serde(default)]
+    pub(crate) lane_failures: u64,
+    /// Lanes connected.
+    #[serde(default)]
+    pub(crate) lane_connects: u64,
     pub(crate) attr_hits: u64,
     pub(crate) attr_misses: u64,
     pub(crate) lookup_hits: u64,
@@ -97,6 +107,11 @@ impl MountObserver {
                 e.1 += r.sum_ns;
                 e.2 = e.2.max(r.max_ns);
             }
+        }
+        if let Some(l) = rpc.lane_stats() {
+            use std::sync::atomic::Ordering::Relaxed;
+            (s.lane_calls, s.lane_failures, s.lane_connects) =
+                (l.calls.load(Relaxed), l.failures.load(Relaxed), l.connects.load(Relaxed));
         }
         for ((prog, proc_), t) in rpc.op_times() {
             let (rc, rsum, rmax) = rtt.get(&(prog, proc_)).copied().unwrap_or_default();
@@ -186,6 +201,11 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
     );
     let _ = writeln!(
         o,
+        "lanes: {} calls waited for on the reader thread · {} lanes connected · {} given up",
+        s.lane_calls, s.lane_connects, s.lane_failures
+    );
+    let _ = writeln!(
+        o,
         "cache hit rates: attributes {} · lookups {} · read chunks {} · disk cache hits {} · read-ahead chunks {}",
         pct(s.attr_hits, s.attr_misses),
         pct(s.lookup_hits, s.lookup_misses),
@@ -251,6 +271,18 @@ fn render_prometheus(s: &MountSnapshot) -> String {
             "counter",
             "Calls sent again after a timeout.",
             s.retransmissions,
+        ),
+        (
+            "eagernfs_client_lane_calls_total",
+            "counter",
+            "Calls a FUSE reader thread sent on a lane and waited for itself.",
+            s.lane_calls,
+        ),
+        (
+            "eagernfs_client_lane_failures_total",
+            "counter",
+            "Lanes given up; their calls went to the shared connections.",
+            s.lane_failures,
         ),
         (
             "eagernfs_client_major_timeouts_total",
