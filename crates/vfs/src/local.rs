@@ -437,14 +437,27 @@ impl LocalBackend {
         creds::become_server()?;
         let root = self.root_fd.as_fd();
         // Check the type through an O_PATH descriptor first: opening a
-        // device node for reading would act on the device.
-        let probe = sys::open_by_handle_at(root, &kh, libc::O_PATH).map_err(handle_err)?;
-        match Self::live_attr(&probe)?.ftype {
+        // device node for reading would act on the device. The one an
+        // ACCESS, LOOKUP or GETATTR of the file left in `paths` will do (a
+        // READ usually follows one), saving an open and a close.
+        let ftype = match self.paths.get(&fh.0) {
+            Some(fd) => match Self::live_attr(&fd) {
+                Ok(attr) => attr.ftype,
+                Err(e) => {
+                    self.paths.remove(&fh.0);
+                    return Err(e);
+                }
+            },
+            None => {
+                let probe = sys::open_by_handle_at(root, &kh, libc::O_PATH).map_err(handle_err)?;
+                Self::live_attr(&probe)?.ftype
+            }
+        };
+        match ftype {
             FileType::Regular => {}
             FileType::Directory => return Err(FsError::IsDir),
             _ => return Err(FsError::Inval),
         }
-        drop(probe);
         // O_NONBLOCK: a conflicting lease held by a local process makes the
         // open fail with EWOULDBLOCK (answered as "try later") instead of
         // blocking a worker for the lease-break time.

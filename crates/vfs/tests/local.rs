@@ -534,6 +534,15 @@ fn io_on_non_files_is_refused_without_opening_them() {
     assert_eq!(b.read(&cred, &z.handle, 0, 10).unwrap_err(), FsError::Inval);
     let fifo = b.mknod(&cred, &r, b"fifo", NodeKind::Fifo, &mode(0o666)).unwrap();
     assert_eq!(b.read(&cred, &fifo.handle, 0, 10).unwrap_err(), FsError::Inval);
+    // Also when an ACCESS or GETATTR has left the object's O_PATH descriptor cached, which
+    // the READ then checks the type through instead of opening its own.
+    for h in [&z.handle, &fifo.handle] {
+        b.getattr(h).unwrap();
+        b.access(&cred, h, access::READ).unwrap();
+        assert_eq!(b.read(&cred, h, 0, 10).unwrap_err(), FsError::Inval);
+    }
+    b.access(&cred, &r, access::READ).unwrap();
+    assert_eq!(b.read(&cred, &r, 0, 10).unwrap_err(), FsError::IsDir);
 }
 
 #[test]
