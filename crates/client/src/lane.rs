@@ -17,6 +17,9 @@
 //! retransmission, reconnects and fail-over are the core's business.
 //! Sending such a call twice is harmless. After a failure lanes rest for
 //! [`LANE_BACKOFF`] so a sick server does not cost every call the wait.
+//! The price: on a soft mount, a call whose lane stalled fails that wait
+//! (at most 1 s, or `timeo`) later than the shared connections alone would
+//! fail it.
 //!
 //! Lanes are made in the background (a task connects, binding the source
 //! address and privileged port as the shared connections do), at most
