@@ -702,6 +702,38 @@ async fn a_sequential_reader_drops_chunks_behind_it_a_random_reader_does_not() {
     assert_eq!(fs.cached_bytes(), len);
 }
 
+/// `drop_whole_reads` (FUSE mounts): a read that takes a whole file from its start in one
+/// request (cat of a small file) leaves nothing cached in the mount, whose kernel keeps the
+/// pages; a read of part of a file, or from past its start, keeps its chunks as before.
+#[tokio::test]
+async fn a_file_read_whole_in_one_request_is_not_kept_when_the_kernel_keeps_it() {
+    let fake = Fake::new();
+    let data = pattern(3000, 5);
+    let id = fake.add_file("s", &data);
+    for drop_whole in [true, false] {
+        let mut cfg = config();
+        cfg.drop_whole_reads = drop_whole;
+        let fs = mount(&fake, cfg).await;
+        let (_, fh) = open_file(&fs, "s", libc::O_RDONLY).await;
+        // Part of the file, then the rest from past its start: kept either way.
+        assert_eq!(&fs.read(fh, 0, 1000).await.unwrap()[..], &data[..1000]);
+        assert_eq!(&fs.read(fh, 1000, 4096).await.unwrap()[..], &data[1000..]);
+        assert_eq!(fs.cached_bytes(), 3000, "partial reads, drop_whole_reads={drop_whole}");
+        // The whole file in one request: dropped only when asked.
+        fake.reset_counts();
+        assert_eq!(&fs.read(fh, 0, 128 * 1024).await.unwrap()[..], &data[..]);
+        assert_eq!(fake.reads().len(), 0, "answered from the cache");
+        let left = if drop_whole { 0 } else { 3000 };
+        assert_eq!(fs.cached_bytes(), left, "after a whole read, drop_whole_reads={drop_whole}");
+        // Read again: from the server only if it was dropped, and right either way (the
+        // first of them a miss that fetched, then dropped it again).
+        assert_eq!(&fs.read(fh, 0, 128 * 1024).await.unwrap()[..], &data[..]);
+        let again = fake.reads().iter().filter(|(f, o, _)| *f == id && *o == 0).count();
+        assert_eq!(again, usize::from(drop_whole), "READs again, drop_whole_reads={drop_whole}");
+        assert_eq!(fs.cached_bytes(), left);
+    }
+}
+
 // ----- directories -----------------------------------------------------
 
 #[tokio::test]

@@ -167,7 +167,9 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
         }
         client.rooted_at(fh).await.map_err(server_err)?
     };
-    let fs = CachedFs::new(root_client, &spec.url.options)
+    // In front of the kernel's page cache, a file read whole in one request
+    // needs no second copy here (see `CacheConfig::drop_whole_reads`).
+    let fs = CachedFs::new_adjusted(root_client, &spec.url.options, |c| c.drop_whole_reads = true)
         .await
         .map_err(|source| MountError::Cache { url, source })?;
     Ok((fs, client))

@@ -88,6 +88,10 @@ pub struct CacheConfig {
     /// while the file is unchanged), so a second copy here would only cost
     /// memory and page faults. Random readers' chunks stay cached.
     pub drop_behind: bool,
+    /// A read that takes a whole file from its start in one request keeps
+    /// nothing here, for the same reason (the kernel's page cache has it).
+    /// On for FUSE mounts; off where the caller has no cache of its own.
+    pub drop_whole_reads: bool,
     /// `cache=DIR`: the persistent disk cache, if any.
     pub disk_cache_dir: Option<PathBuf>,
     /// Bound on the disk cache's size; least recently used chunks are
@@ -153,6 +157,7 @@ impl CacheConfig {
             readahead_bytes: 8 * rsize as u64,
             memory_cache_bytes_max: MEMORY_CACHE_BYTES_DEFAULT,
             drop_behind: true,
+            drop_whole_reads: false,
             disk_cache_dir: opts.cache_dir.clone(),
             disk_cache_bytes_max: opts.cache_size_bytes_max.unwrap_or(DISK_CACHE_BYTES_DEFAULT),
             read_only: opts.ro,

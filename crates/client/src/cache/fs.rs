@@ -309,10 +309,22 @@ impl<C: NfsOps> CachedFs<C> {
     /// the root's attributes are fetched, and the disk cache (if
     /// `cache=DIR`) is opened.
     pub async fn new(client: C, opts: &MountOptions) -> FsResult<Self> {
+        Self::new_adjusted(client, opts, |_| {}).await
+    }
+
+    /// [`CachedFs::new`], with `adjust` changing the settings the options
+    /// gave (a FUSE mount sets what only holds in front of the kernel's
+    /// page cache).
+    pub async fn new_adjusted(
+        client: C,
+        opts: &MountOptions,
+        adjust: impl FnOnce(&mut CacheConfig),
+    ) -> FsResult<Self> {
         let cred = Cred::current_process();
         let root = client.root();
         let info = client.fsinfo(&cred, &root).await.ok();
-        let cfg = CacheConfig::from_options(opts, info.as_ref());
+        let mut cfg = CacheConfig::from_options(opts, info.as_ref());
+        adjust(&mut cfg);
         Self::with_config(client, cfg).await
     }
 

@@ -71,6 +71,7 @@ impl<C: NfsOps> CachedFs<C> {
         }
         s.counters.read_chunk_hits.fetch_add(chunks.len() as u64, Ordering::Relaxed);
         let data = assemble(&st.file, offset, end, first, &chunks);
+        s.drop_whole_read(&mut st.file, offset, end, file_size);
         if let Some((from, to)) = s.readahead_window(&mut st.file, offset, end, file_size) {
             drop(st);
             s.start_readahead(inode, &of.cred, from, to);
@@ -334,13 +335,15 @@ impl<C: NfsOps> Shared<C> {
             let first = offset / CHUNK_BYTES;
             let last = (end - 1) / CHUNK_BYTES;
             let chunks = self.chunks_for_read(inode, cred, first, last).await?;
-            let st = inode.state.lock();
+            let mut st = inode.state.lock();
             // A write of ours that started after our READs may have been
             // committed and dropped before we got here: read again.
             if st.file.gen != gen && attempt < READ_RETRIES_MAX {
                 continue;
             }
-            return Ok(assemble(&st.file, offset, end, first, &chunks));
+            let data = assemble(&st.file, offset, end, first, &chunks);
+            self.drop_whole_read(&mut st.file, offset, end, file_size);
+            return Ok(data);
         }
         unreachable!("the loop returns")
     }
@@ -360,6 +363,16 @@ impl<C: NfsOps> Shared<C> {
                 me.counters.readahead_chunks.fetch_add(n, Ordering::Relaxed);
             }
         });
+    }
+
+    /// `CacheConfig::drop_whole_reads`: a read that took the whole file from
+    /// its start (a `cat` of a small file) leaves nothing cached here; the
+    /// kernel's page cache holds it.
+    fn drop_whole_read(&self, f: &mut super::inode::FileData, offset: u64, end: u64, file_size: u64) {
+        if self.cfg.drop_whole_reads && offset == 0 && end >= file_size {
+            let n = f.remove_chunks(..);
+            self.counters.dropped_behind_chunks.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Update the sequential-read detector; returns a byte range to
