@@ -449,10 +449,6 @@ impl RpcClient {
     pub async fn submit(&self, call: Call) -> NfsResult<Bytes> {
         let started = Instant::now();
         let key = (call.prog, call.proc_);
-        let n = self.inner.connections.len();
-        let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
-        self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
-        let shut = || NfsError::Connection("the RPC client has shut down".into());
         let call = match self.try_lane(call) {
             Ok(result) => {
                 self.record_op(key, started, &result);
@@ -460,6 +456,10 @@ impl RpcClient {
             }
             Err(call) => call,
         };
+        let n = self.inner.connections.len();
+        let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
+        self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
+        let shut = || NfsError::Connection("the RPC client has shut down".into());
         let rx = match self.send_direct(i, call) {
             Ok(rx) => rx,
             Err(call) => {
