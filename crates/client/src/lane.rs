@@ -197,13 +197,10 @@ impl Lanes {
         matches!(*self.resting_until.lock(), Some(t) if now < t)
     }
 
-    /// Make room for one more lane if the pool is not full and lanes are
-    /// not resting: the caller then connects one and [`Lanes::add`]s it
-    /// (or [`Lanes::connect_failed`]).
-    fn reserve_connect(&self, now: Instant) -> bool {
-        if self.resting(now) {
-            return false;
-        }
+    /// Make room for one more lane if the pool is not full: the caller
+    /// then connects one and [`Lanes::add`]s it (or
+    /// [`Lanes::connect_failed`]).
+    fn reserve_connect(&self) -> bool {
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < LANES_MAX).then_some(n + 1))
             .is_ok()
@@ -227,7 +224,10 @@ impl Lanes {
 
     /// Send `call` on an idle lane to `server`, waiting here.
     pub(crate) fn call(&self, server: SocketAddr, mut call: Call) -> LaneOutcome {
-        let now = Instant::now();
+        if self.resting(Instant::now()) {
+            self.stats.no_lane.fetch_add(1, Ordering::Relaxed);
+            return LaneOutcome::NotTaken { call, connect: false };
+        }
         let lane = {
             let mut idle = self.idle.lock();
             loop {
@@ -242,13 +242,8 @@ impl Lanes {
         };
         let Some(mut lane) = lane else {
             self.stats.no_lane.fetch_add(1, Ordering::Relaxed);
-            return LaneOutcome::NotTaken { call, connect: self.reserve_connect(now) };
+            return LaneOutcome::NotTaken { call, connect: self.reserve_connect() };
         };
-        if self.resting(now) {
-            self.idle.lock().push(lane);
-            self.stats.no_lane.fetch_add(1, Ordering::Relaxed);
-            return LaneOutcome::NotTaken { call, connect: false };
-        }
         let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
         match lane.exchange(xid, &mut call) {
             Ok(reply) => {
