@@ -106,7 +106,7 @@ impl Record {
 static XDR_PAD: [u8; 3] = [0; 3];
 
 /// Byte offset of the xid in a framed call (after the 4-byte record mark).
-pub(crate) const XID_OFFSET: usize = 4;
+const XID_OFFSET: usize = 4;
 
 impl Call {
     /// Encode a call. `args_len_hint` is the expected size of the encoded
@@ -757,7 +757,7 @@ impl RpcCore {
 }
 
 /// The xid of a record whose first two words say "reply", whatever follows.
-fn peek_reply_xid(record: &[u8]) -> Option<u32> {
+pub(crate) fn peek_reply_xid(record: &[u8]) -> Option<u32> {
     if record.len() < 8 || record[4..8] != 1u32.to_be_bytes() {
         return None;
     }

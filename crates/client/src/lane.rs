@@ -133,7 +133,7 @@ impl Lane {
         loop {
             match self.decoder.decode(&mut self.buf) {
                 Ok(Some(reply)) => {
-                    return if reply.len() >= 4 && reply[..4] == xid.to_be_bytes() {
+                    return if crate::core::peek_reply_xid(&reply) == Some(xid) {
                         Ok(reply)
                     } else {
                         // One call at a time on a lane: anything else is a
