@@ -29,6 +29,12 @@ const READ_CHUNK_BYTES: usize = 1 << 20;
 /// ([`BufPool`]): a fresh megabyte per WRITE would be mapped, faulted in
 /// and zeroed page by page, then unmapped, for every call.
 const LARGE_RECORD_BYTES: usize = 16 * 1024;
+/// A large fragment with at least this much still to come waits for it
+/// whole: the socket's receive low-water mark (`SO_RCVLOWAT`) is raised to
+/// what is missing, so the kernel wakes a thread once instead of for every
+/// segment (a 1 MiB WRITE came in about ten pieces, each costing the sender
+/// a wake-up of this side and this side an epoll round and a `read`).
+const LOWAT_MIN_BYTES: usize = 64 * 1024;
 /// Smallest buffer allocation for small records, so that many small calls
 /// share one allocation (each record keeps its part alive until dropped).
 const SMALL_ALLOC_BYTES: usize = 16 * 1024;
@@ -53,6 +59,8 @@ struct RecvState {
     drained: bool,
     /// `read` system calls made so far.
     reads: u64,
+    /// The receive low-water mark set on the socket (0: the default, 1).
+    lowat: usize,
 }
 
 /// A fragment over [`LARGE_RECORD_BYTES`] (a WRITE's data), read into a
@@ -82,6 +90,33 @@ impl RecvState {
                 Ok(None)
             }
             Err(e) => Err(RecvEnd::Io(e)),
+        }
+    }
+
+    /// Have the socket reported readable only once `need` more bytes of a
+    /// large fragment are here (or at once again, with 0 or a short rest).
+    /// Best effort: without it the fragment still arrives, in more wake-ups.
+    /// The kernel caps the mark at half the receive buffer it may grow to,
+    /// and reports the socket readable anyway when its window or memory runs
+    /// short or the peer closes, so a mark can never hold data back for good.
+    fn wait_for(&mut self, s: &TcpStream, need: usize) {
+        let mark = if need >= LOWAT_MIN_BYTES { need.min(i32::MAX as usize) } else { 0 };
+        if mark == self.lowat {
+            return;
+        }
+        let value = mark.max(1) as libc::c_int;
+        // SAFETY: setsockopt with a valid descriptor and an int option value.
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            self.lowat = mark;
         }
     }
 
@@ -211,6 +246,7 @@ impl Conn {
             if let Some(large) = &mut st.large {
                 let need = large.len - large.buf.len();
                 if need == 0 {
+                    st.wait_for(&self.stream, 0);
                     let LargeFragment { buf, last, .. } = st.large.take().expect("checked");
                     if let Some(record) = st.fragment_done(buf.into_bytes(), last) {
                         return Ok(Some(record));
@@ -226,7 +262,9 @@ impl Conn {
                 // at most the `want` bytes it is given.
                 let got =
                     unsafe { large.buf.fill_with(|spare| read_spare(&self.stream, &mut spare[..want])) };
+                let missing = large.len - large.buf.len();
                 if st.after_read(got, want)?.is_none() {
+                    st.wait_for(&self.stream, missing);
                     return Ok(None);
                 }
                 skip_read = false;
@@ -495,6 +533,46 @@ mod tests {
         let reads = c.recv.lock().reads;
         // Loopback delivers each 8 KiB send whole; allow a rare split.
         assert!(reads <= calls + 2, "{reads} reads for {calls} calls");
+    }
+
+    /// Whether the server's socket is readable right now.
+    fn readable_now(c: &Conn) -> bool {
+        let mut p = libc::pollfd { fd: c.stream.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    /// A large fragment read in part makes the socket report readable only
+    /// once the rest is here, not at each piece of it; once it is whole the
+    /// mark is gone, so a small call after it is reported at once.
+    #[test]
+    fn a_large_fragment_in_part_waits_for_its_rest_and_a_small_call_after_it_does_not() {
+        let (c, mut client) = pair();
+        let bufs = std::sync::Arc::new(BufPool::default());
+        let len = 512 * 1024;
+        let whole = record(len);
+        client.write_all(&whole[..32 * 1024]).unwrap();
+        readable(&c);
+        assert!(c.recv_record(1 << 20, false, &bufs).unwrap().is_none());
+        // Loopback hands the bytes over within the write.
+        client.write_all(&whole[32 * 1024..96 * 1024]).unwrap();
+        assert!(!readable_now(&c), "64 KiB of the missing 480 KiB made the socket readable");
+        let rest = whole[96 * 1024..].to_vec();
+        let mut writer = client.try_clone().unwrap();
+        let t = std::thread::spawn(move || writer.write_all(&rest).unwrap());
+        let rec = loop {
+            readable(&c);
+            if let Some((rec, _)) = c.recv_record(1 << 20, false, &bufs).unwrap() {
+                break rec;
+            }
+        };
+        t.join().unwrap();
+        assert_eq!(rec.len(), len);
+        assert!(rec.iter().enumerate().all(|(i, &b)| b == i as u8));
+        client.write_all(&record(200)).unwrap();
+        assert!(readable_now(&c), "a small call after the large one is not reported");
+        let (small, _) = c.recv_record(1 << 20, false, &bufs).unwrap().expect("the small call");
+        assert_eq!(small.len(), 200);
     }
 
     /// While records still use the buffer (calls in flight), small calls
