@@ -3,6 +3,9 @@
 # 1 GiB dd each way, and a small C build with make -j2, on
 #   ext4      the directory itself (the local ceiling),
 #   bindfs    bindfs over a directory (FUSE with no network: the ceiling for any FUSE client),
+#   floorfs   for the two dd steps only: scripts/floorfs with no round trips, a multithreaded
+#             libfuse3 passthrough that, unlike Debian's bindfs, takes 1 MiB requests as the
+#             mount does: what FUSE itself allows a large write or read, with no network,
 #   eagernfs  `eagernfs mount` of `eagernfs serve`,
 #   ganesha   `eagernfs mount` of nfs-ganesha (FSAL VFS),
 # and, for the untar only, two floors that say where its time goes:
@@ -18,7 +21,7 @@
 # procedure (`eagernfs stat MOUNT`) is taken for the NFS targets.
 #
 #   scripts/bench-mount.sh [--out DIR] [--rounds N]
-#                          [--targets "ext4 ext4-fsync bindfs eagernfs eagernfs-async ganesha"]
+#                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-async ganesha"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
 #
 # --before BIN adds the target `before`: BIN's server and mount, in the same rounds (an A/B of
@@ -28,13 +31,13 @@
 # (medians and ranges, ratios to bindfs, calls per file) and DIR/mount.svg, and DIR/command.txt.
 # Default DIR: docs/benchmarks/mount-YYYY-MM-DD. The tree is a copy of /usr/include unless
 # --tree is given. The binary is $EAGERNFS_BIN if set, else a release build. Needs root, fuse3,
-# bindfs, nfs-ganesha (scripts/install-deps.sh), make and a C compiler.
+# bindfs, nfs-ganesha (scripts/install-deps.sh), make, a C compiler and libfuse3-dev (floorfs).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/docs/benchmarks/mount-$(date +%Y-%m-%d)
 rounds=3
-targets="ext4 ext4-fsync bindfs eagernfs eagernfs-async ganesha"
+targets="ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-async ganesha"
 tree=/usr/include
 dd_mib=1024
 mount_options=
@@ -110,6 +113,11 @@ tar -cf "$work/proj.tar" -C "$work" proj
 
 # ---- the targets -------------------------------------------------------------------------------
 mkdir -p "$work/ext4" "$work/ext4-fsync" "$work/bindfs-src" "$work/export" "$work/export-async"
+mkdir -p "$work/floorfs-src" "$work/mnt-floorfs"
+if [[ " $targets " == *" floorfs "* ]]; then
+    pkg-config --exists fuse3 || { log "floorfs needs libfuse3's headers: apt-get install libfuse3-dev"; exit 1; }
+    cc -O2 -Wall -o "$work/floorfs" "$repo/scripts/floorfs/floorfs.c" $(pkg-config --cflags --libs fuse3)
+fi
 mkdir -p "$work/ganesha-export" "$work/state" "$work/state-async"
 mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-async" "$work/mnt-ganesha"
 mkdir -p "$work/export-before" "$work/state-before" "$work/mnt-before"
@@ -157,6 +165,7 @@ do_mount() {
     case $1 in
         ext4 | ext4-fsync) return ;;
         bindfs) taskset -c 0 bindfs --no-allow-other "$work/bindfs-src" "$work/mnt-bindfs"; return ;;
+        floorfs) taskset -c 0 "$work/floorfs" "$work/floorfs-src" "$work/mnt-floorfs"; return ;;
         eagernfs) url=$eagernfs_url ;;
         eagernfs-async) url=$eagernfs_async_url ;;
         ganesha) url=$ganesha_url ;;
@@ -167,7 +176,7 @@ do_mount() {
 do_umount() {
     case $1 in
         ext4 | ext4-fsync) ;;
-        bindfs) fusermount3 -u "$work/mnt-bindfs" ;;
+        bindfs | floorfs) fusermount3 -u "$work/mnt-$1" ;;
         *) "$bin" umount "$work/mnt-$1" ;;
     esac
 }
@@ -236,6 +245,18 @@ step() { # target round name command...
     echo -e "$target\t$round\t$name\t$secs\t${calls:--}" >>"$work/results.tsv"
 }
 
+dd_steps() { # target round dir
+    local t=$1 r=$2 d=$3
+    # Every writer starts from the same memory: no page cache and free memory handed back
+    # (see drop_caches). Without it a 1 GiB write's time depended on what ran before it.
+    drop_caches
+    step "$t" "$r" dd-write dd if=/dev/zero of="$d/big" bs=1M count="$dd_mib" conv=fsync status=none
+    remount "$t"
+    drop_caches
+    step "$t" "$r" dd-read dd if="$d/big" of=/dev/null bs=1M status=none
+    rm -f "$d/big"
+}
+
 run_round() { # target round
     local t=$1 r=$2 d
     d=$(dir_of "$t")
@@ -245,6 +266,11 @@ run_round() { # target round
         return
     fi
     do_mount "$t"
+    if [ "$t" = floorfs ]; then
+        dd_steps "$t" "$r" "$d"
+        do_umount "$t"
+        return
+    fi
     # The untar ends when the data is on the disk. syncfs through a FUSE mount does not reach
     # the file system below (bindfs left 140 MB dirty on ext4 after `sync -f`), so bindfs's is
     # synced where its files are; the NFS mounts' data is on stable storage at each close.
@@ -261,14 +287,7 @@ run_round() { # target round
     remount "$t"
     step "$t" "$r" cat sh -c "find '$d' -type f -exec cat {} + > /dev/null"
     step "$t" "$r" rm-r rm -rf "$d/$(basename "$tree")"
-    # Every writer starts from the same memory: no page cache and free memory handed back
-    # (see drop_caches). Without it a 1 GiB write's time depended on what ran before it.
-    drop_caches
-    step "$t" "$r" dd-write dd if=/dev/zero of="$d/big" bs=1M count="$dd_mib" conv=fsync status=none
-    remount "$t"
-    drop_caches
-    step "$t" "$r" dd-read dd if="$d/big" of=/dev/null bs=1M status=none
-    rm -f "$d/big"
+    dd_steps "$t" "$r" "$d"
     tar -xf "$work/proj.tar" -C "$d"
     sync -f "$d"
     remount "$t"
@@ -321,6 +340,13 @@ for step in steps:
         b = secs.get(("bindfs", step))
         ratios.append(f"{med(secs[(t, step)]) / med(b):.2f}×" if b and secs[(t, step)] else "–")
     lines.append(f"| {step} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+dd = [step for step in ("dd-write", "dd-read") if secs.get(("ext4", step))]
+if dd:
+    lines += ["", "dd as a share of ext4's rate (from the medians):", ""]
+    for step in dd:
+        e = med(secs[("ext4", step)])
+        parts = [f"{t} {e / med(secs[(t, step)]) * 100:.0f} %" for t in targets if t != "ext4" and secs.get((t, step))]
+        lines.append(f"- {step}: " + ", ".join(parts))
 lines.append("")
 lines.append(f"Seconds, median of the rounds (range). Calls the mount sent, median per step ({files} files in the tree):")
 lines.append("")
@@ -349,7 +375,7 @@ print("\n".join(lines))
 
 # A grouped bar chart: seconds per step, relative to bindfs (log-free, capped at 10x).
 W, H, left, bottom, top = 780, 360, 60, 60, 30
-colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "eagernfs": "#1f77b4",
+colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "floorfs": "#8c564b", "eagernfs": "#1f77b4",
           "eagernfs-async": "#17becf", "ganesha": "#d62728", "before": "#9467bd"}
 cap = 10.0
 plot_h = H - top - bottom
