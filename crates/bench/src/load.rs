@@ -14,8 +14,9 @@
 //!   are counted (`late_starts`): many of them mean the generator, not the server, was short.
 //!   tokio's timer wakes on whole milliseconds, so a worker sleeps with it only until 2 ms
 //!   before its call and the step's `pacer` wakes it at the intended time, within tens of
-//!   µs when the generator has CPU to spare (the pacer spins on time the runtime would
-//!   otherwise spend parked). How late each call actually started is `send_lag`;
+//!   µs (the pacer sleeps on a high-resolution `timerfd` until shortly before, then spins
+//!   the last stretch, so a low rate costs little CPU). How late each call actually started
+//!   is `send_lag`;
 //!   `service_latency` (from the actual send) is reported beside the latency too.
 //! - **Ramp**: offered rates `start, start×factor, …` until the achieved rate falls below
 //!   `saturation` × offered (the server is saturated) or `max` is passed: Banks's curve of
