@@ -25,7 +25,7 @@ taskset -c 1 $bin serve $w/a --listen 127.0.0.1:$port --state-dir $w/sa -o rw,no
 pa=$!
 taskset -c 1 $bin serve $w/b --listen 127.0.0.1:$((port+3)) --state-dir $w/sb -o rw,no_root_squash ${NOSPLICE_ARGS:-} >$w/sb.out 2>&1 &
 pb=$!
-pgrep -x rpcbind >/dev/null || (rpcbind -f >/dev/null 2>&1 &)
+pgrep -x rpcbind >/dev/null || (setsid rpcbind -f </dev/null >/dev/null 2>&1 &)
 gurl=$(GANESHA_RUN_DIR=$w/ganesha taskset -c 1 $repo/scripts/ganesha.sh start $w/g $((port+1)))
 until grep -q "listening on" $w/sa.out && grep -q "listening on" $w/sb.out; do sleep 0.1; done
 trap 'for m in ma mb mg; do $bin umount $w/$m 2>/dev/null || true; done; kill $pa $pb; GANESHA_RUN_DIR=$w/ganesha $repo/scripts/ganesha.sh stop >/dev/null 2>&1 || true; rm -rf $w' EXIT

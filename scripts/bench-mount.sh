@@ -148,7 +148,6 @@ if [ -n "$before_bin" ]; then
 fi
 ganesha_url=
 if [[ " $targets " == *" ganesha "* ]]; then
-    pgrep -x rpcbind >/dev/null || (rpcbind -f &)
     ganesha_url=$(GANESHA_RUN_DIR=$work/ganesha taskset -c 1 "$repo/scripts/ganesha.sh" start \
         "$work/ganesha-export" $((port + 1)))
     log "ganesha at $ganesha_url"
