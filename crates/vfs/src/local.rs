@@ -512,6 +512,10 @@ impl LocalBackend {
         let want = (count as usize)
             .min(IO_MAX_BYTES)
             .min(attr.size.saturating_sub(offset).try_into().unwrap_or(usize::MAX));
+        if let Some((at, len)) = f.prefetch_due(offset, want as u64, attr.size) {
+            // A hint: if it fails, the READs still read.
+            let _ = sys::will_need(f.fd.as_fd(), at, len);
+        }
         Ok((f, attr, want))
     }
 

@@ -33,6 +33,11 @@ pub(super) use crate::verifier::WriteVerifier;
 /// writeback.
 pub(super) const EAGER_WRITEBACK_BYTES: u64 = 4 << 20;
 
+/// How far ahead of a sequential reader the server asks the kernel to have
+/// the file in its page cache (`POSIX_FADV_WILLNEED`); a new hint goes out
+/// once the reader has used up half of that lead.
+pub(super) const READ_PREFETCH_BYTES: u64 = 16 << 20;
+
 /// A regular file opened by the server.
 pub(super) struct IoFile {
     pub(super) fd: OwnedFd,
@@ -50,6 +55,11 @@ pub(super) struct IoFile {
     /// begin (see [`IoFile::eager_writeback_due`]).
     unstarted: AtomicU64,
     run_end: AtomicU64,
+    /// Where the current sequential run of READs would continue, and how
+    /// far ahead of the file's start its page cache has been asked to be
+    /// filled (see [`IoFile::prefetch_due`]).
+    read_next: AtomicU64,
+    read_ahead_until: AtomicU64,
     /// Held while a sync runs, so COMMITs that arrive meanwhile wait for it
     /// and then find their data covered instead of syncing again.
     sync_lock: Mutex<()>,
@@ -72,6 +82,8 @@ impl IoFile {
             synced: AtomicU64::new(0),
             unstarted: AtomicU64::new(0),
             run_end: AtomicU64::new(u64::MAX),
+            read_next: AtomicU64::new(u64::MAX),
+            read_ahead_until: AtomicU64::new(0),
             sync_lock: Mutex::new(()),
             sync_on_close,
             verifier,
@@ -81,6 +93,41 @@ impl IoFile {
     /// Record that unstable data was written (after the write completed).
     pub(super) fn mark_dirty(&self) {
         self.written.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Count a READ of `n` bytes at `offset` of a file of `size` bytes.
+    /// From the second READ of a sequential run (each starting where the
+    /// one before ended), returns the range past it, up to
+    /// [`READ_PREFETCH_BYTES`] ahead, that the page cache should be asked
+    /// to fill, whenever less than half of that lead is left.
+    ///
+    /// The kernel's own read-ahead follows a sequential reader too, but
+    /// the server's reader is the worst case for it: one READ at a time,
+    /// each copied out the moment its pages arrive. On the 2-CPU VM
+    /// this was measured on, a 1 GiB cold sequential read with 1 MiB
+    /// `pread`s took 0.77–1.78 s (0.4–1.6 s of it system time) and the
+    /// same with a hint 16 MiB ahead 0.48–0.87 s (0.3 s system), 5
+    /// alternating runs each. A READ that does not continue the run ends
+    /// it; the first READ of a file (a small file read whole) asks for
+    /// nothing.
+    pub(super) fn prefetch_due(&self, offset: u64, n: u64, size: u64) -> Option<(u64, u64)> {
+        let end = offset.saturating_add(n);
+        let sequential = self.read_next.swap(end, Ordering::Relaxed) == offset;
+        if !sequential {
+            self.read_ahead_until.store(0, Ordering::Relaxed);
+            return None;
+        }
+        let target = end.saturating_add(READ_PREFETCH_BYTES).min(size);
+        let until = self.read_ahead_until.load(Ordering::Relaxed);
+        if n == 0 || until >= end.saturating_add(READ_PREFETCH_BYTES / 2).min(size) {
+            return None;
+        }
+        let from = until.max(end);
+        if from >= target {
+            return None;
+        }
+        self.read_ahead_until.store(target, Ordering::Relaxed);
+        Some((from, target - from))
     }
 
     /// Count an UNSTABLE write of `n` bytes at `offset`. Once a sequential
@@ -310,6 +357,43 @@ mod tests {
             assert!(jumpy.eager_writeback_due(i * mib, mib as usize).is_none());
         }
         assert!(jumpy.eager_writeback_due(100 * mib, mib as usize).is_none(), "not contiguous: a new run");
+    }
+
+    #[test]
+    fn a_sequential_reader_is_kept_16_mib_ahead_and_nothing_else_asks_for_read_ahead() {
+        let f = file(&Arc::new(WriteVerifier::new()));
+        let mib = 1u64 << 20;
+        let size = 64 * mib;
+        let due: Vec<(u64, (u64, u64))> =
+            (0..40).filter_map(|i| f.prefetch_due(i * mib, mib, size).map(|r| (i, r))).collect();
+        // The first READ asks nothing; the second asks for the 16 MiB past it; then, each
+        // time the lead falls under 8 MiB, for what brings it back to 16 MiB.
+        assert_eq!(
+            due,
+            [
+                (1, (2 * mib, 16 * mib)),
+                (10, (18 * mib, 9 * mib)),
+                (19, (27 * mib, 9 * mib)),
+                (28, (36 * mib, 9 * mib)),
+                (37, (45 * mib, 9 * mib)),
+            ]
+        );
+        let tail: Vec<(u64, u64)> = (40..64).filter_map(|i| f.prefetch_due(i * mib, mib, size)).collect();
+        assert!(tail.iter().all(|&(at, len)| at + len <= size), "{tail:?}");
+        // A small file read whole in one READ asks for nothing.
+        let small = file(&Arc::new(WriteVerifier::new()));
+        assert!(small.prefetch_due(0, 5000, 5000).is_none());
+        // Random 64 KiB READs never do, however many.
+        let random = file(&Arc::new(WriteVerifier::new()));
+        assert!(
+            (0..4096u64).all(|i| random.prefetch_due((i * 7919 % 4096) * 65536, 65536, 1 << 30).is_none())
+        );
+        // A jump ends the run; the new run asks again from its second READ.
+        let jumpy = file(&Arc::new(WriteVerifier::new()));
+        assert!(jumpy.prefetch_due(0, mib, 1 << 30).is_none());
+        assert!(jumpy.prefetch_due(mib, mib, 1 << 30).is_some());
+        assert!(jumpy.prefetch_due(500 * mib, mib, 1 << 30).is_none());
+        assert_eq!(jumpy.prefetch_due(501 * mib, mib, 1 << 30), Some((502 * mib, 16 * mib)));
     }
 
     #[test]

@@ -326,6 +326,17 @@ pub(super) fn fdatasync(fd: BorrowedFd<'_>) -> io::Result<()> {
     retry(|| cvt(unsafe { libc::fdatasync(fd.as_raw_fd()) }).map(drop))
 }
 
+/// Ask the kernel to read `len` bytes at `offset` into the page cache
+/// without waiting for them (`POSIX_FADV_WILLNEED`).
+pub(super) fn will_need(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<()> {
+    let (offset, len) = (offset.min(i64::MAX as u64) as i64, len.min(i64::MAX as u64) as i64);
+    // SAFETY: plain call on a valid descriptor with integer arguments.
+    match unsafe { libc::posix_fadvise(fd.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
 /// Start writing the dirty pages of `len` bytes at `offset` to the disk
 /// without waiting for them (pages already being written are skipped).
 /// Durability is still what `fdatasync` gives; this only gets the disk
