@@ -437,23 +437,10 @@ impl LocalBackend {
         creds::become_server()?;
         let root = self.root_fd.as_fd();
         // Check the type through an O_PATH descriptor first: opening a
-        // device node for reading would act on the device. The one an
-        // ACCESS, LOOKUP or GETATTR of the file left in `paths` will do (a
-        // READ usually follows one), saving an open and a close.
-        let ftype = match self.paths.get(&fh.0) {
-            Some(fd) => match Self::live_attr(&fd) {
-                Ok(attr) => attr.ftype,
-                Err(e) => {
-                    self.paths.remove(&fh.0);
-                    return Err(e);
-                }
-            },
-            None => {
-                let probe = sys::open_by_handle_at(root, &kh, libc::O_PATH).map_err(handle_err)?;
-                Self::live_attr(&probe)?.ftype
-            }
-        };
-        match ftype {
+        // device node for reading would act on the device. `object` reuses
+        // the one an ACCESS, LOOKUP or GETATTR of the file left in `paths`
+        // (a READ usually follows one), saving an open and a close.
+        match self.object(fh)?.attr.ftype {
             FileType::Regular => {}
             FileType::Directory => return Err(FsError::IsDir),
             _ => return Err(FsError::Inval),
