@@ -700,3 +700,22 @@ fn locks_are_taken_again_in_the_session_that_replaces_an_evicted_one() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// As on a local export (fuse_mount.rs): a file removed or renamed over while open through the
+/// mount of a CephFS export is gone from CephFS after its last close, and ceph-fuse sees no
+/// hidden name left.
+#[test]
+fn files_removed_while_open_are_gone_after_their_last_close_on_cephfs() {
+    require_fuse!("files_removed_while_open_are_gone_after_their_last_close_on_cephfs");
+    let Some(conf) = cluster("files_removed_while_open_are_gone_after_their_last_close_on_cephfs") else {
+        return;
+    };
+    let _one = serial();
+    let dir = CephDir::new(&conf, "silly");
+    let server = serve(&conf, &dir, &[]);
+    let nfs = FuseMount::new(&server.url(""), "");
+    files_removed_while_open_leave_nothing(&nfs);
+    let ceph = CephFuse::new(&conf, &dir.mount_path().display().to_string());
+    let left: Vec<_> = fs::read_dir(ceph.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left in CephFS: {left:?}");
+}

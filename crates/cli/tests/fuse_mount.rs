@@ -991,3 +991,17 @@ fn small_files_are_read_on_lanes() {
     assert!(lane_calls >= files as u64, "only {lane_calls} of about {} calls went on lanes", 2 * files);
     assert_eq!(json["lane_failures"].as_u64(), Some(0));
 }
+
+/// `touch u; exec 4<u; rm u; exec 4<&-` and `mv a b` with `b` open: the hidden names go at the
+/// last close (the mount sees a settled file's last close on its FUSE reader thread), so the
+/// directory can be removed, and nothing is left on the server's disk.
+#[test]
+fn files_removed_while_open_are_gone_after_their_last_close() {
+    require_fuse!("files_removed_while_open_are_gone_after_their_last_close");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    files_removed_while_open_leave_nothing(&m);
+    let left: Vec<_> = fs::read_dir(export.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left on the server's disk: {left:?}");
+}

@@ -136,6 +136,34 @@ async fn a_file_unlinked_while_open_lives_on_until_its_last_release() {
     assert_eq!(server_names(&fs).await, Vec::<String>::new(), "hidden file gone");
 }
 
+/// The mount answers a `release` with nothing left to write back on its
+/// FUSE reader thread, which belongs to no runtime: the last close of an
+/// unlinked file made there must still REMOVE its hidden name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_last_close_on_a_thread_of_no_runtime_removes_the_hidden_name() {
+    let s = server();
+    let fs = mount(&s, true).await;
+    let c = root();
+    let (_, fh) = within(fs.create(ROOT_INO, b"u", 0o644, libc::O_RDWR, &c)).await.unwrap();
+    within(fs.write(fh, 0, b"data")).await.unwrap();
+    within(fs.flush(fh)).await.unwrap();
+    within(fs.unlink(ROOT_INO, b"u", &c)).await.unwrap();
+    assert_eq!(hidden(&server_names(&fs).await).len(), 1, "renamed to a hidden name while open");
+
+    let removes = s.stats.nfs3(NFSPROC3_REMOVE);
+    let on_thread = fs.clone();
+    let released = std::thread::spawn(move || {
+        assert!(tokio::runtime::Handle::try_current().is_err(), "a plain thread, as FUSE's");
+        on_thread.try_release(fh)
+    })
+    .join()
+    .expect("the releasing thread");
+    assert!(matches!(released, Some(Ok(()))), "settled: released on the calling thread");
+    within(fs.wait_background()).await;
+    assert_eq!(s.stats.nfs3(NFSPROC3_REMOVE), removes + 1, "the hidden name was REMOVEd");
+    assert_eq!(server_names(&fs).await, Vec::<String>::new(), "hidden file gone");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_renamed_over_while_open_lives_on_until_its_last_release() {
     let s = server();

@@ -224,6 +224,11 @@ pub(crate) struct Shared<C> {
     /// Refuse every change with EROFS: `ro` at mount, then whatever a
     /// remount last said.
     pub(crate) read_only: AtomicBool,
+    /// The runtime the cache was made on, for work that must run on after
+    /// a call made from a thread of no runtime: the mount answers `release`
+    /// on its FUSE reader thread, and a last close there must still REMOVE
+    /// the hidden name of an unlinked file.
+    pub(crate) runtime: tokio::runtime::Handle,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -362,6 +367,7 @@ impl<C: NfsOps> CachedFs<C> {
             background: BackgroundTasks::new(),
             clock: Arc::new(AttrClock::default()),
             read_only: AtomicBool::new(cfg.read_only),
+            runtime: tokio::runtime::Handle::current(),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -1516,13 +1522,12 @@ impl<C: NfsOps> Shared<C> {
 
 impl<C: NfsOps> LastClose for Shared<C> {
     fn remove_silly_later(self: Arc<Self>, inode: Arc<Inode>, silly: SillyName) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            // Dropped outside a runtime (only at teardown): the hidden
-            // file stays, as after a client crash.
-            tracing::warn!("hidden name of an unlinked file left behind: no runtime to remove it");
-            return;
-        };
+        // On the cache's own runtime whatever thread closed the file (the
+        // mount's FUSE reader threads belong to none). A runtime already
+        // shut down (teardown) drops the task: the hidden file then stays,
+        // as after a client crash.
         let counted = self.background.start();
+        let rt = self.runtime.clone();
         rt.spawn(async move {
             self.remove_silly(&inode, silly).await;
             drop(counted);
