@@ -1005,3 +1005,66 @@ fn files_removed_while_open_are_gone_after_their_last_close() {
     let left: Vec<_> = fs::read_dir(export.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "left on the server's disk: {left:?}");
 }
+
+fn fchmod(f: &File, mode: u32) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor.
+    let r = unsafe { libc::fchmod(f.as_raw_fd(), mode) };
+    assert_eq!(r, 0, "fchmod {mode:o}: {}", std::io::Error::last_os_error());
+}
+
+fn fchown(f: &File, uid: u32, gid: u32) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor.
+    let r = unsafe { libc::fchown(f.as_raw_fd(), uid, gid) };
+    assert_eq!(r, 0, "fchown {uid}:{gid}: {}", std::io::Error::last_os_error());
+}
+
+/// A change of mode, owner or group through a file its creator still has open for writing is
+/// on the server when the call returns, before the data written after it, and in the program's
+/// order (the last word wins); `fstat` shows it at once, ctime included. The server's disk
+/// stands for every other client.
+#[test]
+fn mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order() {
+    require_fuse!("mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order");
+    let export = tempfile::tempdir().unwrap();
+    let disk = export.path().canonicalize().unwrap();
+    let server = Server::eagernfs(&disk, &["-o", "rw,no_root_squash"]);
+    let m = FuseMount::new(&server.url(""), "");
+    let create = |name: &str| {
+        use std::os::unix::fs::OpenOptionsExt;
+        OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(m.path(name)).unwrap()
+    };
+    let on_disk = |name: &str| fs::metadata(disk.join(name)).unwrap();
+
+    // Narrow, then write a secret: the secret never sits on the server under 0644.
+    let f = create("secret");
+    fchmod(&f, 0o600);
+    let (seen, server) = (f.metadata().unwrap(), on_disk("secret"));
+    assert_eq!(server.mode() & 0o7777, 0o600, "the narrowed mode is on the server when fchmod returns");
+    assert_eq!(seen.mode() & 0o7777, 0o600);
+    assert_eq!((seen.ctime(), seen.ctime_nsec()), (server.ctime(), server.ctime_nsec()), "fstat's ctime");
+    (&f).write_all(b"the secret").unwrap();
+    fchmod(&f, 0o4755);
+    assert_eq!(on_disk("secret").mode() & 0o7777, 0o4755);
+    drop(f);
+    assert_eq!(on_disk("secret").mode() & 0o7777, 0o4755, "the last fchmod is the last word");
+    assert_eq!(fs::read(disk.join("secret")).unwrap(), b"the secret");
+
+    // chown, then a set-id chmod: the chown must not land after it and clear the bits.
+    let f = create("setid");
+    (&f).write_all(b"data written before the chown").unwrap();
+    fchown(&f, 5000, 5000);
+    let server = on_disk("setid");
+    assert_eq!((server.uid(), server.gid()), (5000, 5000), "the owner is on the server when fchown returns");
+    let seen = f.metadata().unwrap();
+    assert_eq!((seen.uid(), seen.gid()), (5000, 5000));
+    assert_eq!((seen.ctime(), seen.ctime_nsec()), (server.ctime(), server.ctime_nsec()), "fstat's ctime");
+    fchmod(&f, 0o6755);
+    drop(f);
+    let server = on_disk("setid");
+    assert_eq!((server.mode() & 0o7777, server.uid(), server.gid()), (0o6755, 5000, 5000));
+    assert_eq!(fs::read(disk.join("setid")).unwrap(), b"data written before the chown");
+    let through = fs::metadata(m.path("setid")).unwrap();
+    assert_eq!((through.mode() & 0o7777, through.uid()), (0o6755, 5000));
+}

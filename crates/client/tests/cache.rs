@@ -220,11 +220,15 @@ async fn a_small_file_closes_with_one_file_sync_write_and_no_commit() {
     assert_eq!(fake.stable(id), pattern(3 * 64 * 1024, 3));
 }
 
-/// What tar does to every file it extracts: create, write, then set times,
-/// owner and mode through the open file, then close. The three changes go
-/// in one SETATTR after the data, at close; until then the mount shows them.
+/// What tar does as root to every file it extracts: create (0600 until
+/// its owner is set), write, then set times, owner and mode through the
+/// open file, then close. The times and the chown to the owner the file
+/// already has change nothing another client sees: they wait. The chmod
+/// is a real change: it goes to the server before it returns, after the
+/// data written before it, and carries the waiting changes in the same
+/// SETATTR. Close then has nothing left to send.
 #[tokio::test]
-async fn attribute_changes_to_a_file_open_for_writing_go_in_one_setattr_at_close() {
+async fn tar_s_times_and_same_owner_wait_for_its_chmod_which_follows_the_data() {
     let fake = Fake::new();
     let fs = mount(&fake, config()).await;
     let root = Cred { uid: 0, gid: 0, groups: vec![] };
@@ -234,16 +238,55 @@ async fn attribute_changes_to_a_file_open_for_writing_go_in_one_setattr_at_close
     let mtime = Nfstime3 { seconds: 1_700_000_000, nseconds: 0 };
     let times = Sattr3 { mtime: SetTime::SetToClientTime(mtime), ..Sattr3::default() };
     fs.setattr(e.ino, times, &root).await.unwrap();
-    fs.setattr(e.ino, Sattr3 { uid: Some(0), gid: Some(0), ..Sattr3::default() }, &root).await.unwrap();
+    let held =
+        fs.setattr(e.ino, Sattr3 { uid: Some(0), gid: Some(0), ..Sattr3::default() }, &root).await.unwrap();
+    assert_eq!(fake.call_order(), Vec::<u32>::new(), "times and a same-owner chown wait");
+    assert_eq!(held.attr.mtime, mtime, "the mount shows the waiting time");
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert!(held.attr.ctime.seconds as u64 + 1 >= now_s, "and the change's ctime: {:?}", held.attr.ctime);
     let a = fs.setattr(e.ino, Sattr3 { mode: Some(0o644), ..Sattr3::default() }, &root).await.unwrap();
-    assert_eq!(fake.call_order(), Vec::<u32>::new(), "nothing sent before close");
-    assert_eq!((a.attr.mode, a.attr.mtime, a.attr.size), (0o644, mtime, 9000), "what the mount shows now");
-    fs.flush(fh).await.unwrap();
-    assert_eq!(fake.call_order(), vec![NFSPROC3_WRITE, NFSPROC3_SETATTR], "the data, then the attributes");
+    assert_eq!(
+        fake.call_order(),
+        vec![NFSPROC3_WRITE, NFSPROC3_SETATTR],
+        "the chmod is on the server when it returns, after the data written before it"
+    );
     let on_server = fake.attr(e.ino);
     assert_eq!((on_server.mode, on_server.mtime, on_server.size), (0o644, mtime, 9000));
+    assert_eq!((a.attr.mode, a.attr.mtime, a.attr.size), (0o644, mtime, 9000), "what the mount shows");
+    fs.flush(fh).await.unwrap();
     fs.release(fh).await.unwrap();
-    assert_eq!(fake.calls(NFSPROC3_SETATTR), 1);
+    assert_eq!(fake.call_order(), vec![NFSPROC3_WRITE, NFSPROC3_SETATTR], "close has nothing left to send");
+}
+
+/// A change of mode, owner or group through a file still open for writing
+/// by its creator is on the server when the call returns, in the order the
+/// program made them: the last word wins. A chmod to the mode the file
+/// already has waits (nothing changes for another client), and a real
+/// change after it takes it along.
+#[tokio::test]
+async fn changes_of_mode_and_owner_reach_the_server_at_once_and_in_order() {
+    let fake = Fake::new();
+    let fs = mount(&fake, config()).await;
+    let root = Cred { uid: 0, gid: 0, groups: vec![] };
+    let (e, fh) = fs.create(ROOT_INO, b"f", 0o644, libc::O_RDWR | libc::O_EXCL, &root).await.unwrap();
+    fake.reset_counts();
+    fs.setattr(e.ino, Sattr3 { mode: Some(0o600), ..Sattr3::default() }, &root).await.unwrap();
+    assert_eq!(fake.attr(e.ino).mode, 0o600, "a narrowed mode is on the server when chmod returns");
+    fs.write(fh, 0, b"secret").await.unwrap();
+    fs.setattr(e.ino, Sattr3 { mode: Some(0o4755), ..Sattr3::default() }, &root).await.unwrap();
+    assert_eq!(fake.call_order(), vec![NFSPROC3_SETATTR, NFSPROC3_WRITE, NFSPROC3_SETATTR]);
+    fs.setattr(e.ino, Sattr3 { uid: Some(5000), gid: Some(5000), ..Sattr3::default() }, &root).await.unwrap();
+    assert_eq!((fake.attr(e.ino).uid, fake.attr(e.ino).gid), (5000, 5000), "chown at once");
+    fs.setattr(e.ino, Sattr3 { mode: Some(0o6755), ..Sattr3::default() }, &root).await.unwrap();
+    assert_eq!(fake.attr(e.ino).mode, 0o6755, "the set-id chmod after the chown is the last word");
+    fake.reset_counts();
+    // No change for anyone else: waits for close, shown at once.
+    let same = fs.setattr(e.ino, Sattr3 { mode: Some(0o6755), ..Sattr3::default() }, &root).await;
+    assert!(same.is_ok());
+    fs.flush(fh).await.unwrap();
+    fs.release(fh).await.unwrap();
+    assert_eq!(fake.attr(e.ino).mode, 0o6755);
+    assert_eq!(fake.attr(e.ino).size, 6);
 }
 
 /// A write after a deferred explicit mtime moves the time, as on a local

@@ -16,7 +16,9 @@ use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dir::DirHandle;
 use super::disk::{file_key, DiskCache};
-use super::inode::{AttrClock, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO};
+use super::inode::{
+    merge_later, AttrClock, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO,
+};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 use crate::options::{LookupCache, MountOptions};
@@ -690,9 +692,13 @@ impl<C: NfsOps> CachedFs<C> {
         Ok(s.entry_for(&inode))
     }
 
-    /// Change attributes. A size change first writes back and commits
-    /// the file's dirty data (so nothing we resend later lands beyond the
-    /// new end), then drops cached data past the new size.
+    /// Change attributes. On a regular file, the data written before the
+    /// change is written back and committed first, as Linux's `nfs_setattr`
+    /// does: nothing we resend later may land beyond a new end, and no
+    /// WRITE may reach the server after a chmod or chown and clear the
+    /// set-id bits it set. A size change then drops cached data past the
+    /// new size. The call returns once the change is on the server (only
+    /// what changes nothing another client sees may wait: `defer_setattr`).
     pub async fn setattr(&self, ino: u64, attrs: Sattr3, cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
@@ -708,9 +714,24 @@ impl<C: NfsOps> CachedFs<C> {
         if let Some(e) = s.defer_setattr(&inode, &attrs, cred) {
             return Ok(e);
         }
-        let touches_data = attrs.size.is_some() || attrs.mtime != SetTime::DontChange;
-        if touches_data && inode.ftype == Ftype3::Reg {
-            s.sync_inode(&inode).await?;
+        let mut attrs = attrs;
+        let mut held = None;
+        if inode.ftype == Ftype3::Reg {
+            s.write_back(&inode).await;
+            // Changes held for close are the program's earlier words: they
+            // go in this SETATTR, under its own change, when the same caller
+            // made them (else on their own, first).
+            let taken = inode.state.lock().file.take_pending_attrs();
+            if let Some(p) = taken {
+                if p.cred == *cred {
+                    let mut merged = p.attrs;
+                    merge_later(&mut merged, &attrs);
+                    attrs = merged;
+                    held = Some(p);
+                } else {
+                    let _ = s.send_attrs(&inode, p.attrs, &p.cred).await;
+                }
+            }
         }
         let gen = inode.state.lock().begin_change();
         let r = s.client.setattr(cred, &inode.fh, attrs, None).await;
@@ -719,6 +740,12 @@ impl<C: NfsOps> CachedFs<C> {
         {
             let mut st = inode.state.lock();
             st.end_change(r.as_ref().ok(), gen, now, min);
+            if held.is_some() {
+                st.file.sending_attrs = None;
+                if st.file.pending_attrs.is_none() {
+                    st.file.attrs_held_at = None;
+                }
+            }
             // A chmod or chown changes who may do what; even a failed
             // SETATTR may have changed something before failing.
             st.access.clear();
@@ -742,6 +769,16 @@ impl<C: NfsOps> CachedFs<C> {
                     st.file.written_end = st.file.written_end.min(size);
                 }
             }
+        }
+        if let Some(p) = held {
+            inode.progress.notify_waiters();
+            if r.is_err() {
+                // The caller's change failed; the held ones, which their
+                // callers were told had succeeded, still go, on their own.
+                inode.state.lock().file.sending_attrs = Some(p.attrs);
+                let _ = s.send_attrs(&inode, p.attrs, &p.cred).await;
+            }
+            s.unregister_if_clean(&inode);
         }
         let wcc = r?;
         if wcc.after.is_none() {

@@ -157,6 +157,21 @@ impl Chunk {
     }
 }
 
+/// `later`'s changes over `into`'s: one SETATTR that leaves what the two
+/// in that order would.
+pub(crate) fn merge_later(into: &mut Sattr3, later: &Sattr3) {
+    into.mode = later.mode.or(into.mode);
+    into.uid = later.uid.or(into.uid);
+    into.gid = later.gid.or(into.gid);
+    into.size = later.size.or(into.size);
+    if later.atime != SetTime::DontChange {
+        into.atime = later.atime;
+    }
+    if later.mtime != SetTime::DontChange {
+        into.mtime = later.mtime;
+    }
+}
+
 /// Attribute changes to a file open for writing here, not sent yet (see
 /// `InodeState::defer_setattr`).
 #[derive(Clone, Debug)]
@@ -250,6 +265,10 @@ pub(crate) struct FileData {
     pub(crate) creator: Option<Cred>,
     /// Attribute changes waiting to go with the data at close.
     pub(crate) pending_attrs: Option<PendingAttrs>,
+    /// When the last held change was made (the coarse clock, as
+    /// `written_at`): a `stat` shows it as ctime until the SETATTR that
+    /// carries the change is answered, as a local file system would.
+    pub(crate) attrs_held_at: Option<Nfstime3>,
     /// Deferred changes in a SETATTR not answered yet: shown (under any
     /// newer `pending_attrs`) until its reply's attributes are cached, and
     /// waited for by a flush, so neither a `stat` nor a `close()` sees the
@@ -293,6 +312,7 @@ impl FileData {
             write_opens: 0,
             creator: None,
             pending_attrs: None,
+            attrs_held_at: None,
             sending_attrs: None,
             err_seq: 0,
             last_err: None,
@@ -553,6 +573,11 @@ impl InodeState {
                 }
             }
         }
+        if let Some(t) = self.file.attrs_held_at {
+            if time_key(t) > time_key(a.ctime) {
+                a.ctime = t;
+            }
+        }
         if self.hidden_link {
             a.nlink = a.nlink.saturating_sub(1);
         }
@@ -577,15 +602,19 @@ impl InodeState {
     }
 
     /// A SETATTR by `cred` of a file open for writing here that can wait
-    /// and go with the data when the file is closed (or synced): tar sets
-    /// times, owner and mode on every file it extracts, one call each, while
-    /// the file is open. Only what the server is known to accept: the
-    /// caller created the file here and the server made them its owner
-    /// (`creator`), nothing changes the size, times are explicit (a
-    /// "now" would be later at close), an owner change is root's or a
-    /// group change to one of the caller's groups, and no set-id bit is
-    /// involved (the server's rules for clearing them are its own).
-    /// Returns whether the change was taken.
+    /// and go with the data when the file is closed (or synced), because it
+    /// changes nothing another client could see: explicit times (a "now"
+    /// would be later at close), and a mode, owner or group the file
+    /// already has. tar sets times, owner and mode on every file it
+    /// extracts, one call each while the file is open, and as root its
+    /// chown is mostly to the owner the file has. A real change of mode,
+    /// owner or group is never held: it must be on the server when the call
+    /// returns, before any data written after it, as on a kernel NFS mount
+    /// (a program that narrows a mode and then writes a secret must not
+    /// have the secret readable under the old mode). Only for the file's
+    /// creator here, whom the server made its owner (`creator`), nothing
+    /// changes the size, and no set-id bit is involved (the server's rules
+    /// for clearing them are its own). Returns whether the change was taken.
     pub(crate) fn defer_setattr(&mut self, attrs: &Sattr3, cred: &Cred) -> bool {
         let f = &self.file;
         if f.write_opens == 0 || attrs.size.is_some() || f.creator.as_ref() != Some(cred) {
@@ -599,28 +628,18 @@ impl InodeState {
         if now.mode & SETID_BITS != 0 || attrs.mode.is_some_and(|m| m & SETID_BITS != 0) {
             return false;
         }
-        let owner_change = attrs.uid.is_some_and(|u| u != now.uid);
-        let group_change = attrs.gid.is_some_and(|g| g != now.gid);
-        let own_group = attrs.gid.is_some_and(|g| cred.gid == g || cred.groups.contains(&g));
-        if (owner_change || group_change) && cred.uid != 0 && (owner_change || !own_group) {
+        let changes_mode = attrs.mode.is_some_and(|m| m & 0o7777 != now.mode & 0o7777);
+        let changes_owner =
+            attrs.uid.is_some_and(|u| u != now.uid) || attrs.gid.is_some_and(|g| g != now.gid);
+        if changes_mode || changes_owner {
             return false;
         }
         let p = self
             .file
             .pending_attrs
             .get_or_insert_with(|| PendingAttrs { attrs: Sattr3::default(), cred: cred.clone() });
-        let into = &mut p.attrs;
-        into.mode = attrs.mode.or(into.mode);
-        into.uid = attrs.uid.or(into.uid);
-        into.gid = attrs.gid.or(into.gid);
-        if attrs.atime != SetTime::DontChange {
-            into.atime = attrs.atime;
-        }
-        if attrs.mtime != SetTime::DontChange {
-            into.mtime = attrs.mtime;
-        }
-        // Who may do what follows mode and owner.
-        self.access.clear();
+        merge_later(&mut p.attrs, attrs);
+        self.file.attrs_held_at = Some(coarse_now());
         true
     }
 

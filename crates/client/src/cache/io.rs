@@ -6,7 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use eagernfs_proto::nfs3::{Commit3ResOk, NfsFh3, Nfsstat3, SetTime, StableHow, Write3ResOk};
+use eagernfs_proto::nfs3::{
+    Commit3ResOk, NfsFh3, Nfsstat3, Sattr3, SetTime, StableHow, WccData, Write3ResOk,
+};
 use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -848,6 +850,26 @@ impl<C: NfsOps> Shared<C> {
         if inode.state.lock().file.settled() {
             return Ok(());
         }
+        self.write_back(inode).await;
+        // Deferred attribute changes go after the data: an explicit mtime
+        // must be the last word, after the WRITEs that move it.
+        let pending = inode.state.lock().file.take_pending_attrs();
+        if let Some(p) = pending {
+            self.send_attrs(inode, p.attrs, &p.cred).await.ok();
+        }
+        self.unregister_if_clean(inode);
+        Ok(())
+    }
+
+    /// Write back and COMMIT the file's data, and wait for any SETATTR
+    /// already carrying deferred changes; held changes stay held.
+    pub(crate) async fn write_back(self: &Arc<Self>, inode: &Arc<Inode>) {
+        {
+            let st = inode.state.lock();
+            if st.file.clean() && st.file.sending_attrs.is_none() {
+                return;
+            }
+        }
         inode.state.lock().file.flush_waiters += 1;
         let guard = FlushWaiter(inode.clone());
         loop {
@@ -869,38 +891,43 @@ impl<C: NfsOps> Shared<C> {
             notified.await;
         }
         drop(guard);
-        // Deferred attribute changes go after the data: an explicit mtime
-        // must be the last word, after the WRITEs that move it.
-        let pending = inode.state.lock().file.take_pending_attrs();
-        if let Some(p) = pending {
-            self.send_pending_attrs(inode, p).await;
-        }
-        self.unregister_if_clean(inode);
-        Ok(())
     }
 
-    /// One SETATTR with every deferred change; a failure is recorded on the
-    /// file and reported by the next write, close or fsync, as a write-back
-    /// error is.
-    async fn send_pending_attrs(&self, inode: &Arc<Inode>, p: super::inode::PendingAttrs) {
+    /// One SETATTR carrying `attrs`, the deferred changes just moved to
+    /// `sending_attrs` (and, from `CachedFs::setattr`, the caller's own
+    /// change after them). A failure is also recorded on the file and
+    /// reported by the next write, close or fsync, as a write-back error
+    /// is: a deferred change's caller was told it succeeded.
+    pub(crate) async fn send_attrs(
+        &self,
+        inode: &Arc<Inode>,
+        attrs: Sattr3,
+        cred: &Cred,
+    ) -> Result<WccData, NfsError> {
         let gen = inode.state.lock().begin_change();
-        let r = self.client.setattr(&p.cred, &inode.fh, p.attrs, None).await;
+        let r = self.client.setattr(cred, &inode.fh, attrs, None).await;
         {
             let mut st = inode.state.lock();
             st.end_change(r.as_ref().ok(), gen, Instant::now(), self.cfg.ac_bounds(false).0);
+            // A chmod or chown changes who may do what; even a failed
+            // SETATTR may have changed something before failing.
             st.access.clear();
             st.file.sending_attrs = None;
-            if let Err(e) = r {
-                st.file.record_error(e);
+            if st.file.pending_attrs.is_none() {
+                st.file.attrs_held_at = None;
+            }
+            if let Err(e) = &r {
+                st.file.record_error(e.clone());
             }
         }
         inode.progress.notify_waiters();
+        r
     }
 
     /// Drop a file from the write-back registry once it is clean. The
     /// registry lock is taken first, so a writer registering the file
     /// again cannot be lost between the check and the removal.
-    fn unregister_if_clean(&self, inode: &Inode) {
+    pub(crate) fn unregister_if_clean(&self, inode: &Inode) {
         let mut reg = self.dirty_inodes.lock();
         if inode.state.lock().file.settled() {
             reg.remove(&inode.ino);
