@@ -11,44 +11,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use eagernfs_proto::nfs3::{Cookieverf3, Fattr3, Ftype3, Nfsstat3};
+use eagernfs_proto::nfs3::Nfsstat3;
 
-use super::fs::{CachedFs, Shared};
+use super::dirent::DirEntry;
+use super::fs::{CachedFs, DirHandle, Shared};
 use super::inode::{Dentry, Inode, ROOT_INO};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 use crate::options::LookupCache;
-
-/// A directory entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    /// Inode number. Exact when the server sent a handle (READDIRPLUS);
-    /// otherwise the fileid, which is the inode number a lookup gives
-    /// unless it had to be remapped.
-    pub ino: u64,
-    /// The entry's name.
-    pub name: Bytes,
-    /// The file type, when known (READDIRPLUS sends it; READDIR does not).
-    pub kind: Option<Ftype3>,
-    /// Pass this to the next `readdir` to continue after this entry.
-    pub offset: u64,
-    /// The entry's attributes (READDIRPLUS only).
-    pub attr: Option<Fattr3>,
-}
-
-/// An open directory.
-pub(crate) struct DirHandle {
-    inode: Arc<Inode>,
-    cred: Cred,
-    /// The server's cookie verifier from the last page.
-    verf: Cookieverf3,
-    /// The last page fetched, and the offset it was fetched after.
-    page: Vec<DirEntry>,
-    page_after: u64,
-    /// The last page reached the end of the directory.
-    eof: bool,
-}
 
 impl<C: NfsOps> CachedFs<C> {
     /// Open directory `ino` for reading. Returns a directory handle id.

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::config::CHUNK_BYTES;
-use super::inode::Validator;
+use super::validator::Validator;
 
 const MAGIC: &[u8; 8] = b"ENFSCHK1";
 /// magic, mtime (8), ctime (8), size (8), data length (4), flags (4), checksum (8).

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
-use super::dir::DirHandle;
+use super::dirent::DirEntry;
 use super::disk::{file_key, DiskCache};
 use super::inode::{
     merge_later, AttrClock, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO,
@@ -152,6 +152,19 @@ pub(crate) struct OpenFile {
     /// cache, and writes are on the server when they return (Linux's NFS
     /// client sends them at once and commits them before returning).
     pub(crate) direct: bool,
+}
+
+/// An open directory.
+pub(crate) struct DirHandle {
+    pub(crate) inode: Arc<Inode>,
+    pub(crate) cred: Cred,
+    /// The server's cookie verifier from the last page.
+    pub(crate) verf: Cookieverf3,
+    /// The last page fetched, and the offset it was fetched after.
+    pub(crate) page: Vec<DirEntry>,
+    pub(crate) page_after: u64,
+    /// The last page reached the end of the directory.
+    pub(crate) eof: bool,
 }
 
 /// What an [`OpenFile`] needs from the cache when it goes away; a trait

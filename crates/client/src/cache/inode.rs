@@ -37,13 +37,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, Sattr3, SetTime, WccAttr, WccData, Writeverf3};
+use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfstime3, Sattr3, SetTime, WccData, Writeverf3};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use super::budget::ByteBudget;
+use super::dirent::DirEntry;
 use super::extents::Extents;
+use super::validator::Validator;
 use crate::ops::{Cred, NfsError};
 
 /// The inode number FUSE uses for the mount's root.
@@ -79,24 +81,6 @@ pub(crate) fn mode_without_setid(mode: u32, writer_in_group: bool) -> u32 {
         m &= !0o2000;
     }
     m
-}
-
-/// What cached data is valid against: the attributes that change when a
-/// file's content does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Validator {
-    pub(crate) mtime: Nfstime3,
-    pub(crate) ctime: Nfstime3,
-    pub(crate) size: u64,
-}
-
-impl Validator {
-    pub(crate) fn of(a: &Fattr3) -> Self {
-        Validator { mtime: a.mtime, ctime: a.ctime, size: a.size }
-    }
-    fn of_wcc(a: &WccAttr) -> Self {
-        Validator { mtime: a.mtime, ctime: a.ctime, size: a.size }
-    }
 }
 
 fn time_key(t: Nfstime3) -> (u32, u32) {
@@ -464,7 +448,7 @@ pub(crate) struct InodeState {
     /// the end), for the next opendir while the attributes are trusted, as
     /// Linux keeps a directory's pages. Gone with any change we make to
     /// the directory and when its attributes show someone else's.
-    pub(crate) listing: Option<Arc<Vec<super::dir::DirEntry>>>,
+    pub(crate) listing: Option<Arc<Vec<DirEntry>>>,
     /// Counts what makes a listing fetched meanwhile stale (see `listing`).
     pub(crate) listing_gen: u64,
     /// Set once the file was unlinked (or renamed over) while open and
@@ -936,7 +920,7 @@ impl InodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use eagernfs_proto::nfs3::Specdata3;
+    use eagernfs_proto::nfs3::{Specdata3, WccAttr};
 
     fn attr(size: u64, t: u32) -> Fattr3 {
         Fattr3 {

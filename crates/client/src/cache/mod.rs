@@ -72,6 +72,10 @@
 //! - `dir`: opendir/readdir/releasedir, READDIRPLUS with fallback.
 //! - `inode`: the inode table, per-inode state, attribute timeouts and
 //!   WCC chaining.
+//! - `dirent`: [`DirEntry`], a listing's entry (below `inode`, which keeps
+//!   listings).
+//! - `validator`: what cached data is valid against (below `inode` and
+//!   `disk`).
 //! - `extents`: the dirty-run structure.
 //! - `budget`: byte-wise FIFO flow control.
 //! - `disk`: the persistent chunk store.
@@ -80,17 +84,19 @@
 mod budget;
 mod config;
 mod dir;
+mod dirent;
 mod disk;
 mod extents;
 mod fs;
 mod inode;
 mod io;
+mod validator;
 
 pub use config::{
     CacheConfig, CHUNK_BYTES, DIRTY_EXPIRE_DEFAULT, DISK_CACHE_BYTES_DEFAULT, DROP_BEHIND_BYTES_MIN,
     MEMORY_CACHE_BYTES_DEFAULT, WRITE_BACK_BYTES_DEFAULT,
 };
-pub use dir::DirEntry;
+pub use dirent::DirEntry;
 pub use fs::{CacheStats, CachedFs, Entry, Opened, StatFs};
 pub use inode::ROOT_INO;
 
