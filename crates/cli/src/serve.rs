@@ -381,14 +381,11 @@ fn nfs4_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Nf
         .filter_map(|l| hex_decode(l.trim()))
         .map(bytes::Bytes::from)
         .collect();
+    // The server calls this on a thread of its own, as the process (not as a client), one
+    // list at a time, and logs and counts failures.
     let on_clients_changed: eagernfs_server::ClientsChanged = Arc::new(move |owners: &[bytes::Bytes]| {
         let text: String = owners.iter().map(|o| format!("{}\n", hex_encode(o))).collect();
-        if let Err(e) = write_durably(&clients_path, text.as_bytes(), 0o600) {
-            tracing::error!(
-                "cannot record the NFSv4 clients that may reclaim in {}: {e:#}",
-                clients_path.display()
-            );
-        }
+        write_durably(&clients_path, text.as_bytes(), 0o600).map_err(|e| format!("{e:#}"))
     });
     Ok(Nfs4Config { boot_epoch, previous_clients, on_clients_changed: Some(on_clients_changed), ..base })
 }
@@ -420,25 +417,67 @@ fn tls_config(args: &ServeArgs) -> Result<Option<Arc<rustls::ServerConfig>>> {
     Ok(Some(config))
 }
 
-/// Replace `path` with `data` (a new file gets `mode`), synced, by a rename: never half written.
+/// Replace `path` with `data` (a new file gets `mode`), synced, by a rename: never half written,
+/// and on stable storage (the file and the directory's new entry) when this returns. The
+/// temporary file's name is this call's own, so writers of the same file never share one.
 fn write_durably(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).ok();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.{n}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        f.write_all(data).with_context(|| format!("writing {}", tmp.display()))?;
+        f.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    Ok(())
+    written?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        Ok(()) => Ok(()),
+        // A file system that cannot sync a directory (it has nothing to sync there).
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("syncing the directory {}", dir.display())),
+    }
+}
+
+/// Remove what a crash in the middle of [`write_durably`] left in `dir`: `NAME.PID.N.tmp`
+/// files of processes that are gone, and the `NAME.tmp` files of earlier versions. Called
+/// before this process writes anything, so a file with its own pid is an earlier process's
+/// (a service started at boot often gets the same pid again).
+fn remove_stale_temporaries(dir: &Path) {
+    const EARLIER: [&str; 6] = ["clients", "epoch", "hosts", "state", "handle", "ceph-session-id"];
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".tmp")) else { continue };
+        let mut parts = stem.rsplitn(3, '.');
+        let (n, pid) = (parts.next().and_then(|n| n.parse::<u64>().ok()), parts.next());
+        let stale = match (n, pid.and_then(|p| p.parse::<i32>().ok()), parts.next()) {
+            (Some(_), Some(pid), Some(_)) => pid == std::process::id() as i32 || !process_alive(pid),
+            _ => EARLIER.contains(&stem),
+        };
+        if stale {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists.
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    unsafe { libc::kill(pid, 0) == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) }
 }
 
 /// Load the 16-byte master key for file handles, creating it (0600) on first run.
@@ -789,6 +828,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         );
     }
     let state_dir = args.state_dir.clone().unwrap_or_else(crate::observe::default_state_dir);
+    for dir in [state_dir.clone(), state_dir.join("nsm"), state_dir.join("nfs4")] {
+        remove_stale_temporaries(&dir);
+    }
     let control_path =
         args.control.clone().unwrap_or_else(|| crate::observe::control_socket_path(&state_dir));
     let metrics = args.metrics.as_deref().map(crate::observe::http::parse_addr).transpose()?;
@@ -979,4 +1021,63 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_durable_writes_of_one_file_never_share_a_temporary_and_leave_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("clients");
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let path = &path;
+                s.spawn(move || {
+                    for i in 0..50 {
+                        write_durably(path, format!("{t} {i}\n").as_bytes(), 0o600)
+                            .expect("every write succeeds");
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with(" 49\n"), "one writer's last list, whole: {text:?}");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, [std::ffi::OsString::from("clients")], "no temporary left behind");
+    }
+
+    #[test]
+    fn temporaries_of_gone_processes_are_removed_and_others_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = {
+            let mut child = std::process::Command::new("true").spawn().unwrap();
+            let pid = child.id();
+            child.wait().unwrap();
+            pid
+        };
+        let live_other = std::os::unix::process::parent_id();
+        let ours = std::process::id();
+        for name in [
+            format!("clients.{gone}.0.tmp"),
+            format!("handle.key.{ours}.3.tmp"),
+            "clients.tmp".to_string(),
+            format!("epoch.{live_other}.1.tmp"),
+            "clients".to_string(),
+            "notes.tmp".to_string(),
+        ] {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        remove_stale_temporaries(dir.path());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["clients".to_string(), format!("epoch.{live_other}.1.tmp"), "notes.tmp".to_string()]
+        );
+    }
 }

@@ -20,6 +20,9 @@
 //!   served on the same port as NFS so clients need no rpcbind.
 //! - `nlm`: byte-range locks (NLM v4) and the status monitor (NSM v1), on
 //!   the same port: lock table, grace period, GRANTED and SM_NOTIFY callbacks.
+//! - `records`: state kept across restarts (the NFSv4 clients that may
+//!   reclaim), written by a thread of its own as the process itself, newest
+//!   last, concurrent changes sharing one write.
 //! - `handle`: wire file handles = export id + backend handle.
 //! - [`exports`]: the exports(5) configuration and client matching.
 //! - `stats`: per-procedure call counters (the procedure tables name them).
@@ -41,6 +44,7 @@ mod nfs3;
 mod nfs4;
 mod nlm;
 mod portmap;
+mod records;
 mod reply;
 pub mod rpcbind;
 #[doc(hidden)]

@@ -1203,6 +1203,7 @@ fn after_a_restart_only_previous_clients_reclaim_until_they_are_done() {
         grace_period: Duration::from_secs(60),
         on_clients_changed: Some(std::sync::Arc::new(move |owners: &[Bytes]| {
             *r2.lock().unwrap() = owners.iter().map(|o| o.to_vec()).collect();
+            Ok(())
         })),
         ..Nfs4Config::default()
     });
@@ -1245,6 +1246,41 @@ fn after_a_restart_only_previous_clients_reclaim_until_they_are_done() {
     let mut owners = recorded.lock().unwrap().clone();
     owners.sort();
     assert_eq!(owners, vec![b"newcomer".to_vec(), b"reclaimer".to_vec()]);
+}
+
+#[test]
+fn a_client_that_cannot_be_recorded_is_not_told_its_registration_is_done() {
+    // The record cannot be written (a full disk, say) until `healthy` is set.
+    let healthy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let recorded = Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
+    let (h, r) = (healthy.clone(), recorded.clone());
+    let s = server_with(Nfs4Config {
+        on_clients_changed: Some(Arc::new(move |owners: &[Bytes]| {
+            if !h.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err("No space left on device".into());
+            }
+            *r.lock().unwrap() = owners.iter().map(|o| o.to_vec()).collect();
+            Ok(())
+        })),
+        ..Nfs4Config::default()
+    });
+    let mut v = V4::connect_with(s.client(), "unrecordable", 1, 4, false);
+    let root = v.fh("/mem");
+    let complete =
+        |v: &mut V4| v.compound(vec![ArgOp::ReclaimComplete(ReclaimComplete4Args { one_fs: false })]).status;
+    // Not recorded: not done. It may get no state that a restart would not let it reclaim.
+    assert_eq!(complete(&mut v), Nfsstat4::Delay);
+    assert_eq!(complete(&mut v), Nfsstat4::Delay, "asking again tries the write again");
+    assert_eq!(v.open(&root, "f", OPEN4_SHARE_ACCESS_BOTH, true).status, Nfsstat4::Grace);
+    let stats = s.stats.snapshot();
+    assert!(stats.nfs4_record_failures >= 2, "failures counted: {}", stats.nfs4_record_failures);
+    assert_eq!(stats.nfs4_record_failures, stats.nfs4_record_writes);
+    // The disk has room again: the client's next try is recorded, and it carries on.
+    healthy.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(complete(&mut v), Nfsstat4::Ok);
+    assert_eq!(*recorded.lock().unwrap(), vec![b"unrecordable".to_vec()]);
+    assert_eq!(v.open(&root, "f", OPEN4_SHARE_ACCESS_BOTH, true).status, Nfsstat4::Ok);
+    assert_eq!(complete(&mut v), Nfsstat4::CompleteAlready);
 }
 
 #[test]

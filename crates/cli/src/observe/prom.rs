@@ -95,6 +95,18 @@ pub(crate) fn render_server(s: &StatsSnapshot) -> String {
         o.sample("eagernfs_server_call_duration_seconds_count", &[("procedure", &p.name)], p.latency.count);
     }
 
+    o.family(
+        "eagernfs_server_nfs4_record_writes_total",
+        "counter",
+        "Writes of the NFSv4 clients that may reclaim after a restart (one may carry many registrations).",
+    );
+    o.sample("eagernfs_server_nfs4_record_writes_total", &[], s.nfs4_record_writes);
+    o.family(
+        "eagernfs_server_nfs4_record_failures_total",
+        "counter",
+        "Failed writes of the NFSv4 clients that may reclaim (their registrations are retried, not confirmed).",
+    );
+    o.sample("eagernfs_server_nfs4_record_failures_total", &[], s.nfs4_record_failures);
     o.family("eagernfs_server_rejected_calls_total", "counter", "Calls refused at the RPC level.");
     o.sample("eagernfs_server_rejected_calls_total", &[], s.rejected);
     o.family("eagernfs_server_udp_calls_total", "counter", "Calls that arrived over UDP.");

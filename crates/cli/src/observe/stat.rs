@@ -120,6 +120,17 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
             if m.is_empty() { "-".to_string() } else { m.join(" · ") }
         );
     }
+    if s.nfs4_record_writes > 0 {
+        let _ = writeln!(
+            o,
+            "NFSv4 clients that may reclaim: {} writes of the record{}",
+            s.nfs4_record_writes,
+            match s.nfs4_record_failures {
+                0 => String::new(),
+                n => format!(", {n} FAILED (registering clients are told to retry; see the log)"),
+            }
+        );
+    }
     if !s.errors.is_empty() {
         let e: Vec<String> = s.errors.iter().map(|(n, c)| format!("{n} {c}")).collect();
         let _ = writeln!(o, "\nerrors: {}", e.join(" · "));

@@ -12,6 +12,7 @@
 //! - [`pattern_bytes`]: the deterministic data pattern nfsop's `pat:SEED:LEN` also produces.
 //! - [`ceph`]: the Ceph test cluster (or why a test skips), and heads of a cluster with their
 //!   clients.
+//! - [`v4`]: a small NFSv4.1 client (a session, COMPOUNDs, AUTH_SYS as any uid).
 //!
 //! Setting `EAGERNFS_TEST_SERVER=ganesha` makes `Server::eagernfs` start ganesha instead
 //! (mapping `-o ro|rw|root_squash|no_root_squash`). That is how the harness and the tests are
@@ -34,6 +35,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub(crate) mod ceph;
+pub(crate) mod v4;
 
 /// How long a server may take to print its listening line (debug builds start slowly on a busy
 /// 2-core CI machine).

@@ -49,9 +49,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Called with the owner ids of every client that may reclaim state after a
-/// restart, whenever that set changes (so it survives one).
-pub type ClientsChanged = Arc<dyn Fn(&[Bytes]) + Send + Sync>;
+/// Writes the owner ids of every client that may reclaim state after a
+/// restart, whenever that set changes (so it survives one): returns once
+/// they are on stable storage, or why they are not. Called on a thread of
+/// the server's own that acts as the process (never a service thread, which
+/// acts as the client it last served), one call at a time, the newest set
+/// last; a client finishing its registration (RECLAIM_COMPLETE) is answered
+/// only once a set that holds it is written.
+pub type ClientsChanged = Arc<dyn Fn(&[Bytes]) -> Result<(), String> + Send + Sync>;
 
 /// How the NFSv4.1/4.2 service behaves. Every field is a bound or a choice
 /// the operator makes; the binary fills it from flags and the state directory.
@@ -70,7 +75,7 @@ pub struct Nfs4Config {
     /// Owner ids of the clients that held state when the server last
     /// stopped: they, and only they, may reclaim in the grace period.
     pub previous_clients: Vec<Bytes>,
-    /// Persist the set of clients that may reclaim.
+    /// Persist the set of clients that may reclaim (durably; see [`ClientsChanged`]).
     pub on_clients_changed: Option<ClientsChanged>,
     /// Most client records kept at once; beyond it, clients whose lease
     /// ran out go first, and then EXCHANGE_ID answers NFS4ERR_DELAY.

@@ -14,6 +14,7 @@
 use super::callback::{BackState, CbSec};
 use super::Nfs4;
 use crate::call::{Call, Caller};
+use crate::records::{NotRecorded, Recorder};
 use bytes::Bytes;
 use eagernfs_proto::nfs4::*;
 use parking_lot::{Mutex, RwLock};
@@ -168,6 +169,9 @@ pub(crate) struct Sessions {
     grace: Mutex<Grace>,
     /// The clients that may reclaim after a restart (persisted by the binary).
     reclaimable: Mutex<std::collections::BTreeSet<Bytes>>,
+    /// Writes `reclaimable` (the binary's `on_clients_changed`) on a thread of
+    /// its own; `Err` if it is to be written and cannot be (no thread).
+    recorder: Option<Result<Recorder<Vec<Bytes>>, String>>,
     /// Slots over all sessions (bounded by [`SLOTS_TOTAL_MAX`]).
     slots_total: AtomicUsize,
     /// When the last sweep of lapsed records ran.
@@ -193,6 +197,44 @@ const BACK_MIN_REQUEST_BYTES: u32 = 256;
 const BACK_MIN_RESPONSE_BYTES: u32 = 128;
 /// A courtesy client (lease ran out, state kept) is purged after this long even without conflict.
 const COURTESY_MAX_NS: u64 = 24 * 3600 * 1_000_000_000;
+/// Longest a RECLAIM_COMPLETE waits for its client to be recorded; then it is
+/// answered NFS4ERR_DELAY and the client asks again (the write goes on).
+const RECORD_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The thread that writes the clients that may reclaim: one write at a time
+/// as the server itself (never a service thread, which runs as its last
+/// caller), the newest list last; failures counted and logged once until a
+/// write succeeds again.
+fn start_recorder(
+    f: super::ClientsChanged,
+    stats: Arc<crate::Stats>,
+) -> Result<Recorder<Vec<Bytes>>, String> {
+    let failing = AtomicBool::new(false);
+    let outcome = Box::new(move |r: Result<(), &str>| {
+        stats.nfs4_record_writes.fetch_add(1, Ordering::Relaxed);
+        match r {
+            Ok(()) => {
+                if failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("the NFSv4 clients that may reclaim are recorded again");
+                }
+            }
+            Err(e) => {
+                stats.nfs4_record_failures.fetch_add(1, Ordering::Relaxed);
+                if !failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        "cannot record the NFSv4 clients that may reclaim after a restart: {e}; \
+                         clients finishing their registration (RECLAIM_COMPLETE) are told to retry \
+                         (NFS4ERR_DELAY) until it can"
+                    );
+                }
+            }
+        }
+    });
+    Recorder::start("nfs4-clients", Box::new(move |owners: &Vec<Bytes>| f(owners)), outcome).map_err(|e| {
+        tracing::error!("no thread to record the NFSv4 clients that may reclaim ({e})");
+        format!("no thread to record them ({e})")
+    })
+}
 
 impl Sessions {
     pub(crate) fn new(config: &super::Nfs4Config, now_ns: u64, stats: Arc<crate::Stats>) -> Sessions {
@@ -212,6 +254,7 @@ impl Sessions {
             next_session: AtomicU32::new(1),
             epoch: config.boot_epoch,
             reclaimable: Mutex::new(config.previous_clients.iter().cloned().collect()),
+            recorder: config.on_clients_changed.clone().map(|f| start_recorder(f, stats.clone())),
             grace: Mutex::new(Grace { until, pending }),
             slots_total: AtomicUsize::new(0),
             swept_ns: AtomicU64::new(now_ns),
@@ -756,6 +799,30 @@ impl Nfs4 {
             // Per file system completion: nothing is tracked per file system here.
             return Res4::OK;
         }
+        if client.m.lock().reclaim_complete {
+            return Res4::Err(Nfsstat4::CompleteAlready);
+        }
+        // From now on this client may hold state worth reclaiming after a restart
+        // (before this it gets none but what it reclaims, RFC 8881 §18.51.3), so it
+        // is on stable storage before it is told it is done: a client the server
+        // cannot recognise after a restart gets NFS4ERR_RECLAIM_BAD for what it
+        // held. Concurrent registrations share one write.
+        if let Some(generation) = self.record_reclaimable(&client.owner, true) {
+            let recorded = match &self.sessions.recorder {
+                Some(Ok(r)) => r.wait(generation, RECORD_WAIT_MAX),
+                Some(Err(e)) => Err(NotRecorded::Failed(e.clone())),
+                None => Ok(()),
+            };
+            if let Err(why) = recorded {
+                // Not done: it may not open or lock anything new yet, and asks again.
+                tracing::debug!(
+                    client = client.id,
+                    ?why,
+                    "RECLAIM_COMPLETE delayed: the client is not recorded"
+                );
+                return Res4::Err(Nfsstat4::Delay);
+            }
+        }
         {
             let mut m = client.m.lock();
             if m.reclaim_complete {
@@ -763,28 +830,24 @@ impl Nfs4 {
             }
             m.reclaim_complete = true;
         }
-        {
-            let mut g = self.sessions.grace.lock();
-            g.pending.remove(&client.owner);
-        }
-        // From now on this client's state is worth reclaiming after a restart.
-        self.record_reclaimable(&client.owner, true);
+        self.sessions.grace.lock().pending.remove(&client.owner);
         Res4::OK
     }
 
-    /// Add or remove a client from the persisted set that may reclaim after a restart.
-    pub(crate) fn record_reclaimable(&self, owner: &Bytes, add: bool) {
-        let list: Vec<Bytes> = {
-            let mut r = self.sessions.reclaimable.lock();
-            let changed = if add { r.insert(owner.clone()) } else { r.remove(owner) };
-            if !changed {
-                return;
-            }
-            r.iter().cloned().collect()
+    /// Add or remove a client from the persisted set that may reclaim after a
+    /// restart. The generation to wait for until the set as it is now is on
+    /// stable storage (`None`: it is, or nothing records it).
+    pub(crate) fn record_reclaimable(&self, owner: &Bytes, add: bool) -> Option<u64> {
+        // The set is handed to the writer under its lock, so the newest set is written last.
+        let mut r = self.sessions.reclaimable.lock();
+        let changed = if add { r.insert(owner.clone()) } else { r.remove(owner) };
+        let Some(Ok(recorder)) = &self.sessions.recorder else {
+            return (add && matches!(self.sessions.recorder, Some(Err(_)))).then_some(0);
         };
-        if let Some(f) = &self.config.on_clients_changed {
-            f(&list);
+        if !add && !changed {
+            return None;
         }
+        recorder.ticket(changed, || r.iter().cloned().collect())
     }
 
     // ------------------------------------------------------------ expiry
@@ -818,13 +881,26 @@ impl Nfs4 {
                 self.drop_session(&session);
             }
         }
+        let still_there = self.sessions.table.lock().by_owner.contains_key(&client.owner);
+        if !still_there {
+            // It may no longer reclaim after a restart. When it holds state, which other
+            // clients may be given once it is released, that is on stable storage first: after
+            // a crash it must not reclaim what someone else then holds (RFC 8881 §8.4.3).
+            let generation = self.record_reclaimable(&client.owner, false);
+            if let (Some(g), Some(Ok(r))) = (generation, &self.sessions.recorder) {
+                if self.client_has_state(&client) {
+                    if let Err(e) = r.wait(g, RECORD_WAIT_MAX) {
+                        tracing::warn!(
+                            client = id,
+                            "NFSv4 client expired before its record was removed: {e:?}"
+                        );
+                    }
+                }
+            }
+        }
         let released = self.state.release_client(id);
         if released > 0 {
             tracing::info!(client = id, state = released, "NFSv4 client's state released: {why}");
-        }
-        let still_there = self.sessions.table.lock().by_owner.contains_key(&client.owner);
-        if !still_there {
-            self.record_reclaimable(&client.owner, false);
         }
     }
 

@@ -196,6 +196,8 @@ fn start_persister(
     std::thread::Builder::new()
         .name("nlm-hosts".into())
         .spawn(move || {
+            // Not whoever created the lock manager: the process itself writes the list.
+            crate::records::act_as_the_process("the thread recording lock holders");
             for (hosts, done) in rx {
                 f(&hosts);
                 let _ = done.send(());

@@ -71,6 +71,13 @@ pub struct StatsSnapshot {
     pub nfs4_sessions: u64,
     #[serde(default)]
     pub nfs4_stateids: u64,
+    /// Writes of the NFSv4 clients that may reclaim after a restart (one write
+    /// carries any number of registrations), and those that failed (clients
+    /// registering meanwhile are told to retry).
+    #[serde(default)]
+    pub nfs4_record_writes: u64,
+    #[serde(default)]
+    pub nfs4_record_failures: u64,
     /// Byte-range locks held now, and lock requests waiting (blocked) now.
     #[serde(default)]
     pub locks_held: u64,
@@ -155,6 +162,9 @@ pub struct Stats {
     pub(crate) nfs4_clients: AtomicU64,
     pub(crate) nfs4_sessions: AtomicU64,
     pub(crate) nfs4_stateids: AtomicU64,
+    /// Writes of the NFSv4 clients that may reclaim, and the failed ones.
+    pub(crate) nfs4_record_writes: AtomicU64,
+    pub(crate) nfs4_record_failures: AtomicU64,
     /// Locks held and requests waiting (gauges the lock manager keeps).
     pub(crate) locks_held: AtomicU64,
     pub(crate) locks_waiting: AtomicU64,
@@ -206,6 +216,8 @@ impl Default for Stats {
             nfs4_clients: AtomicU64::new(0),
             nfs4_sessions: AtomicU64::new(0),
             nfs4_stateids: AtomicU64::new(0),
+            nfs4_record_writes: AtomicU64::new(0),
+            nfs4_record_failures: AtomicU64::new(0),
             locks_held: AtomicU64::new(0),
             locks_waiting: AtomicU64::new(0),
             lock_callbacks_delivered: AtomicU64::new(0),
@@ -412,6 +424,8 @@ impl Stats {
             nfs4_clients: n(&self.nfs4_clients),
             nfs4_sessions: n(&self.nfs4_sessions),
             nfs4_stateids: n(&self.nfs4_stateids),
+            nfs4_record_writes: n(&self.nfs4_record_writes),
+            nfs4_record_failures: n(&self.nfs4_record_failures),
             locks_held: n(&self.locks_held),
             locks_waiting: n(&self.locks_waiting),
             lock_callbacks_delivered: n(&self.lock_callbacks_delivered),
