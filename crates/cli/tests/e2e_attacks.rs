@@ -113,6 +113,58 @@ fn slash_names_the_export() {
 }
 
 #[test]
+fn the_empty_mount_path_names_the_export_as_slash_does() {
+    let layout = Layout::new();
+    let dir = layout.export();
+    let server = Server::eagernfs(&dir, &["-o", "rw,insecure,no_root_squash"]);
+    if server.is_ganesha()
+        && skip("the_empty_mount_path_names_the_export", "`/` as the export is an eagernfs contract")
+    {
+        return;
+    }
+    // libnfs reads `nfs://127.0.0.1/NAME` as the file /NAME in the export "" (the path before
+    // the last `/`), and sends MNT of "". After the server's answer it lists the exports to find
+    // nested ones and gives up on an empty export path by itself ("Export is empty",
+    // lib/nfs_v3.c), so the URL says not to look (`auto-traverse-mounts=0`); `nfs://host//NAME`
+    // (the export `/`) needs no option.
+    let empty = |file: &str| server.url_for_path(file, "auto-traverse-mounts=0");
+    let local = tempfile::tempdir().unwrap();
+    let upload = local.path().join("upload");
+    fs::write(&upload, b"copied in through the empty mount path\n").unwrap();
+    nfs_cp(&upload, empty("/copied-in")).assert_success("nfs-cp to nfs://127.0.0.1/copied-in");
+    assert_eq!(fs::read(dir.join("copied-in")).unwrap(), b"copied in through the empty mount path\n");
+    for url in [empty("/file"), server.url_for_path("//file", "")] {
+        let out = nfs_cat(&url);
+        out.assert_success(&format!("nfs-cat {url}"));
+        assert_eq!(out.stdout, b"file contents", "{url}");
+    }
+    let back = local.path().join("back");
+    nfs_cp(empty("/copied-in"), &back).assert_success("nfs-cp from nfs://127.0.0.1/copied-in");
+    assert_eq!(fs::read(&back).unwrap(), fs::read(&upload).unwrap());
+
+    // A client the access list leaves out gets nothing through the empty path either.
+    let refusing = Server::eagernfs(&dir, &["-o", "rw,insecure,no_root_squash", "--allow", "127.0.0.2"]);
+    for url in [
+        refusing.url_for_path("/file", "auto-traverse-mounts=0"),
+        refusing.url_for_path("//file", ""),
+        refusing.url_for_path("/file", ""),
+    ] {
+        let out = nfs_cat(&url);
+        assert!(!out.status.success(), "{url} read by a client outside the access list");
+        assert_no_leak(&url, &out.stdout_text());
+        assert!(!out.stdout_text().contains("file contents"), "{url}: {}", out.stdout_text());
+    }
+    assert!(
+        nfs_cat(&refusing.url_for_path("//file", "")).stderr.contains("MNT3ERR_ACCES"),
+        "refused at MOUNT"
+    );
+    assert!(
+        nfs_cat(&refusing.url_for_path("/file", "auto-traverse-mounts=0")).stderr.contains("MNT3ERR_ACCES"),
+        "the empty path is refused at MOUNT as `/` is"
+    );
+}
+
+#[test]
 fn symlinks_do_not_reach_outside_the_export() {
     let layout = Layout::new();
     let dir = layout.export();

@@ -31,7 +31,10 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
         MountArgs::Mnt(_) => MountRes::Mnt1(Fhstatus::Fail(Mountstat3::Notsupp as u32)),
         MountArgs::Dump => MountRes::Dump(dump(call)),
         MountArgs::Umnt(path) => {
-            forget(call, Some(&path));
+            // A path MNT would refuse (`..`) was never recorded.
+            if let Some(path) = normalise(&path) {
+                forget(call, Some(&path));
+            }
             MountRes::Umnt
         }
         MountArgs::Umntall => {
@@ -45,6 +48,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
 }
 
 /// Normalise a client's path: absolute, no `.`, no empty components. `..` is refused.
+/// The empty path is `/` (libnfs sends it for `nfs://host/file`).
 fn normalise(raw: &[u8]) -> Option<PathBuf> {
     use std::os::unix::ffi::OsStrExt;
     let p = Path::new(std::ffi::OsStr::from_bytes(raw));
@@ -98,7 +102,7 @@ fn mnt(call: &Call, raw: &Dirpath) -> Mountres3 {
             return Mountres3::Fail(stat);
         }
     };
-    remember(call, raw);
+    remember(call, &path);
     let wire = handle::to_wire(export.id, &fh);
     Mountres3::Ok(Mountres3Ok { fhandle: wire.data, auth_flavors: vec![AuthFlavor::Sys as u32] })
 }
@@ -178,19 +182,24 @@ fn host(call: &Call) -> Name {
     Opaque::new(call.conn.peer.addr.ip().to_string().into_bytes()).unwrap_or_default()
 }
 
-fn remember(call: &Call, path: &Dirpath) {
+/// Record a mount for DUMP by its normalised path, as rpc.mountd records the path it
+/// resolved: every spelling of one path (``, `/`, `//mem/./`) is one record, and UMNT of any
+/// of them removes it.
+fn remember(call: &Call, path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
     let mut mounts = call.state.mounts.lock();
     if mounts.len() < MAX_MOUNT_RECORDS {
-        mounts.insert((host(call).0, path.0.clone()));
+        mounts.insert((host(call).0, Bytes::copy_from_slice(path.as_os_str().as_bytes())));
     }
 }
 
-fn forget(call: &Call, path: Option<&Dirpath>) {
+fn forget(call: &Call, path: Option<&Path>) {
+    use std::os::unix::ffi::OsStrExt;
     let h = host(call).0;
     let mut mounts = call.state.mounts.lock();
     match path {
         Some(p) => {
-            mounts.remove(&(h, p.0.clone()));
+            mounts.remove(&(h, Bytes::copy_from_slice(p.as_os_str().as_bytes())));
         }
         None => mounts.retain(|(mh, _)| *mh != h),
     }
@@ -240,6 +249,9 @@ mod tests {
         assert_eq!(normalise(b"/srv//data/./x/"), Some(PathBuf::from("/srv/data/x")));
         assert_eq!(normalise(b"srv"), Some(PathBuf::from("/srv")));
         assert_eq!(normalise(b"/"), Some(PathBuf::from("/")));
+        // libnfs's `nfs://host/file` mounts the empty path: the same as `/`.
+        assert_eq!(normalise(b""), Some(PathBuf::from("/")));
+        assert_eq!(normalise(b"."), Some(PathBuf::from("/")));
         assert_eq!(normalise(b"/srv/../etc"), None);
     }
 }

@@ -173,3 +173,59 @@ fn dump_umnt_and_export() {
     let v1: Exports = c.call(MOUNT_PROGRAM, MOUNT_V1, MOUNTPROC_EXPORT, &()).results();
     assert_eq!(v1, exports);
 }
+
+#[test]
+fn the_empty_path_names_what_slash_names() {
+    // One export that `/` names too, as `eagernfs serve DIR` sets it up.
+    let s = TestServer::start(vec![spec(
+        3,
+        &["/mem", "/"],
+        "/mem 127.0.0.0/8(rw,insecure,no_root_squash)",
+        memory(),
+    )]);
+    let mut c = s.client();
+    let by_slash = c.root("/");
+    // libnfs's `nfs://host/file` sends MNT of "" (the path before the file's name).
+    assert_eq!(c.root(""), by_slash, "MNT of the empty path gives the root `/` gives");
+    assert_eq!(c.root("."), by_slash);
+    assert_eq!(c.root("/mem"), by_slash);
+    // MOUNT v1 answers both alike (no NFSv2 handle for either).
+    let v1 = |c: &mut Client, p: &str| -> Fhstatus {
+        c.call(MOUNT_PROGRAM, MOUNT_V1, MOUNTPROC_MNT, &dirpath(p)).results()
+    };
+    assert_eq!(v1(&mut c, ""), v1(&mut c, "/"));
+    // DUMP and UMNT know them as one path: the mount of "" is the mount of `/`.
+    let host = c.local_addr().ip().to_string();
+    let listed = dump(&mut c);
+    assert!(listed.contains(&(host.clone(), "/".to_string())), "{listed:?}");
+    assert!(!listed.iter().any(|(_, p)| p.is_empty()), "{listed:?}");
+    assert_eq!(listed.len(), 2, "`/` (also as `` and `.`) and /mem: {listed:?}");
+    for (mount, unmount) in [("", "/"), ("/", "")] {
+        c.root(mount);
+        let r = c.call(MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC_UMNT, &dirpath(unmount));
+        assert_eq!(r.accept_stat(), AcceptStat::Success);
+        let left = dump(&mut c);
+        assert!(
+            !left.iter().any(|(_, p)| p == "/" || p.is_empty()),
+            "MNT {mount:?}, UMNT {unmount:?}: {left:?}"
+        );
+    }
+
+    // The empty path reaches nothing `/` does not: not past an access list, not an export
+    // `/` does not name.
+    let only2 = TestServer::start(vec![spec(1, &["/o", "/"], "/o 127.0.0.2(rw,insecure)", memory())]);
+    let mut outsider =
+        Client::connect_from(only2.addr, SocketAddr::from(([127, 0, 0, 9], 0))).expect("connect");
+    assert_eq!(outsider.mnt("/").status(), Mountstat3::Acces);
+    assert_eq!(outsider.mnt("").status(), Mountstat3::Acces);
+    let mut inside =
+        Client::connect_from(only2.addr, SocketAddr::from(([127, 0, 0, 2], 0))).expect("connect");
+    assert_eq!(inside.root(""), inside.root("/"));
+    let two = TestServer::start(vec![
+        spec(1, &["/a"], "/a 127.0.0.0/8(rw,insecure)", memory()),
+        spec(2, &["/b"], "/b 127.0.0.0/8(rw,insecure)", memory()),
+    ]);
+    let mut c = two.client();
+    assert_eq!(c.mnt("/").status(), Mountstat3::Noent, "several exports: `/` names none");
+    assert_eq!(c.mnt("").status(), Mountstat3::Noent);
+}
