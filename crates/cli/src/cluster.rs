@@ -199,14 +199,26 @@ pub(crate) fn first_cephfs_source(
     Ok(None)
 }
 
+/// How long a start waits for the process that holds its node's flock to let go of it: a
+/// head killed (`kill -9`) or stopping still holds it until its last thread has exited and
+/// its files are closed, some milliseconds after the signal (longer for a head handing its
+/// clients' locks over). A process still holding it after this is alive: the start fails.
+const PREVIOUS_EXIT_WAIT: Duration = Duration::from_secs(10);
+
+/// How often that wait tries the flock again.
+const PREVIOUS_EXIT_POLL: Duration = Duration::from_millis(5);
+
 /// Node `node` runs from `state_dir`: an exclusive flock on
 /// `cluster-node-N.lock` there, held for the life of the process (the kernel
 /// lets go of it when the process dies, even of SIGKILL; a frozen process
 /// keeps it), and the RADOS client id the last process of this directory ran
 /// as (`cluster-node-N.client`, 0 if none). With both, a restart in place
 /// knows its predecessor is dead and has no lease to wait out.
+///
+/// A flock held by another process is waited for (at most
+/// [`PREVIOUS_EXIT_WAIT`], saying so once): a restart right after a `kill -9`
+/// finds the dying process still holding it for some milliseconds.
 fn here(state_dir: &std::path::Path, node: u32) -> Result<(std::fs::File, u64)> {
-    use std::os::unix::io::AsRawFd;
     std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
         .create(state_dir)
         .with_context(|| format!("creating {}", state_dir.display()))?;
@@ -217,12 +229,38 @@ fn here(state_dir: &std::path::Path, node: u32) -> Result<(std::fs::File, u64)> 
         .write(true)
         .open(&path)
         .with_context(|| format!("opening {}", path.display()))?;
-    // SAFETY: flock on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        bail!(
-            "node {node} is served from {} by another process (it holds {}); stop it first",
-            state_dir.display(),
-            path.display()
+    let deadline = std::time::Instant::now() + PREVIOUS_EXIT_WAIT;
+    let mut waiting_since = None;
+    while !try_flock(&file).with_context(|| format!("locking {}", path.display()))? {
+        let holder = match flock_holder(&file) {
+            Some(pid) => format!(" (pid {pid})"),
+            None => String::new(),
+        };
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "node {node} is served from {} by another process{holder} (it holds {} and did not let go of it within {} s); stop it first",
+                state_dir.display(),
+                path.display(),
+                PREVIOUS_EXIT_WAIT.as_secs()
+            );
+        }
+        if waiting_since.is_none() {
+            tracing::info!(
+                node,
+                "cluster: waiting for the previous process of node {node}{holder} to exit (it holds {}; at most {} s)",
+                path.display(),
+                PREVIOUS_EXIT_WAIT.as_secs()
+            );
+            waiting_since = Some(std::time::Instant::now());
+        }
+        std::thread::sleep(PREVIOUS_EXIT_POLL);
+    }
+    if let Some(t0) = waiting_since {
+        tracing::info!(
+            node,
+            "cluster: the previous process of node {node} let go of {} after {:.0} ms",
+            path.display(),
+            t0.elapsed().as_secs_f64() * 1e3
         );
     }
     let last = std::fs::read_to_string(state_dir.join(format!("cluster-node-{node}.client")))
@@ -230,6 +268,48 @@ fn here(state_dir: &std::path::Path, node: u32) -> Result<(std::fs::File, u64)> 
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(0);
     Ok((file, last))
+}
+
+/// Take the exclusive flock on `file` without blocking: false if another
+/// open file description holds it.
+fn try_flock(file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        Some(libc::EINTR) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// The process holding a flock on `file`, as `/proc/locks` names it (for
+/// messages; `None` if it cannot tell).
+fn flock_holder(file: &std::fs::File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    flock_holder_in(&locks, libc::major(meta.dev()), libc::minor(meta.dev()), meta.ino())
+}
+
+/// [`flock_holder`] on the text of `/proc/locks`: lines such as
+/// `3: FLOCK  ADVISORY  WRITE 4242 fd:01:1835012 0 EOF` (device numbers in hex);
+/// lines with `->` are waiters, not holders.
+fn flock_holder_in(locks: &str, major: u32, minor: u32, ino: u64) -> Option<u32> {
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let mut id = fields.get(5)?.split(':');
+        let (maj, min) =
+            (u32::from_str_radix(id.next()?, 16).ok()?, u32::from_str_radix(id.next()?, 16).ok()?);
+        let i: u64 = id.next()?.parse().ok()?;
+        (maj == major && min == minor && i == ino).then(|| fields[4].parse().ok()).flatten()
+    })
 }
 
 /// Join as `args.node_id` (None: not a head). Blocks until the other heads
@@ -411,6 +491,33 @@ pub(crate) fn status_line(c: &serde_json::Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_of_a_flock_is_read_from_proc_locks() {
+        let locks = "1: POSIX  ADVISORY  WRITE 100 fd:01:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 4242 fd:01:1835012 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 4343 fd:01:1835012 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 99 00:2d:1835012 0 EOF\n";
+        assert_eq!(flock_holder_in(locks, 0xfd, 1, 1835012), Some(4242));
+        assert_eq!(flock_holder_in(locks, 0, 0x2d, 1835012), Some(99));
+        assert_eq!(flock_holder_in(locks, 0xfd, 1, 77), None, "a POSIX lock is not ours");
+        assert_eq!(flock_holder_in(locks, 8, 1, 5), None);
+        assert_eq!(flock_holder_in("garbage\n1: FLOCK\n", 8, 1, 5), None);
+    }
+
+    #[test]
+    fn a_held_node_flock_is_found_with_its_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cluster-node-7.lock");
+        let mine = std::fs::File::create(&path).unwrap();
+        assert!(try_flock(&mine).unwrap());
+        // Another open file description of the same file: the flock is held by "another process".
+        let other = std::fs::File::options().write(true).open(&path).unwrap();
+        assert!(!try_flock(&other).unwrap());
+        assert_eq!(flock_holder(&other), Some(std::process::id()));
+        drop(mine);
+        assert!(try_flock(&other).unwrap());
+    }
 
     #[test]
     fn the_status_line_names_node_epoch_grace_and_flags() {

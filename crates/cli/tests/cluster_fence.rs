@@ -405,6 +405,80 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     assert!(l1.holds(&fh, &o1));
 }
 
+/// Issue 32: a head started again in place right after `kill -9` found the dying process
+/// still holding its flock on `cluster-node-N.lock` and refused to start ("served … by
+/// another process … stop it first"). Now a start waits (at most 10 s, saying so) for the
+/// holder to let go. Checked: (1) another process of node 1 in the same state directory while
+/// A lives is still refused, after the wait, naming A's pid; (2) A killed with SIGKILL and
+/// started again at once, before A is reaped, comes up in place; (3) a holder that lets go
+/// while the start waits (this test holds the flock, and lets go when the head says it
+/// waits): the head starts.
+#[test]
+fn a_head_restarted_at_once_after_kill_9_waits_for_the_dying_one_and_a_live_one_is_refused() {
+    let test = "a_head_restarted_at_once_after_kill_9_waits_for_the_dying_one_and_a_live_one_is_refused";
+    let Some(conf) = heads_ceph_conf(test) else { return };
+    let _one = serial();
+    let ns = format!("atonce-{}", unique());
+    let ip = "127.0.0.36";
+    let addr = addr_on(ip);
+    let dir = tempfile::Builder::new().prefix("eagernfs-atonce-").tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut a = start_head_in(&conf, &ns, 1, &addr, None, GRACE_S, &state);
+
+    // (1) A second live process of node 1 from A's state directory.
+    let t0 = Instant::now();
+    let mut second = Head::command(&conf, &ns, 1, &addr_on(ip), GRACE_S, &state);
+    second.env("RUST_LOG", "info");
+    let out = run_command(second, Duration::from_secs(120));
+    let took = t0.elapsed();
+    assert!(!out.status.success() && !out.timed_out, "a second process of node 1 started:\n{}", out.stderr);
+    let refused = format!("node 1 is served from {} by another process (pid {})", state.display(), a.pid());
+    assert!(out.stderr.contains(&refused), "{refused:?} not in:\n{}", out.stderr);
+    assert!(out.stderr.contains("stop it first"), "{}", out.stderr);
+    assert!(out.stderr.contains("waiting for the previous process of node 1"), "{}", out.stderr);
+    assert!(took >= Duration::from_secs(9), "refused after {took:?}, without waiting for the holder to exit");
+    eprintln!("{test}: a live head's node refused after {took:?}");
+    assert!(matches!(a.child.try_wait(), Ok(None)), "A died:\n{}", a.log());
+
+    // (2) SIGKILL and start again at once: A may still be exiting (not reaped, not waited for).
+    // SAFETY: a signal to our own child, not yet reaped.
+    unsafe { libc::kill(a.pid(), libc::SIGKILL) };
+    let killed = Instant::now();
+    let mut b = start_head_in(&conf, &ns, 1, &addr, None, GRACE_S, &state);
+    eprintln!(
+        "{test}: started again {:?} after kill -9 ({})",
+        killed.elapsed(),
+        if b.log().contains("waiting for the previous process") {
+            "it waited for A to exit"
+        } else {
+            "A was gone already"
+        }
+    );
+    assert!(b.log().contains("ran here and is gone: no lease to wait out"), "{}", b.log());
+    let _ = a.child.wait();
+
+    // (3) A holder that lets go while the start waits.
+    let stopped = b.terminate();
+    eprintln!("{test}: stopped in {stopped:?}");
+    let lock_path = state.join("cluster-node-1.lock");
+    let holder = std::fs::File::options().write(true).open(&lock_path).unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let mut cmd = Head::command(&conf, &ns, 1, &addr, GRACE_S, &state);
+    cmd.args(["--cluster-lease", LEASE_S]).args(["--ceph-connect-timeout", "10"]).env("RUST_LOG", "info");
+    let (mut c, ready) = Head::spawn_command(cmd, state.clone(), state.join(format!("log-{}", unique())));
+    let waiting = format!("waiting for the previous process of node 1 (pid {}) to exit", std::process::id());
+    c.wait_log(&waiting, Duration::from_secs(60));
+    let released = Instant::now();
+    drop(holder);
+    let c = c.ready(1, ready, Duration::from_secs(60));
+    eprintln!("{test}: listening {:?} after the holder let go", released.elapsed());
+    assert!(c.log().contains("let go of"), "{}", c.log());
+}
+
 /// The cluster's MDS killed with SIGKILL and started again (`ceph-cluster.sh start-mds`)
 /// under a head: calls wait or get JUKEBOX, never ESTALE; they resume; committed data and
 /// the lock held are kept. The time from the kill to the first successful CREATE (which

@@ -181,6 +181,19 @@ impl Head {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Wait (at most `timeout`) until the head's log says `what`; a panic with the log if it
+    /// does not, or if the head exits first.
+    pub(crate) fn wait_log(&mut self, what: &str, timeout: Duration) {
+        let t0 = Instant::now();
+        while !self.log().contains(what) {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("head (pid {}) exited ({status}) before saying {what:?}:\n{}", self.pid(), self.log());
+            }
+            assert!(t0.elapsed() < timeout, "head did not say {what:?} within {timeout:?}:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// SIGKILL, and reap it. A frozen head (SIGSTOP) is thawed first.
     pub(crate) fn kill9(&mut self) {
         if let Ok(None) = self.child.try_wait() {
