@@ -79,13 +79,16 @@ start_one() { # node, extra args
         --cluster-pool cephfs_data --cluster-namespace "$ns" --grace-period "$grace" "$@" \
         >"$dir/$n/out" 2>>"$dir/$n/log" &
     echo $! >"$dir/$n/pid"
+    # A bound for a head that hangs, not a guess at how long a start takes: a take-over's start
+    # waits out a lease and the other heads' confirmation, and on a busy machine with a slow
+    # cluster it took longer than 30 s (issue 32).
     local i
-    for i in $(seq 600); do
+    for i in $(seq 3600); do
         grep -q "listening on" "$dir/$n/out" && { echo "$n $a:$port $(cat "$dir/$n/pid")"; return 0; }
         running "$(cat "$dir/$n/pid")" || { tail -5 "$dir/$n/log" >&2; die "head $n exited"; }
         sleep 0.05
     done
-    die "head $n did not listen within 30 s (see $dir/$n/log)"
+    die "head $n did not listen within 180 s (see $dir/$n/log)"
 }
 
 case ${1:-} in

@@ -63,7 +63,7 @@ fn start_head_in(
     }
     cmd.args(["--cluster-lease", LEASE_S]).args(["--ceph-connect-timeout", "10"]).env("RUST_LOG", "info");
     let (head, ready) = Head::spawn_command(cmd, state.to_path_buf(), log);
-    head.ready(node, ready, Duration::from_secs(60))
+    head.ready(node, ready, HEAD_START_TIMEOUT)
 }
 
 /// The tests of this file one at a time: one restarts the cluster's MDS, and each
@@ -381,9 +381,21 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
             .verf;
         assert_ne!(now, verf, "a new process, a new write verifier");
         verf = now;
-        // Client 1 hears of the restart (a grace reply) and reclaims what it held.
+        // Client 1 hears of the restart (a grace reply) and reclaims what it held, unless its
+        // lock keeper, which looks at the server's NSM state every 2 s, did so already (a busy
+        // machine makes the read and write above slower than that): then this call, not a
+        // reclaim, tells the head that client 1 is done, the grace period ends early, and the
+        // lock may be granted.
         let more = LockRange { offset: 20, len: 10 };
-        assert_eq!(rt.block_on(l1.lock(&fh, &o1, more, true, false)).unwrap(), LockReply::Grace);
+        match rt.block_on(l1.lock(&fh, &o1, more, true, false)).unwrap() {
+            LockReply::Grace => {}
+            LockReply::Granted => assert!(
+                a.log().contains("grace period over early"),
+                "round {round}: a new lock granted before client 1 reclaimed:\n{}",
+                a.log()
+            ),
+            other => panic!("round {round}: client 1's lock: {other:?}\n{}", a.log()),
+        }
     }
     let (median, max) = median_max(figures);
     eprintln!(
@@ -471,10 +483,10 @@ fn a_head_restarted_at_once_after_kill_9_waits_for_the_dying_one_and_a_live_one_
     cmd.args(["--cluster-lease", LEASE_S]).args(["--ceph-connect-timeout", "10"]).env("RUST_LOG", "info");
     let (mut c, ready) = Head::spawn_command(cmd, state.clone(), state.join(format!("log-{}", unique())));
     let waiting = format!("waiting for the previous process of node 1 (pid {}) to exit", std::process::id());
-    c.wait_log(&waiting, Duration::from_secs(60));
+    c.wait_log(&waiting, HEAD_START_TIMEOUT);
     let released = Instant::now();
     drop(holder);
-    let c = c.ready(1, ready, Duration::from_secs(60));
+    let c = c.ready(1, ready, HEAD_START_TIMEOUT);
     eprintln!("{test}: listening {:?} after the holder let go", released.elapsed());
     assert!(c.log().contains("let go of"), "{}", c.log());
 }

@@ -2,7 +2,7 @@
 //! `scripts/test` starts it in CI): finding the cluster (or saying why a test skips), and heads
 //! of a cluster (`eagernfs serve cephfs://… --node-id N`) with their clients.
 
-use super::{skip, SERVER_START_TIMEOUT};
+use super::skip;
 use bytes::Bytes;
 use eagernfs_client::lock::LockOwner;
 use eagernfs_client::{LockClient, MountOptions, NfsClient, NfsUrl};
@@ -11,6 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
+
+/// How long a head may take to say it listens: a bound for a head that hangs, not a guess at how
+/// long a start takes. A head bounds its own start: connecting to RADOS and each RADOS call
+/// (--ceph-connect-timeout, 30 s), the other heads' confirmation of a grace period
+/// (--cluster-confirm-timeout, 10 s), a lease (--cluster-lease, 5 s), the CephFS mount (30 s
+/// per step); on a busy machine with a slow test cluster a take-over's start took longer than
+/// 30 s (issue 32), and the head would have come up.
+pub(crate) const HEAD_START_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The test cluster's ceph.conf (`EAGERNFS_CEPH_CONF`, else the default of
 /// `scripts/ceph-cluster.sh`), or `None` after saying why `test` skips: the conf is missing,
@@ -103,7 +111,7 @@ impl Head {
     /// Start a head with a state directory of its own and wait until it listens.
     pub(crate) fn start(conf: &Path, ns: &str, node: u32, listen: &str, grace_s: u32) -> Head {
         let (head, ready) = Head::spawn(conf, ns, node, listen, grace_s);
-        head.ready(node, ready, SERVER_START_TIMEOUT)
+        head.ready(node, ready, HEAD_START_TIMEOUT)
     }
 
     /// Start the process with a state directory of its own; [`Head::ready`] waits until it
