@@ -60,6 +60,11 @@ const REFRESH_EVERY: Duration = Duration::from_secs(2);
 const CONFIRM_QUICKLY: Duration = Duration::from_millis(300);
 /// How long a notify waits for the other heads' acknowledgements.
 const NOTIFY_WAIT: Duration = Duration::from_secs(1);
+/// How much longer than its own timeout a take-over waits for a notify to
+/// complete: librados waits for the OSD's completion of a notify without a
+/// deadline of its own, and a completion lost with a broken connection to
+/// the OSD would hold the head's start (or its stop) for ever.
+const NOTIFY_MARGIN: Duration = Duration::from_secs(5);
 /// How long a dead head's RADOS client stays blocklisted (its process is
 /// gone; a new process has a new address).
 const FENCE_FOR: Duration = Duration::from_secs(24 * 3600);
@@ -559,6 +564,36 @@ fn announce(store: &Arc<dyn SharedStore>) {
     }
 }
 
+/// `store.notify(oid, timeout)`, waited for at most `timeout` +
+/// [`NOTIFY_MARGIN`] (on a thread of its own, left to finish when it does):
+/// a notify not completed by then was acknowledged by nobody, as far as the
+/// caller can tell (a head that is up is then taken for down, whose lease is
+/// waited out: slower, never unsafe).
+fn notify_bounded(
+    store: &Arc<dyn SharedStore>,
+    oid: &'static str,
+    timeout: Duration,
+) -> Result<Vec<u64>, RadosError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = store.clone();
+    let spawned = std::thread::Builder::new().name("cluster-notify".into()).spawn(move || {
+        let _ = tx.send(s.notify(oid, timeout));
+    });
+    if spawned.is_err() {
+        return store.notify(oid, timeout);
+    }
+    match rx.recv_timeout(timeout + NOTIFY_MARGIN) {
+        Ok(r) => r,
+        Err(_) => {
+            tracing::warn!(
+                "cluster: a notify of {oid} did not complete within {:?}: taking the heads that did not confirm for down",
+                timeout + NOTIFY_MARGIN
+            );
+            Ok(Vec::new())
+        }
+    }
+}
+
 impl Head {
     /// Join as `node`: take the node's record (NSM state, hosts holding locks),
     /// and start a grace period if those hosts may have locks to reclaim.
@@ -968,7 +1003,7 @@ impl Head {
             let now = Instant::now();
             if now >= ask_after {
                 // Wakes them again and says who is up.
-                let live = self.store.notify(GRACE_OID, NOTIFY_WAIT.min(timeout))?;
+                let live = notify_bounded(&self.store, GRACE_OID, NOTIFY_WAIT.min(timeout))?;
                 let lagging_live: Vec<u32> = lagging
                     .into_iter()
                     .filter(|n| self.client_of(*n).is_some_and(|c| c != me && live.contains(&c)))
@@ -1237,6 +1272,36 @@ mod tests {
         h2.refresh().unwrap();
         assert!(!h2.grace_flag().load(Ordering::Acquire));
         drop(h1);
+    }
+
+    #[test]
+    fn a_notify_that_never_completes_does_not_hold_a_take_over_up() {
+        let store = Arc::new(MemoryStore::default());
+        let grace = Duration::from_secs(3600);
+        let (h1, _) = Head::join(client(&store, 11), 1, grace, None).unwrap();
+        h1.record_hosts(&[host(7)]).unwrap();
+        let (_h2, _) = Head::join(client(&store, 12), 2, grace, None).unwrap();
+        // From now on no notify completes until the test lets go: librados waiting for an
+        // OSD's completion that was lost with its connection.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        store.on_notify.lock().push(Box::new(move || {
+            let _ = held.lock().recv();
+        }));
+        store.live.lock().retain(|c| *c != 11);
+        let (h1b, _) = Head::join(client(&store, 13), 1, grace, None).unwrap();
+        // Node 2 has not confirmed: the take-over asks who is up, and the notify never completes.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (h, t0) = (h1b.clone(), Instant::now());
+        std::thread::spawn(move || {
+            let _ = tx.send(h.wait_enforced(Duration::from_secs(2)));
+        });
+        let r = rx.recv_timeout(Duration::from_secs(60)).expect("the take-over waited for ever for a notify");
+        assert!(r.unwrap(), "nobody answered: nobody is up to wait for");
+        assert!(h1b.assumed_down(), "node 2 was taken for down: its lease is to be waited out");
+        let bound = CONFIRM_QUICKLY + NOTIFY_WAIT + NOTIFY_MARGIN + Duration::from_secs(5);
+        assert!(t0.elapsed() < bound, "{:?}", t0.elapsed());
+        drop(release);
     }
 
     #[test]

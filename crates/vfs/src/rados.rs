@@ -298,7 +298,7 @@ impl Rados {
     pub fn notify(&self, oid: &str, timeout: Duration) -> Result<Vec<u64>, RadosError> {
         let o = cstr("object", oid)?;
         let (mut reply, mut len): (*mut c_char, usize) = (std::ptr::null_mut(), 0);
-        let ms = timeout.as_millis().clamp(1, u64::MAX as u128) as u64;
+        let ms = notify_timeout_ms(timeout);
         // SAFETY: a live ioctx, valid out-pointers; the reply is freed below.
         let r = unsafe {
             (self.lib.rados_notify2)(self.io.0, o.as_ptr(), std::ptr::null(), 0, ms, &mut reply, &mut len)
@@ -366,6 +366,14 @@ impl Drop for Rados {
             (self.lib.rados_shutdown)(self.cluster.0);
         }
     }
+}
+
+/// The timeout librados is given for a notify: whole seconds, at least one.
+/// librados passes `ms / 1000` to the OSD, and 0 there means the OSD's default
+/// (30 s): a notify asked to wait half a second would wait thirty.
+fn notify_timeout_ms(timeout: Duration) -> u64 {
+    let secs = timeout.as_millis().div_ceil(1000).clamp(1, u32::MAX as u128) as u64;
+    secs * 1000
 }
 
 /// The client ids in a notify reply: a map of acknowledgements, (client id,
@@ -453,6 +461,16 @@ mod tests {
         assert_eq!(notify_acks(&b), Some(vec![4100, 4200]));
         assert_eq!(notify_acks(&b[..30]), None, "cut short");
         assert_eq!(notify_acks(&[]), None);
+    }
+
+    #[test]
+    fn a_notify_waits_whole_seconds_never_the_osds_default() {
+        assert_eq!(notify_timeout_ms(Duration::from_millis(1)), 1000);
+        assert_eq!(notify_timeout_ms(Duration::from_millis(500)), 1000);
+        assert_eq!(notify_timeout_ms(Duration::ZERO), 1000);
+        assert_eq!(notify_timeout_ms(Duration::from_secs(1)), 1000);
+        assert_eq!(notify_timeout_ms(Duration::from_millis(1001)), 2000);
+        assert_eq!(notify_timeout_ms(Duration::from_secs(10)), 10_000);
     }
 
     #[test]
