@@ -491,6 +491,102 @@ fn a_head_restarted_at_once_after_kill_9_waits_for_the_dying_one_and_a_live_one_
     assert!(c.log().contains("let go of"), "{}", c.log());
 }
 
+/// The test's own RADOS client of the shared state of the heads of namespace `ns`.
+fn shared_state(conf: &Path, ns: &str) -> eagernfs_vfs::rados::Rados {
+    let spec = eagernfs_vfs::rados::RadosSpec {
+        library: eagernfs_vfs::rados::LIBRARY.into(),
+        conf: conf.to_path_buf(),
+        client_id: "admin".into(),
+        pool: "cephfs_data".into(),
+        namespace: ns.into(),
+        timeout: Duration::from_secs(30),
+    };
+    eagernfs_vfs::rados::Rados::connect(&spec).expect("a RADOS client of the test cluster")
+}
+
+/// The RADOS client node `node`'s head runs as (its record `node-N`).
+fn node_client(rados: &eagernfs_vfs::rados::Rados, node: u32) -> u64 {
+    let oid = eagernfs_server::cluster::node_oid(node);
+    let v = rados.read(&oid).expect("reading the node record").expect("the node record exists");
+    eagernfs_server::cluster::NodeRecord::decode(&v.data).expect("a node record").client
+}
+
+/// The RADOS clients whose watch on the grace object the OSD holds (`rados listwatchers`).
+fn grace_watchers(conf: &Path, ns: &str) -> Vec<u64> {
+    let mut cmd = Command::new("rados");
+    cmd.arg("-c").arg(conf).args(["-p", "cephfs_data", "-N", ns, "listwatchers", "grace"]);
+    let out = run_command(cmd, Duration::from_secs(60));
+    out.assert_success("rados listwatchers");
+    // watcher=127.0.0.1:0/1563971078 client.4359 cookie=94526221740320
+    out.stdout_text()
+        .lines()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix("client.")?.parse().ok())
+        .collect()
+}
+
+/// Issue 32: CI saw a take-over's new head lose its watch on the grace state during its start
+/// ("the watch on the grace state was lost (errno 107)": ENOTCONN, the OSD had dropped the watch,
+/// the head's pings having stopped on a busy machine), and the test gave up on the head after 30
+/// s. A lost watch is made again by the head's thread (unwatch, watch, read the state again: no
+/// change is missed), and the start goes on. Here the new head is frozen (SIGSTOP: a head that
+/// gets no CPU) while it waits out the killed head's lease, until the OSD has dropped its watch
+/// (`rados listwatchers` no longer lists its client); thawed, it says the watch was lost,
+/// watches again and comes up, and its client acknowledges a notify of the grace state again:
+/// what a take-over of another node counts on to know this head is up (a head not watching
+/// would be taken for down, and its lease waited out).
+#[test]
+fn a_head_whose_watch_is_lost_while_it_starts_watches_again_and_comes_up() {
+    let test = "a_head_whose_watch_is_lost_while_it_starts_watches_again_and_comes_up";
+    let Some(conf) = heads_ceph_conf(test) else { return };
+    let _one = serial();
+    let ns = format!("rewatch-{}", unique());
+    let ip = "127.0.0.37";
+    let mut a = start_head(&conf, &ns, 1, &addr_on(ip), None);
+    a.kill9();
+    // A new head for node 1 with a state directory of its own: a take-over, which waits out the
+    // killed head's lease before it mounts.
+    let dir = tempfile::Builder::new().prefix("eagernfs-rewatch-").tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut cmd = Head::command(&conf, &ns, 1, &addr_on(ip), GRACE_S, &state);
+    cmd.args(["--cluster-lease", LEASE_S]).args(["--ceph-connect-timeout", "10"]).env("RUST_LOG", "info");
+    let (mut b, ready) = Head::spawn_command(cmd, state.clone(), dir.path().join("log"));
+    b.wait_log("for the lease of node 1's previous head to run out", HEAD_START_TIMEOUT);
+    // SAFETY: a signal to our own child.
+    assert_eq!(unsafe { libc::kill(b.pid(), libc::SIGSTOP) }, 0);
+    let frozen = Instant::now();
+    let rados = shared_state(&conf, &ns);
+    let client = node_client(&rados, 1);
+    while grace_watchers(&conf, &ns).contains(&client) {
+        assert!(frozen.elapsed() < Duration::from_secs(90), "the OSD kept the frozen head's watch for 90 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("{test}: the OSD dropped the frozen head's watch {:?} after the freeze", frozen.elapsed());
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(b.pid(), libc::SIGCONT) }, 0);
+    let thawed = Instant::now();
+    let b = b.ready(1, ready, HEAD_START_TIMEOUT);
+    eprintln!("{test}: listening {:?} after the thaw", thawed.elapsed());
+    loop {
+        let acked =
+            rados.notify(eagernfs_server::cluster::GRACE_OID, Duration::from_secs(2)).expect("notify");
+        if acked.contains(&client) {
+            break;
+        }
+        assert!(
+            thawed.elapsed() < Duration::from_secs(60),
+            "client.{client} acknowledged no notify within 60 s of the thaw ({acked:?}):\n{}",
+            b.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("{test}: watching again {:?} after the thaw", thawed.elapsed());
+    assert!(b.log().contains("the watch on the grace state was lost (errno 107)"), "{}", b.log());
+    assert!(b.log().contains("watching the grace state again"), "{}", b.log());
+    assert!(grace_watchers(&conf, &ns).contains(&client), "the OSD lists no watch of client.{client}");
+}
+
 /// The cluster's MDS killed with SIGKILL and started again (`ceph-cluster.sh start-mds`)
 /// under a head: calls wait or get JUKEBOX, never ESTALE; they resume; committed data and
 /// the lock held are kept. The time from the kill to the first successful CREATE (which
