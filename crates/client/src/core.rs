@@ -166,6 +166,30 @@ impl Call {
         call
     }
 
+    /// Encode a call whose arguments hold a variable-length opaque with
+    /// more arguments after it (an NFSv4 WRITE inside a COMPOUND): `args`
+    /// encodes everything before the opaque, `payload` follows its length
+    /// word without being copied (as in [`Call::with_opaque_tail`]), and
+    /// `after` (already encoded) follows the payload's padding.
+    pub fn with_opaque_between<A: Encode + ?Sized>(
+        prog: u32,
+        vers: u32,
+        proc_: u32,
+        cred: &OpaqueAuth,
+        args: &A,
+        payload: Bytes,
+        after: Bytes,
+    ) -> Call {
+        let mut call = Call::with_opaque_tail(prog, vers, proc_, cred, args, payload);
+        if !after.is_empty() {
+            let total = call.len() - 4 + after.len();
+            assert!(total <= 0x7fff_ffff, "RPC record too large to frame");
+            call.record[..4].copy_from_slice(&(0x8000_0000 | total as u32).to_be_bytes());
+            call.tail.push(after);
+        }
+        call
+    }
+
     /// Size of the framed record in bytes.
     pub fn len(&self) -> usize {
         self.record.len() + self.tail.iter().map(Bytes::len).sum::<usize>()
@@ -174,6 +198,16 @@ impl Call {
     /// Whether the record is empty (never, for a built call).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The whole framed record in one buffer (tests).
+    #[cfg(test)]
+    pub(crate) fn wire_bytes(&self) -> Bytes {
+        let mut b = BytesMut::from(&self.record[..]);
+        for t in &self.tail {
+            b.extend_from_slice(t);
+        }
+        b.freeze()
     }
 
     /// Whether the whole record is in one buffer (no WRITE payload after it).
@@ -246,6 +280,9 @@ pub struct CoreConfig {
     /// First xid to hand out (random in production, so a restarted client
     /// does not reuse the xids the server's duplicate cache remembers).
     pub first_xid: u32,
+    /// Calls from the server on this connection (an NFSv4.1 back channel)
+    /// are reported as [`Event::Call`] instead of dropped as garbage.
+    pub accept_calls: bool,
 }
 
 impl Default for CoreConfig {
@@ -268,6 +305,7 @@ impl CoreConfig {
             reconnect_delay_max: Duration::from_secs(2),
             fail_fast_until_connected: true,
             first_xid: 1,
+            accept_calls: false,
         }
     }
 
@@ -288,6 +326,10 @@ pub enum Event {
     NotResponding,
     /// A reply arrived after [`Event::NotResponding`]: log "server OK".
     ServerOk,
+    /// The server sent a call on this connection (an NFSv4.1 callback; only
+    /// with [`CoreConfig::accept_calls`]): the whole RPC message, its xid
+    /// first. An answer goes back with [`RpcCore::queue_reply`].
+    Call(Bytes),
 }
 
 /// Counters for tests, statistics and benchmarks.
@@ -311,6 +353,8 @@ pub struct CoreStats {
     pub replies_unmatched: u64,
     /// Records that were not RPC replies at all: dropped.
     pub records_garbage: u64,
+    /// Calls from the server (NFSv4.1 callbacks) handed to the driver.
+    pub calls_received: u64,
 }
 
 /// Round trips of one kind of call.
@@ -385,6 +429,9 @@ pub struct RpcCore {
     /// Xids whose record must be written, in order. May hold xids of calls
     /// that have since finished; those are skipped.
     transmit: VecDeque<u32>,
+    /// Replies to the server's calls ([`Event::Call`]), written before any
+    /// call; dropped when the connection breaks (the server calls again).
+    replies: VecDeque<Record>,
     next_xid: u32,
     next_token: u64,
     next_seq: u64,
@@ -414,6 +461,7 @@ impl RpcCore {
             timers: BTreeSet::new(),
             queue: VecDeque::new(),
             transmit: VecDeque::new(),
+            replies: VecDeque::new(),
             next_token: 0,
             next_seq: 0,
             events: VecDeque::new(),
@@ -495,6 +543,9 @@ impl RpcCore {
         if self.state != ConnState::Connected {
             return None;
         }
+        if let Some(reply) = self.replies.pop_front() {
+            return Some(reply);
+        }
         while let Some(xid) = self.transmit.pop_front() {
             let Some(out) = self.calls.get_mut(&xid) else { continue };
             if out.retransmit_at.is_some() {
@@ -569,9 +620,14 @@ impl RpcCore {
     /// anything else is counted and dropped. Never panics on any input.
     pub fn handle_record(&mut self, now: Instant, record: Bytes) {
         let peeked = peek_reply_xid(&record);
-        let mut body = record;
+        let mut body = record.clone();
         let header = match Message::decode(&mut body) {
             Ok(Message::Reply(h)) => h,
+            Ok(Message::Call(_)) if self.config.accept_calls => {
+                self.stats.calls_received += 1;
+                self.events.push_back(Event::Call(record));
+                return;
+            }
             Ok(Message::Call(_)) => {
                 self.stats.records_garbage += 1;
                 return;
@@ -638,6 +694,15 @@ impl RpcCore {
         }
     }
 
+    /// Send `reply` (a framed RPC reply to one of the server's calls)
+    /// before any call waiting for transmission; dropped if the connection
+    /// is down or breaks before it is written.
+    pub fn queue_reply(&mut self, reply: Record) {
+        if self.state == ConnState::Connected {
+            self.replies.push_back(reply);
+        }
+    }
+
     /// The next thing to report.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
@@ -693,6 +758,7 @@ impl RpcCore {
     /// The connection broke. Every outstanding call will be sent again
     /// after the reconnect; their major timeouts keep running.
     pub fn on_disconnect(&mut self, now: Instant) {
+        self.replies.clear();
         if self.state == ConnState::Connected && self.answered_since_connect {
             // A working connection broke: reconnect at once; back off if
             // that keeps failing.
@@ -848,6 +914,7 @@ mod tests {
             reconnect_delay_max: Duration::from_secs(2),
             fail_fast_until_connected: true,
             first_xid: 1000,
+            accept_calls: false,
         }
     }
 
@@ -1384,5 +1451,51 @@ mod tests {
             let mut src = BytesMut::from(&b_bytes[..]);
             assert_eq!(dec.decode(&mut src).unwrap().unwrap().len(), b_bytes.len() - 4);
         }
+    }
+
+    #[test]
+    fn calls_from_the_server_are_reported_and_their_replies_go_out_first() {
+        use eagernfs_rpc::CallHeader;
+        let t0 = Instant::now();
+        let callback = |xid: u32| {
+            let h = CallHeader {
+                xid,
+                rpcvers: 2,
+                prog: 0x4000_0000,
+                vers: 1,
+                proc_: 0,
+                cred: OpaqueAuth::none(),
+                verf: OpaqueAuth::none(),
+            };
+            Bytes::from(eagernfs_xdr::to_vec(&h))
+        };
+        // Without accept_calls a call is garbage, as before.
+        let mut c = connected(true, t0);
+        c.handle_record(t0, callback(7));
+        assert!(c.poll_event().is_none());
+        assert_eq!((c.stats().records_garbage, c.stats().calls_received), (1, 0));
+        // With it, the call is reported whole.
+        let mut cfg = config(true);
+        cfg.accept_calls = true;
+        let mut c = RpcCore::new(cfg, t0);
+        c.on_connecting();
+        c.on_connected(t0);
+        let a = c.submit(t0, call(1));
+        c.handle_record(t0, callback(7));
+        assert_eq!(c.poll_event(), Some(Event::Call(callback(7))));
+        assert_eq!(c.stats().calls_received, 1);
+        // A reply queued now leaves before the call waiting for transmission.
+        let reply = Record { head: Bytes::from_static(b"reply"), tail: Arc::from(Vec::new()) };
+        c.queue_reply(reply.clone());
+        assert_eq!(c.poll_transmit(t0), Some(reply.clone()));
+        let sent = c.poll_transmit(t0).expect("the call");
+        c.handle_record(t0, test_reply(xid_of(&sent.to_bytes()), &()));
+        assert_eq!(events(&mut c), vec![Event::Completed(a, Ok(Bytes::new()))]);
+        // One queued while the connection breaks is dropped with it.
+        c.queue_reply(reply);
+        c.on_disconnect(t0);
+        c.on_connecting();
+        c.on_connected(t0);
+        assert_eq!(c.poll_transmit(t0), None);
     }
 }

@@ -81,6 +81,19 @@ pub struct TransportConfig {
     /// Other addresses of the same service, moved to in order when
     /// `server` fails (see the module docs).
     pub(crate) alternates: Vec<Peer>,
+    /// Who answers calls the server makes on these connections (an
+    /// NFSv4.1 back channel); `None`: such calls are dropped.
+    pub(crate) call_handler: Option<Arc<dyn CallHandler>>,
+}
+
+/// Answers the calls a server makes on a client's own connection (NFSv4.1
+/// callbacks: RFC 8881 §2.10.3.1). Called on the connection's task, so it
+/// must not block: anything slow (returning a delegation) is spawned.
+pub trait CallHandler: Send + Sync + std::fmt::Debug {
+    /// `call` is the whole RPC call message (xid first) that arrived on
+    /// connection `connection`; the answer is the whole reply message
+    /// (xid first, no record mark), or `None` to send nothing.
+    fn call(&self, connection: usize, call: Bytes) -> Option<Bytes>;
 }
 
 /// One address a transport may connect to, with its TLS setup.
@@ -108,7 +121,16 @@ impl TransportConfig {
             udp: options.udp,
             tls: crate::tls::setup(options, server),
             alternates: Vec::new(),
+            call_handler: None,
         }
+    }
+
+    /// Answer the server's calls on these connections with `handler` (an
+    /// NFSv4.1 client's back channel).
+    pub fn with_call_handler(mut self, handler: Arc<dyn CallHandler>) -> Self {
+        self.core.accept_calls = true;
+        self.call_handler = Some(handler);
+        self
     }
 
     /// Also connect to `addrs`, in order, when the server fails: other
@@ -458,6 +480,24 @@ impl RpcClient {
         };
         let n = self.inner.connections.len();
         let i = self.inner.next.fetch_add(1, Ordering::Relaxed) % n;
+        self.submit_to(i, call, key, started).await
+    }
+
+    /// Send `call` on connection `connection` (of `nconnect`, counted from
+    /// 0; taken modulo their number), never on a lane: for calls that
+    /// belong to one connection (NFSv4.1's BIND_CONN_TO_SESSION).
+    pub async fn submit_on(&self, connection: usize, call: Call) -> NfsResult<Bytes> {
+        let key = (call.prog, call.proc_);
+        let i = connection % self.inner.connections.len();
+        self.submit_to(i, call, key, Instant::now()).await
+    }
+
+    /// How many connections (`nconnect`) this client spreads calls over.
+    pub fn connection_count(&self) -> usize {
+        self.inner.connections.len()
+    }
+
+    async fn submit_to(&self, i: usize, call: Call, key: (u32, u32), started: Instant) -> NfsResult<Bytes> {
         self.inner.stats[i].calls.fetch_add(1, Ordering::Relaxed);
         let shut = || NfsError::Connection("the RPC client has shut down".into());
         let rx = match self.send_direct(i, call) {
@@ -720,6 +760,8 @@ async fn connection_task(
     // often: a call's first timer is `timeo` away, never sooner.
     let heartbeat = (config.core.timeo / 2).clamp(Duration::from_millis(10), Duration::from_secs(5));
     let mut completed: Vec<(oneshot::Sender<NfsResult<Bytes>>, NfsResult<Bytes>)> = Vec::new();
+    // Calls from the server, answered with the lock released.
+    let mut server_calls: Vec<Bytes> = Vec::new();
     // The address being connected to or used (an index into the peers), the
     // one of the last connection that came up, and connects that failed in
     // a row (at most one round of the addresses goes without backoff).
@@ -767,6 +809,7 @@ async fn connection_task(
                         tracing::warn!("NFS server {server} OK");
                         let _ = events.send(TransportEvent::ServerOk { connection: index });
                     }
+                    Event::Call(record) => server_calls.push(record),
                 }
             }
             let st = s.core.stats();
@@ -786,6 +829,9 @@ async fn connection_task(
         // Answers go out with the lock released: a waiter may run at once.
         for (tx, result) in completed.drain(..) {
             let _ = tx.send(result);
+        }
+        if !server_calls.is_empty() {
+            answer_server_calls(&config, index, &mut server_calls, &shared);
         }
 
         let timer = Some(tokio::time::Instant::from_std(wakes_at));
@@ -913,6 +959,40 @@ fn drop_connection(
         s.core.on_disconnect(now);
         let _ = events.send(TransportEvent::Disconnected { connection: index });
     }
+}
+
+/// Answer the calls the server made (see [`CallHandler`]) and send the
+/// answers, before any call still waiting to be written.
+fn answer_server_calls(
+    config: &TransportConfig,
+    index: usize,
+    calls: &mut Vec<Bytes>,
+    shared: &Arc<Mutex<Shared>>,
+) {
+    let Some(handler) = &config.call_handler else {
+        calls.clear();
+        return;
+    };
+    let replies: Vec<Record> = calls
+        .drain(..)
+        .filter_map(|c| handler.call(index, c))
+        .map(|reply| {
+            let mut framed = BytesMut::with_capacity(4 + reply.len());
+            let at = eagernfs_rpc::record::begin_record(&mut framed);
+            framed.extend_from_slice(&reply);
+            eagernfs_rpc::record::finish_record(&mut framed, at);
+            Record { head: framed.freeze(), tail: Arc::from(Vec::new()) }
+        })
+        .collect();
+    if replies.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    let mut s = shared.lock();
+    for r in replies {
+        s.core.queue_reply(r);
+    }
+    s.transmit(now);
 }
 
 /// Read more bytes (or one datagram) from the connection, or report the
