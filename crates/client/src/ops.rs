@@ -73,6 +73,11 @@ pub enum NfsError {
     /// (NLM4_DENIED_NOLOCKS).
     #[error("the server's lock manager refused: no locks available")]
     NoLocks,
+    /// The server answered with an NFSv4 status that NFSv3 has no word
+    /// for (NFS4ERR_SHARE_DENIED, NFS4ERR_FILE_OPEN, …). Statuses both
+    /// versions share are [`NfsError::Nfs`], so callers check one variant.
+    #[error("NFS server error: NFS4ERR_{0:?}")]
+    Nfs4(eagernfs_proto::nfs4::Nfsstat4),
 }
 
 impl NfsError {
@@ -86,7 +91,35 @@ impl NfsError {
             NfsError::BadReply(_) => libc::EIO,
             NfsError::Mount(_) => libc::EACCES,
             NfsError::NoLocks => libc::ENOLCK,
+            NfsError::Nfs4(s) => nfsstat4_errno(*s),
         }
+    }
+}
+
+/// The errno Linux's NFSv4 client gives a status NFSv3 does not have
+/// (`nfs4_map_errors`; stateid and session trouble the client could not
+/// recover from is EIO).
+pub fn nfsstat4_errno(s: eagernfs_proto::nfs4::Nfsstat4) -> i32 {
+    use eagernfs_proto::nfs4::Nfsstat4::*;
+    match s {
+        ShareDenied | Access => libc::EACCES,
+        FileOpen => libc::EBUSY,
+        Symlink => libc::ELOOP,
+        Wrongsec | WrongCred | Perm => libc::EPERM,
+        Badowner | Badname | Badchar | WrongType | Inval | Attrnotsupp => libc::EINVAL,
+        MinorVersMismatch => libc::EPROTONOSUPPORT,
+        Denied | Locked | Delay | Grace => libc::EAGAIN,
+        Deadlock => libc::EDEADLK,
+        LockRange | LockNotsupp | Notsupp => libc::EOPNOTSUPP,
+        Nametoolong => libc::ENAMETOOLONG,
+        Noent => libc::ENOENT,
+        Exist => libc::EEXIST,
+        Notdir => libc::ENOTDIR,
+        Isdir => libc::EISDIR,
+        Stale | Fhexpired => libc::ESTALE,
+        Nospc => libc::ENOSPC,
+        Rofs => libc::EROFS,
+        _ => libc::EIO,
     }
 }
 

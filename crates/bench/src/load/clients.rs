@@ -102,6 +102,7 @@ pub fn error_kind(e: &NfsError) -> String {
         NfsError::BadReply(m) => format!("malformed reply: {m}"),
         NfsError::Mount(m) => m.clone(),
         NfsError::NoLocks => "NLM4_DENIED_NOLOCKS".to_string(),
+        NfsError::Nfs4(status) => format!("NFS4ERR_{status:?}"),
     }
 }
 
