@@ -5,7 +5,7 @@
 //! Option names and defaults follow nfs(5) where nfs(5) has the option
 //! (`timeo`, `retrans`, `hard`/`soft`, `nconnect`, `rsize`, `wsize`,
 //! `resvport`, `ac`/`noac`, `acregmin`…`actimeo`, `cto`/`nocto`,
-//! `lookupcache`, `ro`/`rw`), libnfs where it has it (`nfsport`,
+//! `lookupcache`, `ro`/`rw`, `vers`/`nfsvers`/`minorversion`), libnfs where it has it (`nfsport`,
 //! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
 //! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `pmapport`, `srcaddr`).
 //!
@@ -123,6 +123,32 @@ impl Xprtsec {
     }
 }
 
+/// Which NFS version to speak (nfs(5) `vers=`, `nfsvers=`; libnfs's `version=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NfsVersion {
+    /// `vers=3`: NFSv3 (MOUNT, NLM).
+    V3,
+    /// `vers=4`: the highest NFSv4 minor version both sides speak (4.2,
+    /// else 4.1; NFSv4.0 is not spoken).
+    V4,
+    /// `vers=4.1` (or `vers=4,minorversion=1`).
+    V41,
+    /// `vers=4.2` (or `vers=4,minorversion=2`).
+    V42,
+}
+
+impl NfsVersion {
+    /// The option value that names it (`4.1`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NfsVersion::V3 => "3",
+            NfsVersion::V4 => "4",
+            NfsVersion::V41 => "4.1",
+            NfsVersion::V42 => "4.2",
+        }
+    }
+}
+
 /// Typed NFS mount options. `Default` gives the nfs(5) defaults.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MountOptions {
@@ -152,6 +178,11 @@ pub struct MountOptions {
     /// play many client hosts as distinct 127.x.y.z addresses; exports
     /// grant access by client address.
     pub srcaddr: Option<IpAddr>,
+
+    // --- protocol --------------------------------------------------------
+    /// `vers=3|4|4.1|4.2` (also `nfsvers=`, `version=`, `minorversion=`).
+    /// `None`: try 4.2, then 4.1, then 3, as Linux's mount does.
+    pub vers: Option<NfsVersion>,
 
     // --- transport -----------------------------------------------------
     /// `timeo=` (tenths of a second): the first retransmission timeout;
@@ -245,6 +276,7 @@ impl Default for MountOptions {
             gid: None,
             resvport: None,
             srcaddr: None,
+            vers: None,
             timeo: TIMEO_TCP_DEFAULT,
             timeo_given: false,
             udp: false,
@@ -333,9 +365,22 @@ impl MountOptions {
             "pmapport" => self.pmapport = num(name, value, 1, u16::MAX as u64)? as u16,
             "version" | "vers" | "nfsvers" => {
                 let v = need(name, value)?;
-                if v != "3" {
-                    return Err(bad(name, v, "only NFS version 3 is supported"));
-                }
+                self.vers = Some(match v {
+                    "3" => NfsVersion::V3,
+                    "4" => NfsVersion::V4,
+                    "4.1" => NfsVersion::V41,
+                    "4.2" => NfsVersion::V42,
+                    "4.0" => return Err(bad(name, v, "NFS version 4.0 is not supported; use 4.1, 4.2 or 3")),
+                    _ => return Err(bad(name, v, "expected NFS version 3, 4, 4.1 or 4.2")),
+                });
+            }
+            "minorversion" => {
+                let v = need(name, value)?;
+                self.vers = Some(match v {
+                    "1" => NfsVersion::V41,
+                    "2" => NfsVersion::V42,
+                    _ => return Err(bad(name, v, "expected 1 or 2 (NFS version 4.0 is not supported)")),
+                });
             }
             "uid" => self.uid = Some(num(name, value, 0, u32::MAX as u64)? as u32),
             "gid" => self.gid = Some(num(name, value, 0, u32::MAX as u64)? as u32),
@@ -562,6 +607,9 @@ impl MountOptions {
         if let Some(a) = self.srcaddr {
             v.push(format!("srcaddr={a}"));
         }
+        if let Some(vers) = self.vers {
+            v.push(format!("vers={}", vers.as_str()));
+        }
         if self.udp {
             v.push("proto=udp".into());
         }
@@ -705,6 +753,18 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn versions_as_nfs5_names_them() {
+        let v = |s: &str| MountOptions::parse(s).unwrap().vers;
+        assert_eq!(v(""), None, "no vers: negotiate");
+        assert_eq!(v("vers=3"), Some(NfsVersion::V3));
+        assert_eq!(v("nfsvers=4"), Some(NfsVersion::V4));
+        assert_eq!(v("vers=4.1"), Some(NfsVersion::V41));
+        assert_eq!(v("version=4.2"), Some(NfsVersion::V42));
+        assert_eq!(v("vers=4,minorversion=1"), Some(NfsVersion::V41));
+        assert_eq!(MountOptions::parse("vers=4.2").unwrap().to_string(), "vers=4.2");
+    }
+
+    #[test]
     fn defaults_are_nfs5s() {
         let o = MountOptions::parse("").unwrap();
         assert_eq!(o.timeo, Duration::from_secs(60));
@@ -757,9 +817,12 @@ mod tests {
 
     #[test]
     fn errors_name_the_option() {
-        let e = MountOptions::parse("hard,version=4").unwrap_err();
+        let e = MountOptions::parse("hard,version=5").unwrap_err();
         assert!(e.to_string().contains("'version'"), "{e}");
-        assert!(e.to_string().contains("version 3"), "{e}");
+        assert!(e.to_string().contains("3, 4, 4.1 or 4.2"), "{e}");
+        let e = MountOptions::parse("vers=4.0").unwrap_err();
+        assert!(e.to_string().contains("4.0 is not supported"), "{e}");
+        assert!(MountOptions::parse("minorversion=0").is_err());
         let e = MountOptions::parse("timeo=abc").unwrap_err();
         assert!(e.to_string().contains("'timeo'") && e.to_string().contains("abc"), "{e}");
         let e = MountOptions::parse("nconnect=17").unwrap_err();
@@ -837,6 +900,12 @@ mod tests {
         );
         let security = (
             prop_oneof![Just(Xprtsec::None), Just(Xprtsec::Tls), Just(Xprtsec::Mtls)],
+            proptest::option::of(prop_oneof![
+                Just(NfsVersion::V3),
+                Just(NfsVersion::V4),
+                Just(NfsVersion::V41),
+                Just(NfsVersion::V42)
+            ]),
             proptest::option::of("/[a-z0-9_/.-]{1,20}"),
             proptest::option::of("/[a-z0-9_/.-]{1,20}"),
             proptest::option::of("/[a-z0-9_/.-]{1,20}"),
@@ -877,11 +946,12 @@ mod tests {
             eager: c.7,
             sync: c.8,
             local_lock: c.9,
+            vers: x.1,
             xprtsec: x.0,
-            tls_ca: x.1.map(PathBuf::from),
-            tls_cert: x.2.map(PathBuf::from),
-            tls_key: x.3.map(PathBuf::from),
-            tls_name: x.4,
+            tls_ca: x.2.map(PathBuf::from),
+            tls_cert: x.3.map(PathBuf::from),
+            tls_key: x.4.map(PathBuf::from),
+            tls_name: x.5,
         })
     }
 

@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(u.nfs_port(), Some(2050));
         assert_eq!(u.options.mountport, Some(20048));
         assert_eq!((u.options.uid, u.options.gid), (Some(1000), Some(100)));
-        let e = "nfs://server/x?version=4".parse::<NfsUrl>().unwrap_err();
+        let e = "nfs://server/x?version=5".parse::<NfsUrl>().unwrap_err();
         assert!(e.to_string().contains("'version'"), "{e}");
     }
 
