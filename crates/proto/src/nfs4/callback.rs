@@ -113,6 +113,17 @@ xdr_struct! {
 }
 
 xdr_struct! {
+    /// CB_GETATTR arguments (RFC 8881 §20.1): the attributes of a file the
+    /// client holds a write delegation of (its size and change attribute,
+    /// which only the client knows while it writes under the delegation).
+    /// The result is a `fattr4` (`Res4<Fattr4>`). Not an arm of [`CbArgOp`]:
+    /// a client reads it where the operation number says so.
+    #[doc(alias = "CB_GETATTR4args")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct CbGetattr4Args { pub fh: NfsFh4, pub attr_request: Bitmap4 }
+}
+
+xdr_struct! {
     /// CB_RECALL_ANY arguments (RFC 8881 §20.6): keep at most this many objects.
     #[doc(alias = "CB_RECALL_ANY4args")]
     #[derive(Debug, Clone, PartialEq, Eq, Default)]
