@@ -1,4 +1,4 @@
-//! The eagernfs NFSv3 client.
+//! The eagernfs client: NFSv3, NFSv4.1 and NFSv4.2.
 //!
 //! # Layout
 //! - [`ops`]: the [`ops::NfsOps`] trait — every NFSv3 procedure as an async
@@ -10,9 +10,14 @@
 //!   reconnect with backoff).
 //! - `mount`: MOUNT through the server's port or the portmapper.
 //! - `url`: `nfs://host[:port]/export/path?options` as libnfs writes them.
+//! - [`v4`]: NFSv4.1/4.2 — sessions, the back channel, recovery, opens
+//!   and locks; [`v4::Nfs4Client`] implements [`ops::NfsOps`] too.
+//! - [`any`]: [`AnyClient`], the version `vers=` asks for or the server
+//!   speaks (4.2, 4.1, then 3).
 //! - [`cache`]: attribute cache, close-to-open, write-back with
 //!   UNSTABLE+COMMIT, read-ahead, READDIRPLUS, persistent disk cache.
 
+pub mod any;
 pub mod cache;
 pub mod core;
 pub mod driver;
@@ -24,10 +29,13 @@ pub mod ops;
 pub mod options;
 mod tls;
 pub mod url;
+pub mod v4;
 
+pub use any::AnyClient;
 pub use driver::{RpcClient, TransportConfig, TransportEvent};
 pub use lock::LockClient;
 pub use nfs::NfsClient;
 pub use ops::{Cred, NfsError, NfsOps, NfsResult};
-pub use options::{LocalLock, LookupCache, MountOptions, OptionError, Xprtsec};
+pub use options::{LocalLock, LookupCache, MountOptions, NfsVersion, OptionError, Xprtsec};
 pub use url::{NfsUrl, UrlError};
+pub use v4::Nfs4Client;

@@ -120,7 +120,7 @@ fn dirop(dir: &NfsFh3, name: &[u8]) -> NfsResult<Diropargs3> {
 /// The transfer size to use: the server's maximum, capped by the option
 /// and the transport's maximum, rounded down to whole pages when that
 /// leaves anything.
-fn transfer_size(server_max: u32, option: Option<u32>, transport_max: u32) -> u32 {
+pub(crate) fn transfer_size(server_max: u32, option: Option<u32>, transport_max: u32) -> u32 {
     let want = option.unwrap_or(TRANSFER_SIZE_MAX).min(transport_max);
     let size = if server_max == 0 { want } else { server_max.min(want) };
     if size >= TRANSFER_SIZE_MIN {
@@ -147,6 +147,12 @@ impl NfsClient {
     /// their handle key; a server that answers ESTALE is not one of them,
     /// and the mount fails rather than meet that at fail-over).
     pub async fn connect_url(url: &NfsUrl) -> NfsResult<NfsClient> {
+        if let Some(v) = url.options.vers.filter(|v| *v != crate::NfsVersion::V3) {
+            return Err(NfsError::Mount(format!(
+                "vers={} asks for NFSv4: NfsClient speaks NFSv3 (AnyClient chooses the version)",
+                v.as_str()
+            )));
+        }
         let mut options = url.options.clone();
         // TLS checks the server's certificate against the name the user gave.
         if options.xprtsec != crate::Xprtsec::None
@@ -468,7 +474,7 @@ async fn fall_backs(
 }
 
 /// The credential `uid=`/`gid=` ask for, else this process's.
-fn default_cred(options: &MountOptions) -> Cred {
+pub(crate) fn default_cred(options: &MountOptions) -> Cred {
     let mut cred = Cred::current_process();
     if let Some(uid) = options.uid {
         cred.uid = uid;

@@ -1,0 +1,391 @@
+//! Attributes: `fattr4` to NFSv3's `fattr3` and `sattr3` to `fattr4`, owner
+//! strings to ids and back, and the attribute masks the compounds ask for.
+//!
+//! Owners go out as numbers (`"1000"`), as Linux sends them over AUTH_SYS
+//! with `nfs4_disable_idmapping` (its default): the server checks the
+//! caller's AUTH_SYS ids anyway, and both eagernfs and nfs-ganesha accept
+//! numbers. Owners come in as numbers (eagernfs sends numbers), as
+//! `number@domain`, or as `name@domain`, which is looked up in this host's
+//! password or group database (what Linux's idmapper does); a name this host
+//! does not know is `nobody` (65534), as on Linux.
+//!
+//! # Layout
+//! - masks: [`standard`] (what GETATTR asks for everywhere), [`fs_info`],
+//!   [`fs_stat`], [`readdir_plain`].
+//! - [`decode`], [`to_fattr3`], [`to_fattr4`]: the conversions.
+//! - [`IdMapper`]: owner strings.
+//! - [`fsinfo`], [`fsstat`], [`pathconf`]: NFSv3's file system questions
+//!   answered from attributes.
+
+use crate::ops::{NfsError, NfsResult};
+use eagernfs_proto::nfs3::{
+    Fattr3, Fsinfo3ResOk, Fsstat3ResOk, Ftype3, Nfstime3, Pathconf3ResOk, Sattr3, SetTime, Specdata3,
+    FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_LINK, FSF3_SYMLINK,
+};
+use eagernfs_proto::nfs4::*;
+use eagernfs_xdr::Opaque;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+
+/// The attributes every GETATTR asks for: what NFSv3's `fattr3` holds, and
+/// the change attribute.
+pub(crate) const STANDARD: &[u32] = &[
+    FATTR4_TYPE,
+    FATTR4_CHANGE,
+    FATTR4_SIZE,
+    FATTR4_FSID,
+    FATTR4_FILEID,
+    FATTR4_MODE,
+    FATTR4_NUMLINKS,
+    FATTR4_OWNER,
+    FATTR4_OWNER_GROUP,
+    FATTR4_RAWDEV,
+    FATTR4_SPACE_USED,
+    FATTR4_TIME_ACCESS,
+    FATTR4_TIME_METADATA,
+    FATTR4_TIME_MODIFY,
+];
+
+/// The attributes that answer FSINFO and PATHCONF, and the lease.
+const FS_INFO: &[u32] = &[
+    FATTR4_SUPPORTED_ATTRS,
+    FATTR4_LINK_SUPPORT,
+    FATTR4_SYMLINK_SUPPORT,
+    FATTR4_LEASE_TIME,
+    FATTR4_CANSETTIME,
+    FATTR4_CASE_INSENSITIVE,
+    FATTR4_CASE_PRESERVING,
+    FATTR4_CHOWN_RESTRICTED,
+    FATTR4_HOMOGENEOUS,
+    FATTR4_MAXFILESIZE,
+    FATTR4_MAXLINK,
+    FATTR4_MAXNAME,
+    FATTR4_MAXREAD,
+    FATTR4_MAXWRITE,
+    FATTR4_NO_TRUNC,
+    FATTR4_TIME_DELTA,
+];
+
+/// The attributes that answer FSSTAT.
+const FS_STAT: &[u32] = &[
+    FATTR4_FILES_AVAIL,
+    FATTR4_FILES_FREE,
+    FATTR4_FILES_TOTAL,
+    FATTR4_SPACE_AVAIL,
+    FATTR4_SPACE_FREE,
+    FATTR4_SPACE_TOTAL,
+];
+
+/// [`STANDARD`] as a bitmap.
+pub(crate) fn standard() -> Bitmap4 {
+    Bitmap4::from_bits(STANDARD)
+}
+
+/// [`STANDARD`] and the file handle: what READDIR asks for to answer READDIRPLUS.
+pub(crate) fn readdir_plus() -> Bitmap4 {
+    let mut b = standard();
+    b.set(FATTR4_FILEHANDLE);
+    b.set(FATTR4_RDATTR_ERROR);
+    b
+}
+
+/// What READDIR asks for to answer NFSv3's READDIR: the file id only.
+pub(crate) fn readdir_plain() -> Bitmap4 {
+    Bitmap4::from_bits(&[FATTR4_FILEID, FATTR4_RDATTR_ERROR])
+}
+
+/// FSINFO's and PATHCONF's attributes.
+pub(crate) fn fs_info() -> Bitmap4 {
+    Bitmap4::from_bits(FS_INFO)
+}
+
+/// FSSTAT's attributes.
+pub(crate) fn fs_stat() -> Bitmap4 {
+    Bitmap4::from_bits(FS_STAT)
+}
+
+/// Decode a `fattr4` the server sent.
+pub(crate) fn decode(f: &Fattr4) -> NfsResult<FileAttrs> {
+    FileAttrs::from_fattr(f).map_err(|e| NfsError::BadReply(format!("attributes: {e}")))
+}
+
+fn ftype3(t: NfsFtype4) -> Ftype3 {
+    match t {
+        NfsFtype4::Reg | NfsFtype4::Namedattr => Ftype3::Reg,
+        NfsFtype4::Dir | NfsFtype4::Attrdir => Ftype3::Dir,
+        NfsFtype4::Blk => Ftype3::Blk,
+        NfsFtype4::Chr => Ftype3::Chr,
+        NfsFtype4::Lnk => Ftype3::Lnk,
+        NfsFtype4::Sock => Ftype3::Sock,
+        NfsFtype4::Fifo => Ftype3::Fifo,
+    }
+}
+
+/// An NFSv4 time as NFSv3's unsigned 32-bit seconds (clamped: NFSv3 cannot
+/// name times before 1970 or after 2106).
+pub(crate) fn time3(t: Nfstime4) -> Nfstime3 {
+    Nfstime3 { seconds: t.seconds.clamp(0, u32::MAX as i64) as u32, nseconds: t.nseconds.min(999_999_999) }
+}
+
+fn time4(t: Nfstime3) -> Nfstime4 {
+    Nfstime4 { seconds: t.seconds as i64, nseconds: t.nseconds }
+}
+
+/// NFSv3's 64-bit fsid from NFSv4's two words (equal fsids stay equal).
+pub(crate) fn fsid3(f: Fsid4) -> u64 {
+    f.major ^ f.minor.rotate_left(32)
+}
+
+/// `fattr3` from GETATTR's [`STANDARD`] attributes. The type must be there
+/// (every server returns it: it is a mandatory attribute); anything else
+/// missing reads as 0 (space used as the size).
+pub(crate) fn to_fattr3(a: &FileAttrs, ids: &IdMapper) -> NfsResult<Fattr3> {
+    let ftype = a.ftype.ok_or_else(|| NfsError::BadReply("attributes without the type".into()))?;
+    let size = a.size.unwrap_or(0);
+    let rdev = a.rawdev.unwrap_or_default();
+    Ok(Fattr3 {
+        ftype: ftype3(ftype),
+        mode: a.mode.unwrap_or(0) & 0o7777,
+        nlink: a.numlinks.unwrap_or(1),
+        uid: a.owner.as_ref().map_or(NOBODY, |o| ids.id(o, false)),
+        gid: a.owner_group.as_ref().map_or(NOBODY, |o| ids.id(o, true)),
+        size,
+        used: a.space_used.unwrap_or(size),
+        rdev: Specdata3 { specdata1: rdev.specdata1, specdata2: rdev.specdata2 },
+        fsid: a.fsid.map_or(0, fsid3),
+        fileid: a.fileid.unwrap_or(0),
+        atime: a.time_access.map_or_else(Nfstime3::default, time3),
+        mtime: a.time_modify.map_or_else(Nfstime3::default, time3),
+        ctime: a.time_metadata.map_or_else(Nfstime3::default, time3),
+    })
+}
+
+/// Decode and convert in one step.
+pub(crate) fn fattr3_of(f: &Fattr4, ids: &IdMapper) -> NfsResult<Fattr3> {
+    to_fattr3(&decode(f)?, ids)
+}
+
+fn settime(t: SetTime) -> Option<Settime4> {
+    match t {
+        SetTime::DontChange => None,
+        SetTime::SetToServerTime => Some(Settime4::ServerTime),
+        SetTime::SetToClientTime(t) => Some(Settime4::ClientTime(time4(t))),
+    }
+}
+
+/// The attributes `s` sets, as SETATTR, CREATE and OPEN take them.
+pub(crate) fn to_fattr4(s: &Sattr3) -> Fattr4 {
+    FileAttrs {
+        mode: s.mode.map(|m| m & 0o7777),
+        owner: s.uid.map(owner_string),
+        owner_group: s.gid.map(owner_string),
+        size: s.size,
+        time_access_set: settime(s.atime),
+        time_modify_set: settime(s.mtime),
+        ..FileAttrs::default()
+    }
+    .to_fattr()
+}
+
+/// The id a name this host does not know maps to (Linux's `nobody`).
+pub const NOBODY: u32 = 65534;
+
+/// An id as an owner string: the number.
+pub(crate) fn owner_string(id: u32) -> Utf8Str {
+    Opaque(bytes::Bytes::from(id.to_string()))
+}
+
+/// Most owner names remembered (each a database lookup saved).
+const NAMES_MAX: usize = 4096;
+
+/// Owner strings to ids, remembering the names it had to look up.
+#[derive(Debug, Default)]
+pub struct IdMapper {
+    /// (group?, name) → id, for `name@domain` owners.
+    names: Mutex<HashMap<(bool, Vec<u8>), u32>>,
+}
+
+impl IdMapper {
+    /// The uid (or gid, `group`) an owner string names.
+    pub fn id(&self, owner: &[u8], group: bool) -> u32 {
+        let name = match owner.iter().position(|b| *b == b'@') {
+            Some(at) => &owner[..at],
+            None => owner,
+        };
+        if let Some(n) = numeric(name) {
+            return n;
+        }
+        if name.is_empty() {
+            return NOBODY;
+        }
+        if let Some(id) = self.names.lock().get(&(group, name.to_vec())) {
+            return *id;
+        }
+        let id = lookup_name(name, group).unwrap_or(NOBODY);
+        let mut names = self.names.lock();
+        if names.len() >= NAMES_MAX {
+            names.clear();
+        }
+        names.insert((group, name.to_vec()), id);
+        id
+    }
+}
+
+/// `s` as a decimal number, if it is one (no sign, no spaces).
+fn numeric(s: &[u8]) -> Option<u32> {
+    if s.is_empty() || s.len() > 10 || !s.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse().ok()
+}
+
+/// Look a user (or group) name up in this host's databases.
+fn lookup_name(name: &[u8], group: bool) -> Option<u32> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: the out-structures are zeroed and valid for writing; `buf` is
+    // valid for its length; `result` is only read after the call returned 0
+    // and points into `pw`/`gr` when not null.
+    unsafe {
+        if group {
+            let mut gr: libc::group = std::mem::zeroed();
+            let mut result: *mut libc::group = std::ptr::null_mut();
+            let rc =
+                libc::getgrnam_r(cname.as_ptr(), &mut gr, buf.as_mut_ptr().cast(), buf.len(), &mut result);
+            (rc == 0 && !result.is_null()).then_some(gr.gr_gid)
+        } else {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut result: *mut libc::passwd = std::ptr::null_mut();
+            let rc =
+                libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut result);
+            (rc == 0 && !result.is_null()).then_some(pw.pw_uid)
+        }
+    }
+}
+
+/// FSINFO from the [`fs_info`] attributes of the root.
+pub(crate) fn fsinfo(a: &FileAttrs, obj: Option<Fattr3>) -> Fsinfo3ResOk {
+    let rtmax = a.maxread.map_or(0, |m| m.min(u32::MAX as u64) as u32);
+    let wtmax = a.maxwrite.map_or(0, |m| m.min(u32::MAX as u64) as u32);
+    let mut properties = 0;
+    if a.link_support.unwrap_or(false) {
+        properties |= FSF3_LINK;
+    }
+    if a.symlink_support.unwrap_or(false) {
+        properties |= FSF3_SYMLINK;
+    }
+    if a.homogeneous.unwrap_or(true) {
+        properties |= FSF3_HOMOGENEOUS;
+    }
+    if a.cansettime.unwrap_or(true) {
+        properties |= FSF3_CANSETTIME;
+    }
+    Fsinfo3ResOk {
+        obj_attributes: obj,
+        rtmax,
+        rtpref: rtmax,
+        rtmult: 4096,
+        wtmax,
+        wtpref: wtmax,
+        wtmult: 4096,
+        dtpref: rtmax.clamp(4096, 1 << 20),
+        maxfilesize: a.maxfilesize.unwrap_or(u64::MAX),
+        time_delta: a.time_delta.map_or(Nfstime3 { seconds: 0, nseconds: 1 }, time3),
+        properties,
+    }
+}
+
+/// FSSTAT from the [`fs_stat`] attributes.
+pub(crate) fn fsstat(a: &FileAttrs, obj: Option<Fattr3>) -> Fsstat3ResOk {
+    Fsstat3ResOk {
+        obj_attributes: obj,
+        tbytes: a.space_total.unwrap_or(0),
+        fbytes: a.space_free.unwrap_or(0),
+        abytes: a.space_avail.unwrap_or(0),
+        tfiles: a.files_total.unwrap_or(0),
+        ffiles: a.files_free.unwrap_or(0),
+        afiles: a.files_avail.unwrap_or(0),
+        invarsec: 0,
+    }
+}
+
+/// PATHCONF from the [`fs_info`] attributes.
+pub(crate) fn pathconf(a: &FileAttrs, obj: Option<Fattr3>) -> Pathconf3ResOk {
+    Pathconf3ResOk {
+        obj_attributes: obj,
+        linkmax: a.maxlink.unwrap_or(1),
+        name_max: a.maxname.unwrap_or(255),
+        no_trunc: a.no_trunc.unwrap_or(true),
+        chown_restricted: a.chown_restricted.unwrap_or(true),
+        case_insensitive: a.case_insensitive.unwrap_or(false),
+        case_preserving: a.case_preserving.unwrap_or(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_are_numbers_or_names_this_host_knows() {
+        let ids = IdMapper::default();
+        assert_eq!(ids.id(b"1000", false), 1000);
+        assert_eq!(ids.id(b"1000@example.org", false), 1000);
+        assert_eq!(ids.id(b"root@localdomain", false), 0, "root is in every password database");
+        assert_eq!(ids.id(b"root", true), 0);
+        assert_eq!(ids.id(b"no-such-user-here@x", false), NOBODY);
+        assert_eq!(ids.id(b"", false), NOBODY);
+        assert_eq!(ids.id(b"-1", false), NOBODY, "not a number, not a name");
+        assert_eq!(ids.id(b"99999999999", false), NOBODY, "too large for an id");
+        assert_eq!(&owner_string(42)[..], b"42");
+    }
+
+    #[test]
+    fn fattr4_and_fattr3_agree() {
+        let a = FileAttrs {
+            ftype: Some(NfsFtype4::Chr),
+            size: Some(10),
+            mode: Some(0o104_755),
+            numlinks: Some(2),
+            owner: Some(owner_string(7)),
+            owner_group: Some(Opaque::from_static(b"8@dom")),
+            rawdev: Some(Specdata4 { specdata1: 4, specdata2: 5 }),
+            fsid: Some(Fsid4 { major: 3, minor: 0 }),
+            fileid: Some(99),
+            time_access: Some(Nfstime4 { seconds: 1, nseconds: 2 }),
+            time_modify: Some(Nfstime4 { seconds: -5, nseconds: 3 }),
+            time_metadata: Some(Nfstime4 { seconds: 1 << 40, nseconds: 4 }),
+            ..FileAttrs::default()
+        };
+        let f = fattr3_of(&a.to_fattr(), &IdMapper::default()).unwrap();
+        assert_eq!(f.ftype, Ftype3::Chr);
+        assert_eq!((f.mode, f.nlink, f.uid, f.gid), (0o4755, 2, 7, 8));
+        assert_eq!((f.size, f.used, f.fileid, f.fsid), (10, 10, 99, 3));
+        assert_eq!((f.rdev.specdata1, f.rdev.specdata2), (4, 5));
+        assert_eq!(f.atime, Nfstime3 { seconds: 1, nseconds: 2 });
+        assert_eq!(f.mtime.seconds, 0, "before 1970 is clamped");
+        assert_eq!(f.ctime.seconds, u32::MAX, "after 2106 is clamped");
+        // No type: a broken reply, not a regular file.
+        assert!(to_fattr3(&FileAttrs::default(), &IdMapper::default()).is_err());
+    }
+
+    #[test]
+    fn sattr3_becomes_the_attributes_setattr_sends() {
+        let s = Sattr3 {
+            mode: Some(0o1644),
+            uid: Some(5),
+            gid: None,
+            size: Some(0),
+            atime: SetTime::SetToServerTime,
+            mtime: SetTime::SetToClientTime(Nfstime3 { seconds: 9, nseconds: 1 }),
+        };
+        let a = FileAttrs::from_fattr(&to_fattr4(&s)).unwrap();
+        assert_eq!(a.mode, Some(0o1644));
+        assert_eq!(a.owner.as_deref(), Some(&b"5"[..]));
+        assert_eq!(a.owner_group, None);
+        assert_eq!(a.size, Some(0));
+        assert_eq!(a.time_access_set, Some(Settime4::ServerTime));
+        assert_eq!(a.time_modify_set, Some(Settime4::ClientTime(Nfstime4 { seconds: 9, nseconds: 1 })));
+        assert!(to_fattr4(&Sattr3::default()).attrmask.is_empty(), "nothing to set: an empty mask");
+    }
+}

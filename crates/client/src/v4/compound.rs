@@ -1,0 +1,278 @@
+//! COMPOUNDs as the client sends them (sans-IO): the operations after
+//! SEQUENCE are encoded into one call, a WRITE's data is sent from the
+//! caller's buffer without a copy, and [`Reply`] reads the results back in
+//! order, turning a failed operation's status into the client's error.
+
+use super::status;
+use crate::core::Call;
+use crate::ops::{NfsError, NfsResult};
+use bytes::{BufMut, Bytes, BytesMut};
+use eagernfs_proto::nfs4::*;
+use eagernfs_rpc::OpaqueAuth;
+use eagernfs_xdr::{Encode, Opaque};
+
+/// Bytes already encoded, written as they are.
+struct Raw<'a>(&'a [u8]);
+
+impl Encode for Raw<'_> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        buf.put_slice(self.0)
+    }
+}
+
+/// WRITE payloads at least this large go on the wire from the caller's
+/// buffer; smaller ones are cheaper to copy than to send as an iovec.
+const ZERO_COPY_MIN_BYTES: usize = 4096;
+
+/// The call for `SEQUENCE` (if any) followed by `ops`, as `auth`.
+pub(crate) fn encode(minor: u32, sequence: Option<Sequence4Args>, ops: &[ArgOp], auth: &OpaqueAuth) -> Call {
+    let count = ops.len() as u32 + u32::from(sequence.is_some());
+    let mut head = BytesMut::with_capacity(256);
+    Compound4Head { tag: Opaque::default(), minorversion: minor, count }.encode(&mut head);
+    if let Some(s) = sequence {
+        ArgOp::Sequence(s).encode(&mut head);
+    }
+    // A large WRITE's data goes after the head, not copied into it.
+    let split =
+        ops.iter().position(|op| matches!(op, ArgOp::Write(w) if w.data.len() >= ZERO_COPY_MIN_BYTES));
+    let Some(at) = split else {
+        for op in ops {
+            op.encode(&mut head);
+        }
+        return Call::new(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, auth, &Raw(&head), 0);
+    };
+    for op in &ops[..at] {
+        op.encode(&mut head);
+    }
+    let ArgOp::Write(w) = &ops[at] else { unreachable!("found above") };
+    OP_WRITE.encode(&mut head);
+    w.stateid.encode(&mut head);
+    w.offset.encode(&mut head);
+    w.stable.encode(&mut head);
+    let mut after = BytesMut::new();
+    for op in &ops[at + 1..] {
+        op.encode(&mut after);
+    }
+    Call::with_opaque_between(
+        NFS_PROGRAM,
+        NFS_V4,
+        NFSPROC4_COMPOUND,
+        auth,
+        &Raw(&head),
+        w.data.clone(),
+        after.freeze(),
+    )
+}
+
+/// A COMPOUND's results, read in the order the operations were sent.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    /// The COMPOUND's status: the last operation's.
+    pub(crate) status: Nfsstat4,
+    results: std::vec::IntoIter<ResOp>,
+}
+
+macro_rules! results {
+    ($( $name:ident => $op:ident $variant:ident -> $ty:ty; )*) => {
+        impl Reply {
+            $(
+                #[doc = concat!("The next result, which must be ", stringify!($op), "'s and a success.")]
+                pub(crate) fn $name(&mut self) -> NfsResult<$ty> {
+                    match self.op($op)? {
+                        ResOp::$variant(Res4::Ok(v)) => Ok(v),
+                        r => Err(mismatch(&r, $op)),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+results! {
+    getattr => OP_GETATTR Getattr -> Fattr4;
+    getfh => OP_GETFH Getfh -> NfsFh4;
+    access => OP_ACCESS Access -> Access4ResOk;
+    readlink => OP_READLINK Readlink -> Linktext4;
+    read => OP_READ Read -> Read4ResOk;
+    write => OP_WRITE Write -> Write4ResOk;
+    commit => OP_COMMIT Commit -> Verifier4;
+    create => OP_CREATE Create -> Create4ResOk;
+    open => OP_OPEN Open -> Open4ResOk;
+    close => OP_CLOSE Close -> Stateid4;
+    downgrade => OP_OPEN_DOWNGRADE OpenDowngrade -> Stateid4;
+    remove => OP_REMOVE Remove -> ChangeInfo4;
+    rename => OP_RENAME Rename -> Rename4ResOk;
+    link => OP_LINK Link -> ChangeInfo4;
+    readdir => OP_READDIR Readdir -> Readdir4ResOk;
+    locku => OP_LOCKU Locku -> Stateid4;
+    exchange_id => OP_EXCHANGE_ID ExchangeId -> ExchangeId4ResOk;
+    create_session => OP_CREATE_SESSION CreateSession -> CreateSession4ResOk;
+    bind_conn => OP_BIND_CONN_TO_SESSION BindConnToSession -> BindConnToSession4ResOk;
+}
+
+impl Reply {
+    /// The next result if it is GETATTR's and a success: attributes after a
+    /// change, which may fail without undoing it.
+    pub(crate) fn getattr_opt(&mut self) -> Option<Fattr4> {
+        match self.results.next() {
+            Some(ResOp::Getattr(Res4::Ok(v))) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The next result if it is GETFH's and a success.
+    pub(crate) fn getfh_opt(&mut self) -> Option<NfsFh4> {
+        match self.results.next() {
+            Some(ResOp::Getfh(Res4::Ok(v))) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// A result that passed [`Reply::op`]'s checks but is not the variant
+/// expected (only a result this crate does not model can be).
+fn mismatch(r: &ResOp, opnum: u32) -> NfsError {
+    NfsError::BadReply(format!("{} result of an unexpected form: {:?}", op_name(opnum), r.status()))
+}
+
+impl Reply {
+    pub(crate) fn new(res: Compound4Res) -> Reply {
+        Reply { status: res.status, results: res.resarray.into_iter() }
+    }
+
+    /// The next result: operation `opnum`'s, and a success; its status as
+    /// the error otherwise (or the COMPOUND's, if the server stopped before
+    /// it).
+    pub(crate) fn op(&mut self, opnum: u32) -> NfsResult<ResOp> {
+        match self.results.next() {
+            Some(r) if r.opnum() != opnum => Err(NfsError::BadReply(format!(
+                "the server answered {} where {} was sent",
+                op_name(r.opnum()),
+                op_name(opnum)
+            ))),
+            Some(r) if !r.status().is_ok() => Err(status::error(r.status())),
+            Some(r) => Ok(r),
+            None if self.status.is_ok() => {
+                Err(NfsError::BadReply(format!("no result for {} in a successful COMPOUND", op_name(opnum))))
+            }
+            None => Err(status::error(self.status)),
+        }
+    }
+
+    /// The next result, which must be a success of `opnum` (for results
+    /// with no body: PUTFH, LOOKUP, SAVEFH, …).
+    pub(crate) fn ok(&mut self, opnum: u32) -> NfsResult<()> {
+        self.op(opnum).map(|_| ())
+    }
+
+    /// SETATTR's result (its bitmap follows every status).
+    pub(crate) fn setattr(&mut self) -> NfsResult<Bitmap4> {
+        match self.op(OP_SETATTR)? {
+            ResOp::Setattr(r) => Ok(r.attrsset),
+            r => Err(mismatch(&r, OP_SETATTR)),
+        }
+    }
+
+    /// LOCK's result: the lock stateid, or the lock in the way.
+    pub(crate) fn lock(&mut self) -> NfsResult<Result<Stateid4, Lock4Denied>> {
+        match self.results.next() {
+            Some(ResOp::Lock(Lock4Res::Ok(s))) => Ok(Ok(s)),
+            Some(ResOp::Lock(Lock4Res::Denied(d))) => Ok(Err(d)),
+            Some(ResOp::Lock(Lock4Res::Err(s))) => Err(status::error(s)),
+            Some(r) => Err(mismatch(&r, OP_LOCK)),
+            None => Err(status::error(self.status)),
+        }
+    }
+
+    /// LOCKT's result: `None` if nothing is in the way.
+    pub(crate) fn lockt(&mut self) -> NfsResult<Option<Lock4Denied>> {
+        match self.results.next() {
+            Some(ResOp::Lockt(Lockt4Res::Ok)) => Ok(None),
+            Some(ResOp::Lockt(Lockt4Res::Denied(d))) => Ok(Some(d)),
+            Some(ResOp::Lockt(Lockt4Res::Err(s))) => Err(status::error(s)),
+            Some(r) => Err(mismatch(&r, OP_LOCKT)),
+            None => Err(status::error(self.status)),
+        }
+    }
+
+    /// Skip the next result whatever it is (an operation whose outcome the
+    /// caller does not need, such as a trailing CLOSE).
+    pub(crate) fn skip(&mut self) -> Option<ResOp> {
+        self.results.next()
+    }
+}
+
+/// A file name as a component; empty or longer than any server takes is
+/// refused here, as a local file system would.
+pub(crate) fn component(name: &[u8]) -> NfsResult<Component4> {
+    if name.is_empty() {
+        return Err(NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Inval));
+    }
+    if name.len() > eagernfs_proto::nfs3::NFS3_NAME_MAX {
+        return Err(NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Nametoolong));
+    }
+    Ok(Opaque(Bytes::copy_from_slice(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args_of(call: &Call) -> Compound4Args {
+        let mut rec = call.wire_bytes().slice(4..);
+        let _ = eagernfs_rpc::Message::decode(&mut rec).unwrap();
+        eagernfs_xdr::decode_exact(rec).unwrap()
+    }
+
+    #[test]
+    fn a_large_write_is_sent_from_its_buffer_and_decodes_as_the_same_compound() {
+        let data = Bytes::from(vec![7u8; 10_001]);
+        let ops = vec![
+            ArgOp::Putfh(Putfh4Args { object: NfsFh4 { data: Opaque::from_static(b"fh") } }),
+            ArgOp::Write(Write4Args {
+                stateid: Stateid4::ANONYMOUS,
+                offset: 5,
+                stable: StableHow4::FileSync4,
+                data: data.clone(),
+            }),
+            ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_SIZE]) }),
+        ];
+        let seq = Sequence4Args {
+            sessionid: [1; 16],
+            sequenceid: 2,
+            slotid: 3,
+            highest_slotid: 4,
+            cachethis: true,
+        };
+        let call = encode(2, Some(seq.clone()), &ops, &OpaqueAuth::none());
+        assert!(!call.is_contiguous(), "the data is not copied");
+        let back = args_of(&call);
+        assert_eq!(back.minorversion, 2);
+        let mut want = vec![ArgOp::Sequence(seq)];
+        want.extend(ops.clone());
+        assert_eq!(back.argarray, want);
+        // Small writes are copied, and decode the same.
+        let mut small = ops;
+        if let ArgOp::Write(w) = &mut small[1] {
+            w.data = Bytes::from_static(b"abc");
+        }
+        let call = encode(1, None, &small, &OpaqueAuth::none());
+        assert!(call.is_contiguous());
+        assert_eq!(args_of(&call).argarray, small);
+    }
+
+    #[test]
+    fn results_are_read_in_order_and_failures_become_errors() {
+        let res = Compound4Res {
+            status: Nfsstat4::Noent,
+            tag: Opaque::default(),
+            resarray: vec![ResOp::Putfh(Res4::OK), ResOp::Lookup(Res4::Err(Nfsstat4::Noent))],
+        };
+        let mut r = Reply::new(res.clone());
+        r.ok(OP_PUTFH).unwrap();
+        assert_eq!(r.ok(OP_LOOKUP), Err(NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Noent)));
+        assert_eq!(r.getfh(), Err(NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Noent)), "stopped before it");
+        let mut r = Reply::new(res);
+        assert!(matches!(r.getattr(), Err(NfsError::BadReply(m)) if m.contains("PUTFH")));
+    }
+}
