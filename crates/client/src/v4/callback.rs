@@ -281,7 +281,7 @@ impl CallbackService {
                         CbOp::Std(a) => a.opnum(),
                         CbOp::Getattr(_) => OP_CB_GETATTR,
                     };
-                    if n <= OP_CB_LAST && n >= OP_CB_GETATTR {
+                    if (OP_CB_GETATTR..=OP_CB_LAST).contains(&n) {
                         CbRes::Std(CbResOp::Other(n, Nfsstat4::OpNotInSession))
                     } else {
                         CbRes::Std(CbResOp::Other(OP_CB_ILLEGAL, Nfsstat4::OpIllegal))
@@ -486,7 +486,10 @@ mod tests {
     }
 
     /// The reply's header and the CB_COMPOUND status and result statuses.
-    fn answer(s: &CallbackService, record: Bytes) -> (ReplyHeader, Option<(Nfsstat4, Vec<(u32, Nfsstat4)>)>) {
+    /// A reply's header, and a CB_COMPOUND's status and per-operation statuses.
+    type Answered = (ReplyHeader, Option<(Nfsstat4, Vec<(u32, Nfsstat4)>)>);
+
+    fn answer(s: &CallbackService, record: Bytes) -> Answered {
         let mut r = s.answer(record).expect("an answer");
         let Message::Reply(h) = Message::decode(&mut r).unwrap() else { panic!("not a reply") };
         if r.is_empty() {

@@ -1218,14 +1218,14 @@ impl Nfs4Client {
     }
 
     /// READDIR for NFSv3's READDIR (`plus`: with attributes and handles).
+    /// `counts`: READDIR's `dircount` and `maxcount`.
     async fn list(
         &self,
         cred: &Cred,
         dir: &NfsFh3,
         cookie: u64,
         verf: Cookieverf3,
-        dircount: u32,
-        maxcount: u32,
+        counts: (u32, u32),
         plus: bool,
     ) -> NfsResult<Listing> {
         // NFSv4 lists no "." or "..": they are made here with cookies 1 and
@@ -1241,8 +1241,8 @@ impl Nfs4Client {
                 ArgOp::Readdir(Readdir4Args {
                     cookie: server_cookie,
                     cookieverf: server_verf,
-                    dircount,
-                    maxcount,
+                    dircount: counts.0,
+                    maxcount: counts.1,
                     attr_request: mask.clone(),
                 }),
             ];
@@ -1644,7 +1644,7 @@ impl NfsOps for Nfs4Client {
         verf: Cookieverf3,
         count: u32,
     ) -> NfsResult<Readdir3ResOk> {
-        let l = self.list(cred, dir, cookie, verf, count, count, false).await?;
+        let l = self.list(cred, dir, cookie, verf, (count, count), false).await?;
         let entries = l
             .entries
             .into_iter()
@@ -1666,7 +1666,7 @@ impl NfsOps for Nfs4Client {
         dircount: u32,
         maxcount: u32,
     ) -> NfsResult<Readdirplus3ResOk> {
-        let l = self.list(cred, dir, cookie, verf, dircount, maxcount, true).await?;
+        let l = self.list(cred, dir, cookie, verf, (dircount, maxcount), true).await?;
         let entries = l
             .entries
             .into_iter()
