@@ -15,7 +15,8 @@
 #   GANESHA_NLM        1: serve byte-range locks (NLM, registered with rpcbind; ganesha then
 #                      needs rpc.statd from nfs-common, started here if not running) (default 0)
 #   GANESHA_NLM_PORT   NLM port                              (default PORT+2)
-#   GANESHA_NFS4       1: serve NFSv4.1 and 4.2 too (same port; pseudo path = DIR) (default 0)
+#   GANESHA_NFS4       1: serve NFSv4.1 and 4.2 too (same port; pseudo path = DIR) (default 0);
+#                      only: NFSv4.1 and 4.2 alone (Protocols = 4: no MOUNT, no NFSv3)
 #   GANESHA_LEASE_S    NFSv4 lease time in seconds            (default 90)
 #   GANESHA_CEPH_CONF  with ceph: the cluster's ceph.conf    (default /etc/ceph/ceph.conf)
 #   GANESHA_CEPH_FS    with ceph: the file system            (default cephfs)
@@ -159,8 +160,13 @@ start() {
     fi
     squash=${GANESHA_SQUASH:-No_Root_Squash}
     local protocols=3 v4conf=""
-    if [ "${GANESHA_NFS4:-0}" = 1 ]; then
-        protocols="3, 4"
+    case "${GANESHA_NFS4:-0}" in
+        0) ;;
+        1) protocols="3, 4" ;;
+        only) protocols=4 ;;
+        *) die "GANESHA_NFS4 must be 0, 1 or only, not ${GANESHA_NFS4}" ;;
+    esac
+    if [ "$protocols" != 3 ]; then
         v4conf=$'\n'"    Minor_Versions = 1, 2;"$'\n'"    Lease_Lifetime = ${GANESHA_LEASE_S:-90};"
     fi
     command -v ganesha.nfsd >/dev/null || die "ganesha.nfsd not installed (run scripts/install-deps.sh)"
@@ -217,8 +223,17 @@ CONF
     url=$(url_for "$dir" "$port" "$mnt_port")
     deadline=$(deadline_in "$timeout_s")
     # Poll the real client against the real export: only a successful MOUNT + READDIR proves
-    # that both ports are bound and the export is loaded.
-    until timeout 5 nfs-ls "$url" >/dev/null 2>&1; do
+    # that both ports are bound and the export is loaded. Without NFSv3 (GANESHA_NFS4=only)
+    # there is no MOUNT to ask: NFSv4's NULL on the NFS port (rpcinfo at the universal address,
+    # not through rpcbind) says it serves.
+    ready() {
+        if [ "$protocols" = 4 ]; then
+            timeout 5 rpcinfo -a "127.0.0.1.$((port / 256)).$((port % 256))" -T tcp 100003 4 >/dev/null 2>&1
+        else
+            timeout 5 nfs-ls "$url" >/dev/null 2>&1
+        fi
+    }
+    until ready; do
         if ! kill -0 "$pid" 2>/dev/null; then
             log "ganesha exited during start-up; log tail:"
             tail -20 "$run_dir/ganesha.log" "$run_dir/ganesha.out" >&2 || true

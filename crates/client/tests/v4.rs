@@ -599,3 +599,197 @@ async fn compounds_beyond_nfsv3_do_a_file_in_one_round_trip() {
     c.remove_unchecked(&cr, &dir, b"small").await.unwrap();
     assert_eq!(c.lookup(&cr, &dir, b"small").await.unwrap_err(), NfsError::Nfs(Nfsstat3::Noent));
 }
+
+// ------------------------------------------------------------ nfs-ganesha
+
+/// nfs-ganesha 4.3 (FSAL_VFS) serving a temporary directory over NFSv4.1/4.2
+/// only (`Protocols = 4`), started and stopped with scripts/ganesha.sh.
+struct Ganesha {
+    dir: tempfile::TempDir,
+    run: tempfile::TempDir,
+    port: u16,
+    mount_port: u16,
+}
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+/// Ganesha must start in CI; elsewhere a missing ganesha skips these tests.
+fn ganesha_required() -> bool {
+    std::env::var_os("CI").is_some() || std::env::var_os("EAGERNFS_REQUIRE_GANESHA").is_some()
+}
+
+impl Ganesha {
+    /// `None` (after saying why) if ganesha cannot start here.
+    fn start() -> Option<Ganesha> {
+        let dir = tempfile::Builder::new().prefix("eagernfs-v4-ganesha-").tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let run = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap(),
+        );
+        let (port, mount_port) = (a.local_addr().unwrap().port(), b.local_addr().unwrap().port());
+        drop((a, b));
+        let g = Ganesha { dir, run, port, mount_port };
+        match g.script("start") {
+            Ok(()) => Some(g),
+            Err(e) if ganesha_required() => panic!("ganesha is required here but failed: {e}"),
+            Err(e) => {
+                eprintln!("SKIP: ganesha could not start: {e}");
+                None
+            }
+        }
+    }
+
+    fn script(&self, action: &str) -> Result<(), String> {
+        let mut cmd = std::process::Command::new(repo_root().join("scripts/ganesha.sh"));
+        cmd.arg(action);
+        if action == "start" {
+            cmd.arg(self.dir.path()).arg(self.port.to_string()).arg("vfs");
+        }
+        cmd.env("GANESHA_RUN_DIR", self.run.path().join("run"))
+            .env("GANESHA_MNT_PORT", self.mount_port.to_string())
+            .env("GANESHA_NFS4", "only")
+            .stdin(std::process::Stdio::null());
+        // The script bounds its own waits (30 s start, 30 s stop).
+        let out = cmd.output().map_err(|e| format!("ganesha.sh: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("ganesha.sh {action}: {}", String::from_utf8_lossy(&out.stderr)))
+        }
+    }
+
+    fn url(&self, query: &str) -> String {
+        let q = if query.is_empty() { String::new() } else { format!("?{query}") };
+        format!("nfs://127.0.0.1:{}{}{q}", self.port, self.dir.path().display())
+    }
+}
+
+impl Drop for Ganesha {
+    fn drop(&mut self) {
+        if let Err(e) = self.script("stop") {
+            eprintln!("{e}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_calls_work_against_nfs_ganesha_over_nfsv4_only() {
+    let Some(g) = tokio::task::spawn_blocking(Ganesha::start).await.unwrap() else { return };
+    // No vers: NFSv4.2 (ganesha serves no NFSv3 here, and says so to vers=3).
+    let any = within(AnyClient::connect(&g.url(""))).await.expect("connect to ganesha");
+    assert_eq!(any.version(), NfsVersion::V42);
+    assert!(within(AnyClient::connect(&g.url("vers=3"))).await.is_err());
+    let c = within(Nfs4Client::connect(&g.url(""))).await.unwrap();
+    let cr = root();
+    let r = c.root();
+    assert_eq!(c.getattr(&cr, &r).await.unwrap().ftype, Ftype3::Dir);
+    assert!(c.fsstat(&cr, &r).await.unwrap().tbytes > 0);
+
+    let d = handle(c.mkdir(&cr, &r, b"d", mode(0o755)).await.unwrap().obj);
+    // Ganesha's pseudo-root handles are 128 bytes, twice NFSv3's limit.
+    let pseudo = within(Nfs4Client::connect(&format!("nfs://127.0.0.1:{}/", g.port))).await.unwrap();
+    assert!(pseudo.root().data.len() > NFS3_FHSIZE, "its handle is {} bytes", pseudo.root().data.len());
+    assert!(pseudo.readdir(&cr, &pseudo.root(), 0, [0; 8], 8192).await.unwrap().reply.entries.len() >= 3);
+    let f = handle(c.create(&cr, &d, b"f", Createhow3::Unchecked(mode(0o644))).await.unwrap().obj);
+    assert_eq!(
+        c.create(&cr, &d, b"f", Createhow3::Guarded(mode(0o644))).await.unwrap_err(),
+        NfsError::Nfs(Nfsstat3::Exist)
+    );
+    let big = Bytes::from((0..200_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+    c.write(&cr, &f, 0, big.clone(), StableHow::Unstable).await.unwrap();
+    c.commit(&cr, &f, 0, 0).await.unwrap();
+    assert_eq!(c.read(&cr, &f, 0, 200_000).await.unwrap().data, big);
+    let ctime = c.getattr(&cr, &f).await.unwrap().ctime;
+    c.setattr(&cr, &f, Sattr3 { size: Some(5), mode: Some(0o600), ..Default::default() }, Some(ctime))
+        .await
+        .unwrap();
+    let a = c.getattr(&cr, &f).await.unwrap();
+    assert_eq!((a.size, a.mode), (5, 0o600));
+    let a = c.setattr(&cr, &f, Sattr3 { uid: Some(1234), gid: Some(567), ..Default::default() }, None).await;
+    let a = a.unwrap().after.unwrap();
+    assert_eq!((a.uid, a.gid), (1234, 567), "numeric owners both ways");
+    let l = handle(c.symlink(&cr, &d, b"l", b"f", Sattr3::default()).await.unwrap().obj);
+    assert_eq!(&c.readlink(&cr, &l).await.unwrap().data[..], b"f");
+    c.link(&cr, &f, &d, b"hard").await.unwrap();
+    let rd = c.readdirplus(&cr, &d, 0, [0; 8], 8192, 65536).await.unwrap();
+    let mut names: Vec<Vec<u8>> = rd.reply.entries.iter().map(|e| e.name.to_vec()).collect();
+    names.sort();
+    assert_eq!(names, vec![b".".to_vec(), b"..".to_vec(), b"f".to_vec(), b"hard".to_vec(), b"l".to_vec()]);
+    assert_eq!(c.rmdir(&cr, &d, b"f").await.unwrap_err(), NfsError::Nfs(Nfsstat3::Notdir));
+    assert_eq!(c.remove(&cr, &r, b"d").await.unwrap_err(), NfsError::Nfs(Nfsstat3::Isdir));
+    c.rename(&cr, &d, b"f", &r, b"g").await.unwrap();
+    assert_eq!(c.lookup_path(&cr, "/g").await.unwrap().0, f);
+
+    // Opens and locks; one compound for a small file each way.
+    let of = c.open(&cr, &f, OpenAccess::Both).await.unwrap();
+    c.lock(&cr, &f, 1, true, 0, 10).await.unwrap();
+    let other = within(Nfs4Client::connect(&g.url(""))).await.unwrap();
+    let o2 = other.open(&cr, &f, OpenAccess::Both).await.unwrap();
+    assert_eq!(other.lock(&cr, &f, 2, true, 5, 10).await.unwrap_err(), NfsError::Nfs4(Nfsstat4::Denied));
+    assert!(other.test_lock(&cr, &f, 2, true, 5, 10).await.unwrap().is_some());
+    c.unlock(&cr, &f, 1, 0, 10).await.unwrap();
+    other.lock(&cr, &f, 2, true, 5, 10).await.unwrap();
+    other.close(&cr, &o2).await.unwrap();
+    c.close(&cr, &of).await.unwrap();
+    let (small, _) =
+        c.create_open(&cr, &d, b"small", mode(0o640), CreateHow::Guarded, OpenAccess::Write).await.unwrap();
+    // Larger than a session slot keeps for a retry: the read is not asked to be kept.
+    let content = Bytes::from((0..100_000u32).map(|i| (i % 241) as u8).collect::<Vec<_>>());
+    let wc = c.write_close(&cr, &small, 0, content.clone(), None).await.unwrap();
+    assert_eq!(wc.write.committed, StableHow::FileSync);
+    let whole = c.read_whole(&cr, &small.fh, 1 << 20).await.unwrap();
+    assert_eq!((&whole.data, whole.eof), (&content, true));
+
+    // The caching layer over it.
+    let fs = within(CachedFs::new(c.clone(), &MountOptions::default())).await.expect("mount");
+    let (e, fh) = fs.create(ROOT_INO, b"cached", 0o644, libc::O_RDWR, &cr).await.unwrap();
+    fs.write(fh, 0, b"through the cache").await.unwrap();
+    fs.flush(fh).await.unwrap();
+    fs.release(fh).await.unwrap();
+    assert_eq!(
+        &c.read(&cr, &c.lookup(&cr, &r, b"cached").await.unwrap().object, 0, 100).await.unwrap().data[..],
+        b"through the cache"
+    );
+    fs.unlink(ROOT_INO, b"cached", &cr).await.unwrap();
+    let _ = e;
+
+    // A restart with no grace period (the script's Graceless): the open
+    // and lock cannot be reclaimed, so they are made again as new.
+    let of = c.open(&cr, &f, OpenAccess::Both).await.unwrap();
+    c.lock(&cr, &f, 3, true, 0, 100).await.unwrap();
+    drop((other, fs));
+    tokio::task::spawn_blocking({
+        let script = repo_root().join("scripts/ganesha.sh");
+        let (dir, run, port, mnt) =
+            (g.dir.path().to_path_buf(), g.run.path().join("run"), g.port, g.mount_port);
+        move || {
+            let out = std::process::Command::new(script)
+                .args(["start", &dir.display().to_string(), &port.to_string(), "vfs"])
+                .env("GANESHA_RUN_DIR", run)
+                .env("GANESHA_MNT_PORT", mnt.to_string())
+                .env("GANESHA_NFS4", "only")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    })
+    .await
+    .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        c.write(&cr, &f, 0, Bytes::from_static(b"after"), StableHow::FileSync),
+    )
+    .await
+    .expect("recovered in time")
+    .unwrap();
+    let st = c.session_stats();
+    assert!(st.client_ids.load(Ordering::Relaxed) >= 2, "a new client id after the restart");
+    assert_eq!(st.reopened.load(Ordering::Relaxed), 2, "the open and the lock, made again");
+    let third = within(Nfs4Client::connect(&g.url(""))).await.unwrap();
+    assert!(third.test_lock(&cr, &f, 9, true, 50, 1).await.unwrap().is_some(), "the lock holds again");
+    c.close(&cr, &of).await.unwrap();
+}

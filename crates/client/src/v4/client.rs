@@ -147,11 +147,14 @@ fn fh4(fh: &NfsFh3) -> NfsFh4 {
     NfsFh4 { data: Opaque(fh.data.0.clone()) }
 }
 
-/// An NFSv4 handle as the NFSv3-shaped API carries it (at most 64 bytes).
+/// An NFSv4 handle as the NFSv3-shaped API carries it. NFSv4 handles may
+/// be up to 128 bytes (nfs-ganesha's are 128), twice NFSv3's 64; an
+/// `NfsFh3` holds them all the same (its bound applies to decoding NFSv3
+/// replies), and one from this client only ever goes back over NFSv4.
 fn fh3(fh: NfsFh4) -> NfsResult<NfsFh3> {
-    if fh.data.len() > NFS3_FHSIZE {
+    if fh.data.len() > NFS4_FHSIZE {
         return Err(NfsError::BadReply(format!(
-            "a file handle of {} bytes: longer than this client can carry ({NFS3_FHSIZE})",
+            "a file handle of {} bytes (NFSv4 allows {NFS4_FHSIZE})",
             fh.data.len()
         )));
     }
@@ -1108,7 +1111,9 @@ impl Nfs4Client {
                 ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }),
             ]
         };
-        let mut r = self.run(cred, !held, &build).await?;
+        // Not kept for a retry (the reply holds the data, more than a slot
+        // keeps); run twice, an OPEN and CLOSE of the same file leave nothing.
+        let mut r = self.run(cred, false, &build).await?;
         r.ok(OP_PUTFH)?;
         if !held {
             let ok = r.open()?;
