@@ -793,3 +793,65 @@ async fn the_same_calls_work_against_nfs_ganesha_over_nfsv4_only() {
     assert!(third.test_lock(&cr, &f, 9, true, 50, 1).await.unwrap().is_some(), "the lock holds again");
     c.close(&cr, &of).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nconnect_spreads_compounds_and_the_back_channel_stays_on_connection_0() {
+    let s = mem_server();
+    let c = connect(s.addr, "nconnect=3").await;
+    let cr = root();
+    let f = handle(c.create(&cr, &c.root(), b"f", Createhow3::Guarded(mode(0o644))).await.unwrap().obj);
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..60 {
+        let (c, f) = (c.clone(), f.clone());
+        tasks.spawn(async move { c.getattr(&root(), &f).await.unwrap() });
+    }
+    within(async {
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+    })
+    .await;
+    let stats = c.rpc().connection_stats();
+    assert_eq!(stats.len(), 3);
+    for (i, st) in stats.iter().enumerate() {
+        assert!(st.calls.load(Ordering::Relaxed) >= 10, "connection {i} carried few calls");
+        assert_eq!(st.connects.load(Ordering::Relaxed), 1, "connection {i}");
+    }
+    // A recall reaches the holder over its back channel with three connections.
+    c.set_want_delegations(true);
+    let of = c.open(&cr, &f, OpenAccess::Read).await.unwrap();
+    assert_eq!(c.delegations().len(), 1);
+    let writer = connect(s.addr, "").await;
+    let w = within(writer.open(&cr, &f, OpenAccess::Write)).await.unwrap();
+    assert_eq!(c.callback_stats().recalls.load(Ordering::Relaxed), 1);
+    assert!(c.delegations().is_empty());
+    writer.close(&cr, &w).await.unwrap();
+    c.close(&cr, &of).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_back_channel_is_bound_again_after_its_connection_is_cut() {
+    let s = mem_server();
+    let proxy = cutter(s.addr).await;
+    let holder = connect(proxy.addr, "timeo=50").await;
+    holder.set_want_delegations(true);
+    let cr = root();
+    let f =
+        handle(holder.create(&cr, &holder.root(), b"f", Createhow3::Guarded(mode(0o644))).await.unwrap().obj);
+    let of = holder.open(&cr, &f, OpenAccess::Read).await.unwrap();
+    assert_eq!(holder.delegations().len(), 1);
+    // Cut the connection (the back channel's too) under a call.
+    proxy.armed.store(true, Ordering::SeqCst);
+    within(holder.getattr(&cr, &f)).await.unwrap();
+    assert_eq!(proxy.cuts.load(Ordering::SeqCst), 1);
+    // The recall a writer causes reaches the holder on its new connection.
+    let writer = connect(s.addr, "").await;
+    let w = within(writer.open(&cr, &f, OpenAccess::Write)).await.expect("the recall went through");
+    assert_eq!(holder.callback_stats().recalls.load(Ordering::Relaxed), 1);
+    assert!(
+        holder.session_stats().binds.load(Ordering::Relaxed) >= 1,
+        "BIND_CONN_TO_SESSION after the reconnect"
+    );
+    writer.close(&cr, &w).await.unwrap();
+    holder.close(&cr, &of).await.unwrap();
+}
