@@ -89,8 +89,12 @@ pub(crate) struct SessionConfig {
 }
 
 /// Counters of the session layer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SessionStats {
+    /// Operations sent in COMPOUNDs the server answered, by operation number
+    /// (SEQUENCE included; the last entry counts any number beyond the table).
+    /// The server ran no operation after one that failed.
+    ops: [AtomicU64; OPS_COUNTED],
     /// COMPOUNDs answered with a SEQUENCE result.
     pub compounds: AtomicU64,
     /// SEQUENCE answered DELAY: sent again on the same slot and sequence id.
@@ -114,6 +118,51 @@ pub struct SessionStats {
     pub binds: AtomicU64,
     /// Delegations returned.
     pub delegreturns: AtomicU64,
+}
+
+/// Operation numbers counted one by one (NFSv4.2's and the extended
+/// attributes' go up to 75).
+const OPS_COUNTED: usize = 77;
+
+impl Default for SessionStats {
+    fn default() -> Self {
+        SessionStats {
+            ops: [const { AtomicU64::new(0) }; OPS_COUNTED],
+            compounds: AtomicU64::new(0),
+            same_slot_retries: AtomicU64::new(0),
+            delayed: AtomicU64::new(0),
+            sessions: AtomicU64::new(0),
+            client_ids: AtomicU64::new(0),
+            reclaimed_opens: AtomicU64::new(0),
+            reclaimed_locks: AtomicU64::new(0),
+            reopened: AtomicU64::new(0),
+            lost_locks: AtomicU64::new(0),
+            renewals: AtomicU64::new(0),
+            binds: AtomicU64::new(0),
+            delegreturns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SessionStats {
+    fn count_ops(&self, ops: &[ArgOp]) {
+        self.ops[OP_SEQUENCE as usize].fetch_add(1, Ordering::Relaxed);
+        for op in ops {
+            let i = (op.opnum() as usize).min(OPS_COUNTED - 1);
+            self.ops[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Operations sent in answered COMPOUNDs, by name (those sent at least
+    /// once), for `eagernfs stat`.
+    pub fn ops(&self) -> Vec<(&'static str, u64)> {
+        self.ops
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (op_name(i as u32), n.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
 }
 
 /// One session.
@@ -375,6 +424,7 @@ impl Core {
                 Some(ResOp::Sequence(Res4::Ok(ok))) => {
                     slot.finish(|t, k| t.answered(k, &ok));
                     self.stats.compounds.fetch_add(1, Ordering::Relaxed);
+                    self.stats.count_ops(ops);
                     self.renewed_at(sent_at);
                     self.status_flags(ok.status_flags, sess);
                     return Ok(Sent::Reply(reply));
