@@ -130,7 +130,8 @@ pub fn decode_nfs4_res(data: &[u8]) -> Result<(), Error> {
 pub fn decode_nfs4_callback(data: &[u8]) -> Result<(), Error> {
     let a = check(data, |b| Ok(crate::nfs4::CbCompound4Args::decode(b)?));
     let r = check(data, |b| Ok(crate::nfs4::CbCompound4Res::decode(b)?));
-    a.or(r)
+    let g = check(data, |b| Ok(crate::nfs4::CbGetattr4Args::decode(b)?));
+    a.or(r).or(g)
 }
 
 /// Decode `data` as a `fattr4` and its values as typed attributes; those

@@ -612,4 +612,21 @@ mod tests {
         let _ = answer(&s, call(3, NFS4_CALLBACK, CB_COMPOUND, &args));
         assert!(owner.returned.lock().is_empty());
     }
+
+    proptest::proptest! {
+        /// Whatever follows a callback's RPC header, the answer is a reply
+        /// or nothing; it never panics.
+        #[test]
+        fn junk_after_the_header_never_panics(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            proc_ in 0u32..3,
+        ) {
+            let (s, _) = service();
+            let _ = s.answer(call(1, NFS4_CALLBACK, proc_, &body));
+            // A CB_COMPOUND that starts well and continues with junk.
+            let mut args = compound(vec![seq(0, 1)], None);
+            args.extend_from_slice(&body);
+            let _ = s.answer(call(2, NFS4_CALLBACK, CB_COMPOUND, &args));
+        }
+    }
 }
