@@ -7,6 +7,7 @@
 //! server refuses the version (NFS4ERR_MINOR_VERS_MISMATCH for a minor
 //! version, an RPC-level refusal such as PROG_MISMATCH for NFSv4 itself),
 //! never when the server cannot be reached (NFSv3 would not fare better).
+//! `proto=udp` without `vers` is NFSv3: NFSv4 runs over TCP only.
 
 use crate::nfs::NfsClient;
 use crate::ops::{Cred, NfsError, NfsOps, NfsResult};
@@ -41,7 +42,8 @@ impl AnyClient {
     /// As [`AnyClient::connect`], for a parsed URL.
     pub async fn connect_url(url: &NfsUrl) -> NfsResult<AnyClient> {
         let vers = url.options.vers;
-        if vers == Some(NfsVersion::V3) {
+        // NFSv4 runs over TCP only: proto=udp without vers means NFSv3, as on Linux.
+        if vers == Some(NfsVersion::V3) || (vers.is_none() && url.options.udp) {
             return NfsClient::connect_url(url).await.map(AnyClient::V3);
         }
         let mut refusals = Vec::new();

@@ -248,6 +248,16 @@ async fn versions_are_negotiated_as_linux_mount_does() {
     assert_eq!(any("vers=3").await.unwrap().version(), NfsVersion::V3);
     let v41 = any("vers=4.1").await.unwrap();
     v41.getattr(&root(), &v41.root()).await.unwrap();
+    // NFSv4 runs over TCP only: proto=udp alone means NFSv3, with vers=4.x it is an error.
+    let udp_server = {
+        let mut cfg = ServerConfig::default();
+        cfg.udp = true;
+        server_with(cfg, memory(), "127.0.0.1:0".parse().unwrap())
+    };
+    let u = url(udp_server.addr, "/export", "proto=udp");
+    assert_eq!(within(AnyClient::connect(&u)).await.unwrap().version(), NfsVersion::V3);
+    let u = url(udp_server.addr, "/export", "proto=udp&vers=4.1");
+    assert!(within(AnyClient::connect(&u)).await.unwrap_err().to_string().contains("TCP"));
     // The plain NFSv3 client refuses to be asked for NFSv4.
     let e = eagernfs_client::NfsClient::connect(&url(s.addr, "/export", "vers=4.2")).await.unwrap_err();
     assert!(e.to_string().contains("NFSv4"), "{e}");

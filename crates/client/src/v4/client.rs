@@ -51,6 +51,8 @@ const NFS4_PORT: u16 = 2049;
 const SLOTS_WANTED: u32 = 64;
 /// Room in a request or reply for everything around a READ's or WRITE's data.
 const HEADER_ROOM: u32 = 64 * 1024;
+/// Per-file OPEN/CLOSE locks kept before unused ones are dropped.
+const OPEN_LOCKS_KEPT: usize = 1024;
 
 /// An NFSv4.1/4.2 client rooted at one directory. Clones share the
 /// session and connections.
@@ -230,6 +232,10 @@ impl Nfs4Client {
     /// that directory.
     pub async fn connect_minor(url: &NfsUrl, minor: u32) -> NfsResult<Nfs4Client> {
         let mut options = url.options.clone();
+        if options.udp {
+            // RFC 8881 §2.9.1: NFSv4 runs over transports with congestion control.
+            return Err(NfsError::Mount("NFSv4 needs TCP: proto=udp is for vers=3".into()));
+        }
         if options.xprtsec != crate::Xprtsec::None
             && options.tls_name.is_none()
             && url.host.parse::<std::net::IpAddr>().is_err()
@@ -559,7 +565,10 @@ impl Nfs4Client {
     /// One async lock per open key, held while its OPEN or CLOSE runs.
     fn open_lock(&self, key: &OpenKey) -> Arc<tokio::sync::Mutex<()>> {
         let mut m = self.inner.open_locks.lock();
-        m.retain(|_, l| Arc::strong_count(l) > 1);
+        if m.len() >= OPEN_LOCKS_KEPT {
+            // Those no one holds or waits for go.
+            m.retain(|_, l| Arc::strong_count(l) > 1);
+        }
         m.entry(key.clone()).or_default().clone()
     }
 }
