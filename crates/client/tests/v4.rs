@@ -249,11 +249,8 @@ async fn versions_are_negotiated_as_linux_mount_does() {
     let v41 = any("vers=4.1").await.unwrap();
     v41.getattr(&root(), &v41.root()).await.unwrap();
     // NFSv4 runs over TCP only: proto=udp alone means NFSv3, with vers=4.x it is an error.
-    let udp_server = {
-        let mut cfg = ServerConfig::default();
-        cfg.udp = true;
-        server_with(cfg, memory(), "127.0.0.1:0".parse().unwrap())
-    };
+    let udp = ServerConfig { udp: true, ..ServerConfig::default() };
+    let udp_server = server_with(udp, memory(), "127.0.0.1:0".parse().unwrap());
     let u = url(udp_server.addr, "/export", "proto=udp");
     assert_eq!(within(AnyClient::connect(&u)).await.unwrap().version(), NfsVersion::V3);
     let u = url(udp_server.addr, "/export", "proto=udp&vers=4.1");

@@ -62,6 +62,9 @@ pub(crate) const OPS_MAX: u32 = 64;
 /// The largest reply a slot is asked to keep for a retry: the replies of
 /// non-idempotent requests are small.
 const CACHED_REPLY_BYTES: u32 = 16 * 1024;
+/// Most times in a row a request is sent again for a reason that should
+/// not last (a slot refused, a connection not bound) before it fails.
+const AGAIN_MAX: u32 = 64;
 /// BIND_CONN_TO_SESSION is sent at most this often because of SEQUENCE's
 /// "back channel down" flags (the server probes a new binding meanwhile).
 const REBIND_EVERY: Duration = Duration::from_secs(2);
@@ -356,6 +359,7 @@ impl Core {
     ) -> NfsResult<Reply> {
         let started = Instant::now();
         let mut pause = RETRY_MIN;
+        let mut agains = 0u32;
         loop {
             let sess = self.session().await?;
             let generation = self.state.lock().generation();
@@ -385,7 +389,14 @@ impl Core {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(RETRY_MAX);
                 }
-                Sent::Again => {}
+                Sent::Again => {
+                    agains += 1;
+                    if agains > AGAIN_MAX {
+                        return Err(NfsError::BadReply(format!(
+                            "the server refused this session's slots {AGAIN_MAX} times in a row"
+                        )));
+                    }
+                }
                 Sent::SessionGone => self.recover(Some(sess.gen)).await?,
             }
         }
@@ -403,6 +414,7 @@ impl Core {
         let auth = self.rpc.auth_sys(cred);
         let started = Instant::now();
         let mut pause = RETRY_MIN;
+        let mut binds = 0u32;
         loop {
             let highest = sess.slots.lock().highest_in_use();
             let seq = Sequence4Args {
@@ -469,7 +481,8 @@ impl Core {
                         slot.finish(SlotTable::consumed);
                         return Ok(Sent::Again);
                     }
-                    Nfsstat4::ConnNotBoundToSession => {
+                    Nfsstat4::ConnNotBoundToSession if binds < AGAIN_MAX => {
+                        binds += 1;
                         self.bind(sess, None).await;
                     }
                     e => {
