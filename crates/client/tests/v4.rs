@@ -331,6 +331,8 @@ async fn the_caching_layer_runs_over_nfsv4() {
 struct Cutter {
     addr: SocketAddr,
     armed: Arc<AtomicBool>,
+    /// While set, what the client sends is dropped (the connection stays).
+    deaf: Arc<AtomicBool>,
     /// Connections cut so far.
     cuts: Arc<AtomicUsize>,
 }
@@ -341,20 +343,22 @@ async fn cutter(server: SocketAddr) -> Cutter {
     let addr = listener.local_addr().unwrap();
     let armed = Arc::new(AtomicBool::new(false));
     let cuts = Arc::new(AtomicUsize::new(0));
-    let (a, n) = (armed.clone(), cuts.clone());
+    let deaf = Arc::new(AtomicBool::new(false));
+    let (a, n, dd) = (armed.clone(), cuts.clone(), deaf.clone());
     tokio::spawn(async move {
         loop {
             let Ok((client, _)) = listener.accept().await else { return };
             let Ok(upstream) = tokio::net::TcpStream::connect(server).await else { return };
             let (mut cr, mut cw) = client.into_split();
             let (mut ur, mut uw) = upstream.into_split();
-            let (a, n) = (a.clone(), n.clone());
-            // Client to server: bytes as they come.
+            let (a, n, dd) = (a.clone(), n.clone(), dd.clone());
+            // Client to server: bytes as they come (none while deaf).
             let up = tokio::spawn(async move {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
                     match cr.read(&mut buf).await {
                         Ok(0) | Err(_) => return,
+                        Ok(_) if dd.load(Ordering::SeqCst) => {}
                         Ok(k) => {
                             if uw.write_all(&buf[..k]).await.is_err() {
                                 return;
@@ -388,7 +392,7 @@ async fn cutter(server: SocketAddr) -> Cutter {
             });
         }
     });
-    Cutter { addr, armed, cuts }
+    Cutter { addr, armed, deaf, cuts }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -873,4 +877,24 @@ async fn the_back_channel_is_bound_again_after_its_connection_is_cut() {
     );
     writer.close(&cr, &w).await.unwrap();
     holder.close(&cr, &of).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_timeout_leaves_its_slot_uncertain_and_the_next_request_is_resequenced() {
+    let s = mem_server();
+    let proxy = cutter(s.addr).await;
+    let c = connect(proxy.addr, "soft,timeo=2,retrans=1").await;
+    let cr = root();
+    let f = handle(c.create(&cr, &c.root(), b"f", Createhow3::Guarded(mode(0o644))).await.unwrap().obj);
+    // The server hears nothing: the soft mount gives up after timeo × 2.
+    proxy.deaf.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    assert_eq!(within(c.getattr(&cr, &f)).await.unwrap_err(), NfsError::TimedOut);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    proxy.deaf.store(false, Ordering::SeqCst);
+    // The slot's lost request never reached the server: the next one there
+    // is misordered at first, then goes with the lost one's sequence id.
+    assert_eq!(within(c.getattr(&cr, &f)).await.unwrap().ftype, Ftype3::Reg);
+    assert_eq!(c.session_stats().resequenced.load(Ordering::Relaxed), 1);
+    assert_eq!(c.session_stats().sessions.load(Ordering::Relaxed), 1, "the session was kept");
 }

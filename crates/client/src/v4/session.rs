@@ -102,6 +102,9 @@ pub struct SessionStats {
     pub compounds: AtomicU64,
     /// SEQUENCE answered DELAY: sent again on the same slot and sequence id.
     pub same_slot_retries: AtomicU64,
+    /// SEQ_MISORDERED after a lost request: sent again with the lost one's
+    /// sequence id (the server never saw it).
+    pub resequenced: AtomicU64,
     /// Operations answered DELAY or GRACE and tried again after a pause.
     pub delayed: AtomicU64,
     /// Sessions made.
@@ -133,6 +136,7 @@ impl Default for SessionStats {
             ops: [const { AtomicU64::new(0) }; OPS_COUNTED],
             compounds: AtomicU64::new(0),
             same_slot_retries: AtomicU64::new(0),
+            resequenced: AtomicU64::new(0),
             delayed: AtomicU64::new(0),
             sessions: AtomicU64::new(0),
             client_ids: AtomicU64::new(0),
@@ -468,7 +472,10 @@ impl Core {
                     Nfsstat4::SeqMisordered => {
                         let fixed = sess.slots.lock().misordered(slot.ticket);
                         match fixed {
-                            Some(t) => slot.ticket = t,
+                            Some(t) => {
+                                self.stats.resequenced.fetch_add(1, Ordering::Relaxed);
+                                slot.ticket = t;
+                            }
                             None => {
                                 // Out of step with the server: a new session.
                                 slot.finish(SlotTable::unused);
