@@ -143,7 +143,7 @@ impl AnyClient {
         }
     }
 
-    pub fn rpc(&self) -> &crate::RpcClient {
+    pub fn rpc(&self) -> &crate::driver::RpcClient {
         match self {
             AnyClient::V3(c) => c.rpc(),
             AnyClient::V4(c) => c.rpc(),

@@ -147,7 +147,7 @@ impl NfsClient {
     /// their handle key; a server that answers ESTALE is not one of them,
     /// and the mount fails rather than meet that at fail-over).
     pub async fn connect_url(url: &NfsUrl) -> NfsResult<NfsClient> {
-        if let Some(v) = url.options.vers.filter(|v| *v != crate::NfsVersion::V3) {
+        if let Some(v) = url.options.vers.filter(|v| *v != crate::options::NfsVersion::V3) {
             return Err(NfsError::Mount(format!(
                 "vers={} asks for NFSv4: NfsClient speaks NFSv3 (AnyClient chooses the version)",
                 v.as_str()

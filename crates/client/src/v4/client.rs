@@ -236,7 +236,7 @@ impl Nfs4Client {
             // RFC 8881 §2.9.1: NFSv4 runs over transports with congestion control.
             return Err(NfsError::Mount("NFSv4 needs TCP: proto=udp is for vers=3".into()));
         }
-        if options.xprtsec != crate::Xprtsec::None
+        if options.xprtsec != crate::options::Xprtsec::None
             && options.tls_name.is_none()
             && url.host.parse::<std::net::IpAddr>().is_err()
         {
