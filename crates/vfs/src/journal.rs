@@ -47,7 +47,12 @@
 //! - Only file data and sizes are journaled: namespace operations (CREATE,
 //!   REMOVE, RENAME…) are as durable as without a journal.
 
+mod device;
 mod log;
+mod stats;
+
+pub use device::LogDevice;
+pub use stats::JournalStats;
 
 use std::fs::File;
 use std::io;
@@ -67,74 +72,6 @@ use crate::{
     FsProperties, FsResult, FsStat, Lookup, NodeKind, ReadResult, SetAttr, StableHow, Verifier, Wcc, WccAttr,
     WriteResult,
 };
-
-/// Where the journal lives: a file or block device, or (in tests) something
-/// that can lose what was not synced.
-pub trait LogDevice: Send + Sync + 'static {
-    /// Read exactly `buf.len()` bytes at `offset` (zeros past the end).
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
-    /// Write all of `buf` at `offset`.
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
-    /// Make everything written so far durable.
-    fn sync(&self) -> io::Result<()>;
-    /// Current size in bytes.
-    fn size(&self) -> io::Result<u64>;
-    /// Make the device at least `len` bytes long, the new part written (zeros),
-    /// so later syncs need no allocation.
-    fn grow(&self, len: u64) -> io::Result<()>;
-}
-
-impl LogDevice for File {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match FileExt::read_at(self, &mut buf[done..], offset + done as u64) {
-                Ok(0) => {
-                    buf[done..].fill(0);
-                    return Ok(());
-                }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.write_all_at(buf, offset)
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        self.sync_data()
-    }
-
-    fn size(&self) -> io::Result<u64> {
-        let meta = self.metadata()?;
-        if std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
-            // A block device: its size is where a seek to the end lands.
-            use std::io::Seek;
-            let mut f = self;
-            return f.seek(io::SeekFrom::End(0));
-        }
-        Ok(meta.len())
-    }
-
-    fn grow(&self, len: u64) -> io::Result<()> {
-        let have = LogDevice::size(self)?;
-        if have >= len {
-            return Ok(());
-        }
-        let zeros = vec![0u8; 1 << 20];
-        let mut at = have;
-        while at < len {
-            let n = ((len - at) as usize).min(zeros.len());
-            self.write_all_at(&zeros[..n], at)?;
-            at += n as u64;
-        }
-        self.sync_all()
-    }
-}
 
 /// A journal file written with `O_DIRECT | O_DSYNC`: each group is one write
 /// that returns once it is on stable storage, without going through the page
@@ -236,21 +173,6 @@ pub struct Replay {
     pub verifier_kept: bool,
     /// How long replay (including the backend's sync) took.
     pub duration: Duration,
-}
-
-/// Counters of a running journal.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct JournalStats {
-    pub records: u64,
-    pub bytes: u64,
-    /// Group commits (one device sync each).
-    pub groups: u64,
-    /// Appends that had to wait for the checkpointer to free space.
-    pub space_waits: u64,
-    pub checkpoints: u64,
-    /// Bytes of log in use now, and its size.
-    pub used_bytes: u64,
-    pub size_bytes: u64,
 }
 
 /// Locks that keep each file's backend writes and their records in the same order.

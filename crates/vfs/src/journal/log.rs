@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::LogDevice;
+use super::device::LogDevice;
 
 /// Size of one header slot.
 pub(crate) const HEADER_SLOT: u64 = 4096;
