@@ -2,9 +2,11 @@
 //! results of all 22 procedures, and the procedure table.
 //!
 //! # Layout
-//! - this file: program constants and limits, `ACCESS3_*` and `FSF3_*` bits,
+//! - this file: program constants, `ACCESS3_*` and `FSF3_*` bits,
 //!   procedure numbers, [`NFS3_PROCEDURES`], and [`Nfs3Args`] / [`Nfs3Res`],
 //!   which decode or encode the body of any procedure chosen by number.
+//! - `limits`: sizes (§2.4) and the bounds every decoder enforces
+//!   ([`NFS3_FHSIZE`], [`NFS3_NAME_MAX`], [`MAX_IO_SIZE`], …).
 //! - `types`: data types shared by procedures (§2.5–2.6): [`Fattr3`],
 //!   [`Sattr3`], [`WccData`], [`NfsFh3`], …
 //! - `procs`: one `XxxNArgs` / `XxxNResOk` / `XxxNResFail` / `XxxNRes`
@@ -16,9 +18,11 @@
 //! RPC reply header: `Read3Res::Ok(Read3ResOk { .. }).encode(&mut buf)`, or
 //! `Read3Res::Fail(Nfsstat3::Stale, Read3ResFail { file_attributes: None })`.
 
+mod limits;
 mod procs;
 mod types;
 
+pub use limits::*;
 pub use procs::*;
 pub use types::*;
 
@@ -33,26 +37,6 @@ pub const NFS_V3: u32 = 3;
 /// The well-known NFS port (not registered through portmap by all servers,
 /// but clients try it first).
 pub const NFS_PORT: u16 = 2049;
-
-/// Largest file handle, in bytes (`NFS3_FHSIZE`).
-pub const NFS3_FHSIZE: usize = 64;
-/// Size of a READDIR cookie verifier (`NFS3_COOKIEVERFSIZE`).
-pub const NFS3_COOKIEVERFSIZE: usize = 8;
-/// Size of an exclusive-CREATE verifier (`NFS3_CREATEVERFSIZE`).
-pub const NFS3_CREATEVERFSIZE: usize = 8;
-/// Size of a WRITE/COMMIT verifier (`NFS3_WRITEVERFSIZE`).
-pub const NFS3_WRITEVERFSIZE: usize = 8;
-/// Longest file name we decode, in bytes (the RFC sets no limit; every
-/// common file system stops at 255).
-pub const NFS3_NAME_MAX: usize = 255;
-/// Longest path (symbolic link target) we decode, in bytes: Linux's
-/// `PATH_MAX`, as knfsd's `NFS3_MAXPATHLEN` (the RFC sets no limit). The
-/// longest target a Linux file system stores is one byte less, since
-/// `PATH_MAX` counts the NUL that ends a path in a system call.
-pub const NFS3_PATH_MAX: usize = 4096;
-/// Largest READ or WRITE payload we decode, in bytes. The server's
-/// `rtmax`/`wtmax` must not exceed it.
-pub const MAX_IO_SIZE: usize = 1 << 20;
 
 /// ACCESS: read data or list a directory.
 pub const ACCESS3_READ: u32 = 0x0001;

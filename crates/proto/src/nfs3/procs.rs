@@ -8,8 +8,8 @@
 
 use eagernfs_xdr::{decode_opaque, encode_opaque, xdr_struct, BufMut, Bytes, Decode, Encode, Error, Result};
 
+use super::limits::MAX_IO_SIZE;
 use super::types::*;
-use super::MAX_IO_SIZE;
 use crate::{decode_list, encode_list, opaque_len};
 
 /// Size of the status word that precedes every result arm.

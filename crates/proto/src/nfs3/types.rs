@@ -2,7 +2,7 @@
 
 use eagernfs_xdr::{xdr_enum, xdr_struct, BufMut, Bytes, Decode, Encode, Opaque, Result};
 
-use super::{
+use super::limits::{
     NFS3_COOKIEVERFSIZE, NFS3_CREATEVERFSIZE, NFS3_FHSIZE, NFS3_NAME_MAX, NFS3_PATH_MAX, NFS3_WRITEVERFSIZE,
 };
 
