@@ -10,11 +10,20 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
 
-use super::ClientSnapshot;
-
 const SHARDS: usize = 16;
 /// Hosts remembered at most (over all shards).
 pub(crate) const HOSTS_MAX: usize = 4096;
+
+/// One client host.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClientSnapshot {
+    pub addr: IpAddr,
+    pub calls: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Seconds since its last call.
+    pub idle_s: u64,
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Counters {

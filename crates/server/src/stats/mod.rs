@@ -16,6 +16,7 @@
 mod clients;
 mod histogram;
 
+pub use clients::ClientSnapshot;
 pub use histogram::{HistogramSnapshot, PROM_BOUNDS_S};
 
 use clients::ClientTable;
@@ -133,17 +134,6 @@ pub struct ProcSnapshot {
     pub calls: u64,
     /// Time the server spent on each call (decode to reply encoded).
     pub latency: HistogramSnapshot,
-}
-
-/// One client host.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ClientSnapshot {
-    pub addr: IpAddr,
-    pub calls: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// Seconds since its last call.
-    pub idle_s: u64,
 }
 
 /// Call counts by program and procedure number.
