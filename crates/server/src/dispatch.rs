@@ -191,7 +191,7 @@ pub(crate) fn handle_record(
 /// be an answer about locks, and NFSv4's DELAY belongs to a session slot).
 fn out_of_lease(program: Program, xid: u32, proc_: u32) -> Option<Reply> {
     match program {
-        Program::Nfs3 => crate::reply::jukebox_reply(xid, proc_),
+        Program::Nfs3 => crate::nfs3::jukebox_reply(xid, proc_),
         _ => None,
     }
 }

@@ -10,10 +10,12 @@
 use crate::call::{Call, Outcome, Resolved, Transport};
 use crate::convert::{self, createhow, fattr, post_op, sattr, stable, stable_wire, status, timestamp, wcc};
 use crate::handle;
-use crate::reply::Piece;
+use crate::reply::{Piece, Reply};
 use crate::trace::{IoEvent, IoKind};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs3::*;
+use eagernfs_rpc::record::{begin_record, finish_record};
+use eagernfs_rpc::ReplyHeader;
 use eagernfs_vfs::{access, NodeKind, ReadData};
 use eagernfs_xdr::{Encode, Opaque};
 
@@ -89,6 +91,17 @@ pub(crate) fn jukebox_body(proc_: u32) -> Option<BytesMut> {
         false.encode(&mut b);
     }
     Some(b)
+}
+
+/// An NFSv3 NFS3ERR_JUKEBOX reply to call `xid` of procedure `proc_`.
+pub(crate) fn jukebox_reply(xid: u32, proc_: u32) -> Option<Reply> {
+    let body = jukebox_body(proc_)?;
+    let mut out = BytesMut::with_capacity(48 + body.len());
+    let at = begin_record(&mut out);
+    ReplyHeader::success(xid).encode(&mut out);
+    out.extend_from_slice(&body);
+    finish_record(&mut out, at);
+    Some(Reply::from(out))
 }
 
 impl<'a> Call<'a> {

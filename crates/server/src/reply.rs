@@ -121,14 +121,3 @@ pub(crate) fn reply_header_only(h: ReplyHeader) -> BytesMut {
     finish_record(&mut out, at);
     out
 }
-
-/// An NFSv3 NFS3ERR_JUKEBOX reply to call `xid` of procedure `proc_`.
-pub(crate) fn jukebox_reply(xid: u32, proc_: u32) -> Option<Reply> {
-    let body = crate::nfs3::jukebox_body(proc_)?;
-    let mut out = BytesMut::with_capacity(48 + body.len());
-    let at = begin_record(&mut out);
-    ReplyHeader::success(xid).encode(&mut out);
-    out.extend_from_slice(&body);
-    finish_record(&mut out, at);
-    Some(Reply::from(out))
-}

@@ -807,7 +807,7 @@ impl Svc {
     fn answer_overdue(&self, o: deadline::Overdue) {
         tracing::debug!(xid = o.xid, proc_ = o.proc_, "a call still waits on its cluster: answered JUKEBOX");
         self.state.stats.count_remote_jukebox();
-        let Some(reply) = crate::reply::jukebox_reply(o.xid, o.proc_) else { return };
+        let Some(reply) = crate::nfs3::jukebox_reply(o.xid, o.proc_) else { return };
         match o.to {
             ReplyTo::Tcp(c) => {
                 let mut out = c.out.lock();
