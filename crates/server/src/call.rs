@@ -8,11 +8,20 @@
 //!   resolved to its export with the caller's rights there.
 //! - [`Outcome`]: what a handler did with the call.
 //!
-//! The reply record itself ([`crate::reply::Reply`]) has a module of its own.
+//! - `order`: a call's place in its connection's READ/WRITE order
+//!   ([`Ticket`], [`Turn`]); `tls_peer`: what TLS proved about the caller
+//!   ([`TlsPeer`]). Both stand below this file, as does the reply record
+//!   ([`crate::reply`]): a call carries them, it does not reach up into
+//!   the service threads that make them.
+
+mod order;
+mod tls_peer;
+
+pub(crate) use order::{IoOrder, Ticket, Turn};
+pub(crate) use tls_peer::TlsPeer;
 
 use crate::exports::ExportOptions;
 use crate::reply::Piece;
-use crate::svc::{IoOrder, Ticket, Turn};
 use crate::{handle, ExportSpec, ServerState};
 use eagernfs_proto::nfs3::{NfsFh3, Nfsstat3};
 use eagernfs_rpc::{AuthSys, CallHeader};
@@ -48,7 +57,7 @@ pub(crate) struct Connection {
     /// Keeps one file's READs and WRITEs in arrival order.
     pub(crate) order: std::sync::Arc<IoOrder>,
     /// What TLS proved (TLS connections only).
-    pub(crate) tls: Option<crate::tls::TlsPeer>,
+    pub(crate) tls: Option<TlsPeer>,
     /// The service's id for a TCP connection (0: a datagram, or not served
     /// by the service threads): NFSv4.1 sessions bind connections by it and
     /// send callbacks on it.
@@ -61,7 +70,7 @@ impl Connection {
     }
 
     /// A connection relayed from TLS.
-    pub(crate) fn with_tls(peer: Peer, tls: crate::tls::TlsPeer) -> Self {
+    pub(crate) fn with_tls(peer: Peer, tls: TlsPeer) -> Self {
         Connection { peer, order: Default::default(), tls: Some(tls), id: 0 }
     }
 

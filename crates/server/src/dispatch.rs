@@ -7,10 +7,9 @@
 //! program answers with a body that is encoded straight after the reply
 //! header into the buffer that goes to the socket.
 
-use crate::call::{Call, Caller, Connection, Outcome, Transport};
+use crate::call::{Call, Caller, Connection, Outcome, Ticket, Transport};
 use crate::reply::{reply_header_only, Reply};
 use crate::stats::Program;
-use crate::svc::Ticket;
 use crate::{drc, ServerState};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::{mount, nfs3, nfs4, nlm, portmap};

@@ -12,7 +12,8 @@
 //! What it costs: one copy each way through the socket pair and the encryption itself, on the
 //! relay threads (`docs/benchmarks/tls-*`).
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use crate::call::TlsPeer;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,23 +24,6 @@ pub const ALPN: &[u8] = b"sunrpc";
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Relay buffer per direction.
 const RELAY_BUFFER_BYTES: usize = 256 * 1024;
-
-/// What TLS proved about a connection's client.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct TlsPeer {
-    /// The client's certificate, verified against the configured client CA (mutual TLS).
-    pub(crate) client_cert: Option<CertificateDer<'static>>,
-}
-
-impl TlsPeer {
-    /// Whether the client's certificate is valid for host name `name`.
-    pub(crate) fn proves(&self, name: &str) -> bool {
-        let Some(der) = &self.client_cert else { return false };
-        let Ok(cert) = webpki::EndEntityCert::try_from(der) else { return false };
-        let Ok(server_name) = ServerName::try_from(name.to_string()) else { return false };
-        cert.verify_is_valid_for_subject_name(&server_name).is_ok()
-    }
-}
 
 /// Why a TLS configuration could not be built.
 #[derive(Debug, thiserror::Error)]

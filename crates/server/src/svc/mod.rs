@@ -37,21 +37,17 @@
 //! - `epoll`: one-shot registrations and the stop flag.
 //! - `conn`: a connection's record reading, reply writing, bookkeeping.
 //! - `peek`: which calls may block, and which are READ/WRITE of a file.
-//! - `order`: READ/WRITE of one file enter the backend in arrival order.
 //! - `sched`: slots, waiting threads, growing and shrinking.
 //! - `slow`: the threads that run calls that may block.
 
 mod conn;
 mod deadline;
 mod epoll;
-mod order;
 mod peek;
 mod sched;
 mod slow;
 
-pub(crate) use order::{IoOrder, Ticket, Turn};
-
-use crate::call::{self, Peer, Transport};
+use crate::call::{self, Peer, Ticket, TlsPeer, Transport};
 use crate::dispatch;
 use crate::reply::Reply;
 use crate::ServerState;
@@ -581,7 +577,7 @@ impl Svc {
     }
 
     /// Serve a connection relayed from TLS (`stream` is the service end of its socket pair).
-    pub(crate) fn adopt(&self, stream: TcpStream, peer: Peer, tls: crate::tls::TlsPeer) {
+    pub(crate) fn adopt(&self, stream: TcpStream, peer: Peer, tls: TlsPeer) {
         let info = call::Connection::with_tls(peer, tls);
         self.add_connection(stream, info);
     }

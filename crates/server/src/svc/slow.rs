@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::conn::Conn;
-use super::order::Ticket;
+use crate::call::Ticket;
 
 /// A call waiting for a slow thread.
 pub(crate) enum SlowJob {
