@@ -22,6 +22,7 @@
 //! taken from.
 
 mod callback;
+mod host;
 pub(crate) mod locks;
 pub(crate) mod mirror;
 
@@ -37,15 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use callback::{hostname, notify_restart};
-
-/// A host that holds (or held, before a restart) locks here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockHost {
-    /// Its `caller_name`.
-    pub name: String,
-    /// The address its calls came from.
-    pub addr: IpAddr,
-}
+pub use host::LockHost;
 
 /// Called with every host holding locks whenever a new one appears or one
 /// goes (so the list survives a restart, like statd's `sm/` directory).
