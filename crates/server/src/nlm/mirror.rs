@@ -35,11 +35,10 @@ use eagernfs_vfs::{Backend, FileHandle, FsError, LockRange};
 use eagernfs_xdr::Opaque;
 use siphasher::sip::SipHasher24;
 use std::hash::Hasher;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::locks::{Admit, Held, LockTable, Mirror, NoMirror, Owner, Range};
-use super::Grant;
+use super::locks::{Admit, Held, Mirror, NoMirror, Owner, Range};
 use crate::{handle, ExportSpec};
 
 /// How often the first waiting files' requests are tried again.
@@ -151,73 +150,4 @@ impl Mirror for ArcMirror {
     fn idle(&self) {
         self.0.idle()
     }
-}
-
-/// Wakes the retrying thread (a request was refused: there is something to poll).
-#[derive(Default)]
-pub(crate) struct Retrier {
-    pokes: parking_lot::Mutex<u64>,
-    woken: parking_lot::Condvar,
-}
-
-impl Retrier {
-    pub(crate) fn poke(&self) {
-        *self.pokes.lock() += 1;
-        self.woken.notify_one();
-    }
-}
-
-/// Start the thread that retries refused requests (once per server), which
-/// ends with the table. `announce` sends GRANTED for what it grants; nothing
-/// is granted while `grace` is in force.
-pub(crate) fn start_retrying(
-    table: Weak<LockTable<Grant>>,
-    grace: Arc<super::GraceState>,
-    announce: impl Fn(Vec<super::locks::Waiter<Grant>>) + Send + 'static,
-) -> Arc<Retrier> {
-    let retrier = Arc::new(Retrier::default());
-    let r = retrier.clone();
-    let spawned = std::thread::Builder::new().name("nlm-retry".into()).spawn(move || {
-        let mut seen = 0;
-        let mut last_full = std::time::Instant::now();
-        loop {
-            let Some(t) = table.upgrade() else { return };
-            let waiting: Vec<_> = t.files_waiting().into_iter().filter(|(_, n)| n.mirror.is_some()).collect();
-            let full = last_full.elapsed() >= RETRY_SLOW;
-            if full {
-                last_full = std::time::Instant::now();
-            }
-            let n = if full { waiting.len() } else { waiting.len().min(FAST_FILES) };
-            for (fh, notice) in &waiting[..n] {
-                if let Some(m) = &notice.mirror {
-                    // Nothing is granted in a grace period, not even what was queued before it.
-                    let m = super::Gated { inner: &**m as &dyn Mirror, grace: grace.clone() };
-                    let granted = t.retry(fh, &m);
-                    if !granted.is_empty() {
-                        announce(granted);
-                    }
-                }
-            }
-            let idle = waiting.is_empty();
-            drop((t, waiting));
-            if idle {
-                // Nothing to poll: sleep until a refusal pokes (looking at
-                // least every RETRY_SLOW, so the thread sees the table go).
-                let mut p = r.pokes.lock();
-                if *p == seen {
-                    r.woken.wait_for(&mut p, RETRY_SLOW);
-                }
-                seen = *p;
-            }
-            // A poke does not shorten this: the refused request was tried
-            // just now, and the MDS sees at most one pass per RETRY_FAST.
-            std::thread::sleep(RETRY_FAST);
-        }
-    });
-    if let Err(e) = spawned {
-        tracing::error!(
-            "no thread to retry locks the file system refused ({e}): such requests wait until a release here"
-        );
-    }
-    retrier
 }

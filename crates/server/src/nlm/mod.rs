@@ -3,9 +3,14 @@
 //!
 //! - `locks`: the lock table (POSIX semantics between owners, queues of
 //!   blocked requests).
-//! - this module: the two programs' handlers, the grace period after a
-//!   restart (only reclaims are granted, so clients get back what they held
-//!   before anyone else can take it), and the record of hosts holding locks.
+//! - this module: the lock manager ([`LockManager`]): the grace period
+//!   after a restart (only reclaims are granted, so clients get back what
+//!   they held before anyone else can take it), and the record of hosts
+//!   holding locks (`host`: [`LockHost`]).
+//! - `program`: the two programs' handlers, on the lock manager.
+//! - `grant`: what a blocked request leaves for its GRANTED callback, the
+//!   grace period's gate on every grant, and the thread that retries
+//!   requests a file system refused.
 //! - `callback`: calls the server makes to clients: GRANTED when a blocked
 //!   request is granted, SM_NOTIFY after a restart (found through the
 //!   client's rpcbind, as Linux's lockd and statd do; best effort, bounded).
@@ -22,23 +27,24 @@
 //! taken from.
 
 mod callback;
+mod grant;
 mod host;
 pub(crate) mod locks;
 pub(crate) mod mirror;
+mod program;
 
-use crate::call::{Call, Outcome};
-use bytes::{Bytes, BytesMut};
-use eagernfs_proto::nfs3::NfsFh3;
-use eagernfs_proto::nlm::*;
-use eagernfs_xdr::{Encode, Opaque};
-use locks::{Held, LockResult, LockTable, Mirror, NoMirror, Owner, Range};
+use bytes::Bytes;
+use grant::{Gated, GraceState, Retrier};
+use locks::{LockTable, Mirror, NoMirror};
 use mirror::BackendMirror;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) use callback::{hostname, notify_restart};
+pub(crate) use grant::Grant;
 pub use host::LockHost;
+pub(crate) use program::{dispatch, dispatch_nsm};
 
 /// Called with every host holding locks whenever a new one appears or one
 /// goes (so the list survives a restart, like statd's `sm/` directory).
@@ -102,30 +108,12 @@ impl std::fmt::Debug for LockConfig {
     }
 }
 
-/// What a blocked request needs to be announced when granted.
-#[derive(Debug, Clone)]
-pub(crate) struct Grant {
-    addr: IpAddr,
-    args: Nlm4TestArgs,
-    /// The file's file system, when it takes part in locks (to try the
-    /// request again there).
-    mirror: Option<Arc<BackendMirror>>,
-}
-
-impl Grant {
-    /// The notice of an NFSv4 request, which never waits in the queue
-    /// (NFSv4 clients poll a lock they wait for), so nothing announces it.
-    pub(crate) fn never_queued(addr: IpAddr) -> Grant {
-        Grant { addr, args: Nlm4TestArgs::default(), mirror: None }
-    }
-}
-
 /// The running lock manager.
 pub(crate) struct LockManager {
     /// The lock table, shared with NFSv4 (its LOCK takes the same locks).
     table: Arc<LockTable<Grant>>,
     /// Started with the first request a file system refused.
-    retrying: std::sync::OnceLock<Arc<mirror::Retrier>>,
+    retrying: std::sync::OnceLock<Arc<Retrier>>,
     /// Whether only reclaims are granted (shared with the retrying thread).
     grace: Arc<GraceState>,
     nsm_state: i32,
@@ -139,46 +127,6 @@ pub(crate) struct LockManager {
     /// has reclaimed something yet.
     pending: parking_lot::Mutex<Vec<(LockHost, bool)>>,
     on_reclaims_done: Option<Arc<dyn Fn() + Send + Sync>>,
-}
-
-/// This server's grace period and the cluster's.
-pub(crate) struct GraceState {
-    until: Option<Instant>,
-    /// Every previous host has reclaimed: the grace period is over early.
-    reclaims_over: std::sync::atomic::AtomicBool,
-    cluster: Option<Arc<std::sync::atomic::AtomicBool>>,
-}
-
-impl GraceState {
-    pub(crate) fn in_grace(&self) -> bool {
-        let own = self.until.is_some_and(|t| Instant::now() < t)
-            && !self.reclaims_over.load(std::sync::atomic::Ordering::Acquire);
-        own || self.cluster.as_ref().is_some_and(|g| g.load(std::sync::atomic::Ordering::Acquire))
-    }
-}
-
-/// A file's mirror that grants nothing new while a grace period is in force
-/// ([`Mirror::open`]): for every path that may grant a lock that is not a
-/// reclaim (LOCK, and the waiters UNLOCK, CANCEL, a host's restart and the
-/// retrying thread grant).
-pub(crate) struct Gated<M> {
-    pub(crate) inner: M,
-    pub(crate) grace: Arc<GraceState>,
-}
-
-impl<'a, M: std::ops::Deref<Target = dyn Mirror + 'a>> Mirror for Gated<M> {
-    fn admit(&self, want: &Held) -> locks::Admit {
-        self.inner.admit(want)
-    }
-    fn release(&self, owner: &Owner, range: Range) {
-        self.inner.release(owner, range)
-    }
-    fn idle(&self) {
-        self.inner.idle()
-    }
-    fn open(&self) -> bool {
-        !self.grace.in_grace() && self.inner.open()
-    }
 }
 
 /// A thread (with the server's own identity) that runs `f` for each list, answering when done.
@@ -304,7 +252,7 @@ impl LockManager {
             .get_or_init(|| {
                 let tx = self.callbacks.clone();
                 let grace = self.grace.clone();
-                mirror::start_retrying(Arc::downgrade(&self.table), grace, move |g| announce(tx.as_ref(), g))
+                grant::start_retrying(Arc::downgrade(&self.table), grace, move |g| announce(tx.as_ref(), g))
             })
             .poke();
     }
@@ -352,225 +300,10 @@ fn announce(tx: Option<&callback::Sender>, granted: Vec<locks::Waiter<Grant>>) {
     }
 }
 
-fn owner(l: &Nlm4Lock) -> Owner {
-    let mut host = l.caller_name.0.clone();
-    if host.first() == Some(&0) {
-        // NFSv4 lock owners' host names start with a NUL byte (see
-        // `nfs4::state`): an NLM caller cannot name one and free its locks.
-        host = [b"nlm:".as_slice(), &host].concat().into();
-    }
-    Owner { host, oh: l.oh.0.clone(), svid: l.svid }
-}
-
-/// Check the lock's file handle names a file this caller may use; its
-/// file system's part in locks, if it takes one.
-fn check_file(call: &Call, fh: &Netobj) -> Result<Option<Arc<BackendMirror>>, Nlm4Stats> {
-    let Ok(data) = Opaque::new(fh.0.clone()) else { return Err(Nlm4Stats::StaleFh) };
-    let r = call.resolve(&NfsFh3 { data }).map_err(|s| match s {
-        eagernfs_proto::nfs3::Nfsstat3::Stale | eagernfs_proto::nfs3::Nfsstat3::Badhandle => {
-            Nlm4Stats::StaleFh
-        }
-        _ => Nlm4Stats::Failed,
-    })?;
-    r.export.backend.getattr(&r.fh).map_err(|e| match e {
-        eagernfs_vfs::FsError::Jukebox => Nlm4Stats::DeniedNolocks,
-        _ => Nlm4Stats::StaleFh,
-    })?;
-    Ok(BackendMirror::of(&r.export.backend, &r.fh))
-}
-
 /// `m` as the table takes it.
 pub(crate) fn as_mirror(m: &Option<Arc<BackendMirror>>) -> &dyn Mirror {
     match m {
         Some(m) => &**m,
         None => &NoMirror,
     }
-}
-
-fn want(call: &Call, l: &Nlm4Lock, exclusive: bool) -> Held {
-    Held {
-        owner: owner(l),
-        exclusive,
-        range: Range::from_nlm(l.l_offset, l.l_len),
-        addr: call.conn.peer.addr.ip(),
-    }
-}
-
-pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
-    let Some(lm) = call.state.locks.as_ref() else { return Outcome::ProcUnavail };
-    let Ok(args) = NlmArgs::decode(call.header.proc_, &mut body) else {
-        return Outcome::GarbageArgs;
-    };
-    let res = |cookie: Netobj, stat: Nlm4Stats| Nlm4Res { cookie, stat };
-    match args {
-        NlmArgs::Null => {}
-        NlmArgs::Test(a) => {
-            let stat = if in_grace(call, lm) {
-                Nlm4TestReply::Other(Nlm4Stats::DeniedGracePeriod)
-            } else {
-                match check_file(call, &a.alock.fh) {
-                    Err(s) => Nlm4TestReply::Other(s),
-                    Ok(m) => test(lm, &a, &want(call, &a.alock, a.exclusive), m.as_deref()),
-                }
-            };
-            Nlm4TestRes { cookie: a.cookie, stat }.encode(out);
-        }
-        NlmArgs::Lock(a) | NlmArgs::NmLock(a) => {
-            let stat = lock(call, lm, &a);
-            res(a.cookie, stat).encode(out);
-        }
-        NlmArgs::Cancel(a) => {
-            let stat = if lm.in_grace() {
-                Nlm4Stats::DeniedGracePeriod
-            } else {
-                let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
-                let m = lm.gated(mirror::mirror_for(call.exports, &a.alock.fh.0));
-                let (found, granted) = lm.table.cancel(&a.alock.fh.0, &owner(&a.alock), range, &m);
-                lm.announce(granted);
-                if found {
-                    Nlm4Stats::Granted
-                } else {
-                    Nlm4Stats::Denied
-                }
-            };
-            res(a.cookie, stat).encode(out);
-        }
-        NlmArgs::Unlock(a) => {
-            // Allowed in the grace period too: it only gives something up.
-            let range = Range::from_nlm(a.alock.l_offset, a.alock.l_len);
-            let m = lm.gated(mirror::mirror_for(call.exports, &a.alock.fh.0));
-            let granted = lm.table.unlock(&a.alock.fh.0, &owner(&a.alock), range, &m);
-            lm.announce(granted);
-            res(a.cookie, Nlm4Stats::Granted).encode(out);
-        }
-        // We are not a client: nothing of ours was blocked.
-        NlmArgs::Granted(a) => res(a.cookie, Nlm4Stats::Denied).encode(out),
-        NlmArgs::FreeAll(n) => {
-            release_host(call, lm, &n.name, "FREE_ALL");
-        }
-        // The asynchronous `_MSG`/`_RES` forms (old UDP clients) and DOS share
-        // reservations are not offered: Linux, libnfs and our client use the
-        // synchronous calls.
-        NlmArgs::TestMsg(_)
-        | NlmArgs::LockMsg(_)
-        | NlmArgs::CancelMsg(_)
-        | NlmArgs::UnlockMsg(_)
-        | NlmArgs::GrantedMsg(_)
-        | NlmArgs::TestRes(_)
-        | NlmArgs::LockRes(_)
-        | NlmArgs::CancelRes(_)
-        | NlmArgs::UnlockRes(_)
-        | NlmArgs::GrantedRes(_)
-        | NlmArgs::Share(_)
-        | NlmArgs::Unshare(_) => return Outcome::ProcUnavail,
-    }
-    Outcome::Replied
-}
-
-/// NLM's grace period or NFSv4's: the lock table is one, so while either
-/// protocol's clients reclaim, neither grants new locks.
-fn in_grace(call: &Call, lm: &LockManager) -> bool {
-    lm.in_grace() || call.state.nfs4.as_ref().is_some_and(|v4| v4.in_grace())
-}
-
-fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
-    lm.reclaim_progress(&a.alock.caller_name.0, call.conn.peer.addr.ip(), a.reclaim);
-    if in_grace(call, lm) && !a.reclaim {
-        return Nlm4Stats::DeniedGracePeriod;
-    }
-    let m = match check_file(call, &a.alock.fh) {
-        Ok(m) => m,
-        Err(s) => return s,
-    };
-    if a.alock.l_offset > i64::MAX as u64 {
-        return Nlm4Stats::Fbig;
-    }
-    let notice = Grant {
-        addr: call.conn.peer.addr.ip(),
-        args: Nlm4TestArgs { cookie: a.cookie.clone(), exclusive: a.exclusive, alock: a.alock.clone() },
-        mirror: m.clone(),
-    };
-    // A reclaim never waits: in the grace period nothing else can hold the range.
-    let block = a.block && !a.reclaim;
-    lm.note_host(&a.alock.caller_name.0, call.conn.peer.addr.ip());
-    // Checked again once the file system has answered (see `Mirror::open`),
-    // unless this is a reclaim.
-    let gated = Gated { inner: as_mirror(&m), grace: lm.grace.clone() };
-    let mirror: &dyn Mirror = if a.reclaim { as_mirror(&m) } else { &gated };
-    let r = lm.table.lock(&a.alock.fh.0, want(call, &a.alock, a.exclusive), block, notice, mirror);
-    match r {
-        LockResult::Granted => Nlm4Stats::Granted,
-        LockResult::Grace => Nlm4Stats::DeniedGracePeriod,
-        LockResult::Denied => Nlm4Stats::Denied,
-        LockResult::Blocked => {
-            if m.is_some() {
-                // Another client of the file system may be what it waits for.
-                lm.retry_refused();
-            }
-            Nlm4Stats::Blocked
-        }
-        LockResult::Unavailable => Nlm4Stats::DeniedNolocks,
-        LockResult::NoLocks => {
-            tracing::warn!(peer = %call.conn.peer.addr, "lock table full: NLM4_DENIED_NOLOCKS");
-            Nlm4Stats::DeniedNolocks
-        }
-    }
-}
-
-/// TEST: a conflict here, or else in the file system.
-fn test(lm: &LockManager, a: &Nlm4TestArgs, want: &Held, m: Option<&BackendMirror>) -> Nlm4TestReply {
-    if let Some(h) = lm.table.test(&a.alock.fh.0, want) {
-        return Nlm4TestReply::Denied(Nlm4Holder {
-            exclusive: h.exclusive,
-            svid: h.owner.svid,
-            oh: Opaque(h.owner.oh.clone()),
-            l_offset: h.range.start,
-            l_len: h.range.nlm_len(),
-        });
-    }
-    let Some(m) = m else { return Nlm4TestReply::Other(Nlm4Stats::Granted) };
-    match m.test(want) {
-        // Another client of the file system: its process id as the svid, no owner handle.
-        Ok(Some(c)) => Nlm4TestReply::Denied(Nlm4Holder {
-            exclusive: c.exclusive,
-            svid: c.pid,
-            oh: Opaque(Bytes::new()),
-            l_offset: c.range.start,
-            l_len: Range { start: c.range.start, end: c.range.end }.nlm_len(),
-        }),
-        Ok(None) => Nlm4TestReply::Other(Nlm4Stats::Granted),
-        Err(eagernfs_vfs::FsError::Jukebox) => Nlm4TestReply::Other(Nlm4Stats::DeniedNolocks),
-        Err(_) => Nlm4TestReply::Other(Nlm4Stats::Failed),
-    }
-}
-
-/// Drop every lock `name` took from the caller's address.
-fn release_host(call: &Call, lm: &LockManager, name: &[u8], why: &str) {
-    let addr = call.conn.peer.addr.ip();
-    let (n, granted) = lm
-        .table
-        .release_host(name, Some(addr), &|fh| Box::new(lm.gated(mirror::mirror_for(call.exports, fh))));
-    tracing::info!(peer = %addr, host = %String::from_utf8_lossy(name), locks = n, "{why}: the host restarted; its locks are released");
-    lm.announce(granted);
-    lm.forget_host(name, addr);
-    lm.host_restarted(name, addr);
-}
-
-/// The status monitor: our state number, and SM_NOTIFY from clients that restarted.
-pub(crate) fn dispatch_nsm(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {
-    let Some(lm) = call.state.locks.as_ref() else { return Outcome::ProcUnavail };
-    let Ok(args) = NsmArgs::decode(call.header.proc_, &mut body) else {
-        return Outcome::GarbageArgs;
-    };
-    match args {
-        NsmArgs::Null => {}
-        NsmArgs::Stat(_) => SmStatRes { res: 0, state: lm.nsm_state }.encode(out),
-        // We monitor our own lock manager's clients only; nobody else may
-        // register here (stat_fail).
-        NsmArgs::Mon(_) => SmStatRes { res: 1, state: lm.nsm_state }.encode(out),
-        NsmArgs::Unmon(_) | NsmArgs::UnmonAll(_) => lm.nsm_state.encode(out),
-        NsmArgs::SimuCrash => return Outcome::ProcUnavail,
-        NsmArgs::Notify(c) => release_host(call, lm, &c.mon_name, "SM_NOTIFY"),
-    }
-    Outcome::Replied
 }
