@@ -6,9 +6,9 @@
 //! amplification vector and nothing NFSv3 needs).
 
 use crate::call::{Call, Outcome};
+use crate::rpcbind::served;
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::portmap::*;
-use eagernfs_proto::{mount, nfs3};
 use eagernfs_xdr::Encode;
 
 /// The transports served: TCP always, UDP when configured.
@@ -18,24 +18,6 @@ fn protocols(call: &Call) -> &'static [u32] {
     } else {
         &[IPPROTO_TCP]
     }
-}
-
-/// (program, version) pairs this server answers (over TCP, and UDP if on).
-pub(crate) const SERVED: [(u32, u32); 5] = [
-    (nfs3::NFS_PROGRAM, nfs3::NFS_V3),
-    (mount::MOUNT_PROGRAM, 1),
-    (mount::MOUNT_PROGRAM, 2),
-    (mount::MOUNT_PROGRAM, mount::MOUNT_V3),
-    (PMAP_PROGRAM, PMAP_V2),
-];
-
-/// The lock manager and status monitor, when locks are served.
-pub(crate) const LOCK_PROGRAMS: [(u32, u32); 2] =
-    [(eagernfs_proto::nlm::NLM_PROGRAM, eagernfs_proto::nlm::NLM_V4), (eagernfs_proto::nlm::NSM_PROGRAM, 1)];
-
-/// Every (program, version) this server answers.
-pub(crate) fn served(locks: bool) -> impl Iterator<Item = (u32, u32)> + Clone {
-    SERVED.into_iter().chain(LOCK_PROGRAMS.into_iter().filter(move |_| locks))
 }
 
 pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outcome {

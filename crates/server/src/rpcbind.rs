@@ -3,19 +3,40 @@
 //! Clients that cannot be told the port (`mount -o port=`) ask the
 //! portmapper on port 111. When one runs, we register NFS v3 and MOUNT
 //! v1–v3 at our port with PMAPPROC_SET, and remove them at shutdown. This is
-//! a small blocking client: it runs once at start and once at stop.
+//! a small blocking client: it runs once at start and once at stop (and
+//! finds clients' lock services for NLM's callbacks). The list of what this
+//! server answers, [`served`], is here too: the built-in portmap program
+//! answers from it.
 
-use crate::portmap::served;
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::portmap::{
     Mapping, IPPROTO_TCP, IPPROTO_UDP, PMAPPROC_GETPORT, PMAPPROC_SET, PMAPPROC_UNSET, PMAP_PROGRAM, PMAP_V2,
 };
+use eagernfs_proto::{mount, nfs3};
 use eagernfs_rpc::record::{begin_record, finish_record};
 use eagernfs_rpc::{AcceptStat, CallHeader, Message, OpaqueAuth, RecordDecoder, ReplyBody};
 use eagernfs_xdr::{Decode, Encode};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+
+/// (program, version) pairs this server answers (over TCP, and UDP if on).
+pub(crate) const SERVED: [(u32, u32); 5] = [
+    (nfs3::NFS_PROGRAM, nfs3::NFS_V3),
+    (mount::MOUNT_PROGRAM, 1),
+    (mount::MOUNT_PROGRAM, 2),
+    (mount::MOUNT_PROGRAM, mount::MOUNT_V3),
+    (PMAP_PROGRAM, PMAP_V2),
+];
+
+/// The lock manager and status monitor, when locks are served.
+pub(crate) const LOCK_PROGRAMS: [(u32, u32); 2] =
+    [(eagernfs_proto::nlm::NLM_PROGRAM, eagernfs_proto::nlm::NLM_V4), (eagernfs_proto::nlm::NSM_PROGRAM, 1)];
+
+/// Every (program, version) this server answers.
+pub(crate) fn served(locks: bool) -> impl Iterator<Item = (u32, u32)> + Clone {
+    SERVED.into_iter().chain(LOCK_PROGRAMS.into_iter().filter(move |_| locks))
+}
 
 /// Why registration failed.
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +156,7 @@ pub fn register(
         if !locks {
             continue;
         }
-        for (prog, vers) in crate::portmap::LOCK_PROGRAMS {
+        for (prog, vers) in LOCK_PROGRAMS {
             let m = Mapping { prog, vers, prot, port: port as u32 };
             xid += 4;
             let current = call_getport(&mut s, xid, &m)?;
@@ -167,7 +188,7 @@ pub fn unregister(portmapper: SocketAddr, port: u16, locks: bool) -> Result<(), 
     }
     if locks {
         // Only what is ours: rpc.statd's registration stays.
-        for (i, (prog, vers)) in crate::portmap::LOCK_PROGRAMS.into_iter().enumerate() {
+        for (i, (prog, vers)) in LOCK_PROGRAMS.into_iter().enumerate() {
             let m = Mapping { prog, vers, prot: IPPROTO_TCP, port: 0 };
             let xid = 200 + 2 * i as u32;
             if call_getport(&mut s, xid, &m)? == port as u32 {
