@@ -313,6 +313,13 @@ impl Svc {
             all_gone: Condvar::new(),
             tls_tx,
         });
+        if let Some(v4) = &svc.state.nfs4 {
+            // NFSv4.1 callbacks go out on clients' connections. Attached before any thread
+            // serves a call: a CREATE_SESSION served first would find no way to probe its back
+            // channel, and the session would stay "callback path down" (no delegations).
+            let svc_dyn: Arc<dyn crate::nfs4::BackChannel> = svc.clone();
+            v4.back.attach(Arc::downgrade(&svc_dyn));
+        }
         for p in 0..svc.pools.len() {
             for _ in 0..svc.pools[p].sched.threads_min() {
                 if !svc.spawn_thread(p) {
@@ -329,11 +336,6 @@ impl Svc {
             svc.thread_gone();
             svc.shutdown();
             return Err(e);
-        }
-        if let Some(v4) = &svc.state.nfs4 {
-            // NFSv4.1 callbacks go out on clients' connections.
-            let svc_dyn: Arc<dyn crate::nfs4::BackChannel> = svc.clone();
-            v4.back.attach(Arc::downgrade(&svc_dyn));
         }
         Ok(svc)
     }
