@@ -6,87 +6,13 @@
 //! exports.
 
 use super::attrs::{self, Source};
-use super::compound::Ctx;
+use super::convert::{check_name, cinfo, status};
+use super::ctx::Ctx;
 use super::fh::{self, Cur, Obj};
 use super::pseudo::Child;
 use eagernfs_proto::nfs4::*;
 use eagernfs_vfs::{access as acc, FileType, FsError, NodeKind};
 use eagernfs_xdr::Opaque;
-
-/// The NFSv4 status for a backend error.
-pub(crate) fn status(e: FsError) -> Nfsstat4 {
-    match e {
-        FsError::Perm => Nfsstat4::Perm,
-        FsError::NoEnt => Nfsstat4::Noent,
-        FsError::Io => Nfsstat4::Io,
-        FsError::Nxio => Nfsstat4::Nxio,
-        FsError::Access => Nfsstat4::Access,
-        FsError::Exist => Nfsstat4::Exist,
-        FsError::XDev => Nfsstat4::Xdev,
-        FsError::NoDev => Nfsstat4::Nxio,
-        FsError::NotDir => Nfsstat4::Notdir,
-        FsError::IsDir => Nfsstat4::Isdir,
-        FsError::Inval => Nfsstat4::Inval,
-        FsError::FBig => Nfsstat4::Fbig,
-        FsError::NoSpc => Nfsstat4::Nospc,
-        FsError::RoFs => Nfsstat4::Rofs,
-        FsError::MLink => Nfsstat4::Mlink,
-        FsError::NameTooLong => Nfsstat4::Nametoolong,
-        FsError::NotEmpty => Nfsstat4::Notempty,
-        FsError::DQuot => Nfsstat4::Dquot,
-        FsError::Stale => Nfsstat4::Stale,
-        FsError::BadHandle => Nfsstat4::Badhandle,
-        FsError::NotSync => Nfsstat4::Inval,
-        FsError::BadCookie => Nfsstat4::BadCookie,
-        FsError::NotSupp => Nfsstat4::Notsupp,
-        FsError::TooSmall => Nfsstat4::Toosmall,
-        FsError::ServerFault => Nfsstat4::Serverfault,
-        FsError::BadType => Nfsstat4::Badtype,
-        FsError::Jukebox => Nfsstat4::Delay,
-    }
-}
-
-/// A name a client may use: UTF-8, one component, not `.` or `..`, at most NAME_MAX bytes.
-pub(crate) fn check_name(name: &[u8]) -> Result<&[u8], Nfsstat4> {
-    if name.is_empty() || std::str::from_utf8(name).is_err() {
-        return Err(Nfsstat4::Inval);
-    }
-    if name.len() > eagernfs_vfs::NAME_MAX {
-        return Err(Nfsstat4::Nametoolong);
-    }
-    if name == b"." || name == b".." || name.contains(&b'/') {
-        return Err(Nfsstat4::Badname);
-    }
-    if name.contains(&0) {
-        return Err(Nfsstat4::Badchar);
-    }
-    Ok(name)
-}
-
-impl<'a> Ctx<'a, '_> {
-    /// The current object, in an export (a pseudo directory is `or`).
-    pub(crate) fn obj(&self, or: Nfsstat4) -> Result<&Obj<'a>, Nfsstat4> {
-        match self.cur()? {
-            Cur::Obj(o) => Ok(o),
-            Cur::Pseudo(_) => Err(or),
-        }
-    }
-
-    /// The current object, which this operation will change: read-only
-    /// exports and the pseudo-root refuse with NFS4ERR_ROFS.
-    pub(crate) fn writable(&self) -> Result<&Obj<'a>, Nfsstat4> {
-        let o = self.obj(Nfsstat4::Rofs)?;
-        if o.options.read_only {
-            return Err(Nfsstat4::Rofs);
-        }
-        Ok(o)
-    }
-
-    /// The saved file handle (LINK, RENAME, COPY, CLONE).
-    pub(crate) fn saved(&self) -> Result<&Cur<'a>, Nfsstat4> {
-        self.saved.as_ref().ok_or(Nfsstat4::Nofilehandle)
-    }
-}
 
 /// The attributes of `c`.
 pub(crate) fn attr_of(ctx: &Ctx, c: &Cur) -> Result<eagernfs_vfs::Attr, Nfsstat4> {
@@ -502,13 +428,6 @@ fn entry_attrs(
         Err(s) if rdattr_error => Ok(FileAttrs { rdattr_error: Some(s), ..Default::default() }.to_fattr()),
         Err(s) => Err(s),
     }
-}
-
-/// A directory's change around an operation, from the backend's before/after attributes.
-pub(crate) fn cinfo(w: &eagernfs_vfs::Wcc) -> ChangeInfo4 {
-    let after = w.after.as_ref().map_or(0, |a| attrs::change_of(a.ctime));
-    let before = w.before.as_ref().map_or(after, |b| attrs::change_of(b.ctime));
-    ChangeInfo4 { atomic: false, before, after }
 }
 
 /// The current directory, which this operation changes.

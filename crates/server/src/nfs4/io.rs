@@ -3,9 +3,9 @@
 //! unless the export is `async`), and NFSv4.2's SEEK, ALLOCATE,
 //! DEALLOCATE, COPY (inside the server) and CLONE.
 
-use super::compound::Ctx;
+use super::convert::status;
+use super::ctx::Ctx;
 use super::fh::{Cur, Obj};
-use super::fsops::status;
 use crate::call::Transport;
 use crate::reply::Piece;
 use eagernfs_proto::nfs4::*;

@@ -31,6 +31,8 @@
 mod attrs;
 mod callback;
 mod compound;
+mod convert;
+mod ctx;
 mod fh;
 mod fsops;
 mod io;

@@ -27,9 +27,9 @@
 //! sixteenth of that (no fewer than 1024) per client; beyond, OPEN and LOCK
 //! answer NFS4ERR_DELAY after lapsed clients' state is cleared.
 
-use super::compound::Ctx;
+use super::convert::{check_name, cinfo, status};
+use super::ctx::Ctx;
 use super::fh::{Cur, Obj};
-use super::fsops::{self, check_name};
 use super::Nfs4;
 use crate::nlm::locks::{Held, LockResult, LockTable, Owner, Range};
 use crate::nlm::Grant;
@@ -626,7 +626,7 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
         }
         OpenClaim4::DelegatePrev(_) | OpenClaim4::DelegPrevFh => return Err(Nfsstat4::Notsupp),
     };
-    let attr = file.backend().getattr(&file.fh).map_err(fsops::status)?;
+    let attr = file.backend().getattr(&file.fh).map_err(status)?;
     match attr.ftype {
         FileType::Regular => {}
         FileType::Directory => return Err(Nfsstat4::Isdir),
@@ -646,7 +646,7 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
             need |= acc::MODIFY;
         }
         let (granted, _) =
-            file.backend().access(&file.cred, &file.fh, need | acc::EXECUTE).map_err(fsops::status)?;
+            file.backend().access(&file.cred, &file.fh, need | acc::EXECUTE).map_err(status)?;
         let read_ok = need & acc::READ == 0 || granted & (acc::READ | acc::EXECUTE) != 0;
         let write_ok = need & acc::MODIFY == 0 || granted & acc::MODIFY != 0;
         if !read_ok || !write_ok {
@@ -774,7 +774,7 @@ fn open_by_name<'a>(
             })
         }
     };
-    let dattr = dir.backend().getattr(&dir.fh).map_err(fsops::status)?;
+    let dattr = dir.backend().getattr(&dir.fh).map_err(status)?;
     match dattr.ftype {
         FileType::Directory => {}
         FileType::Symlink => return Err(Nfsstat4::Symlink),
@@ -783,7 +783,7 @@ fn open_by_name<'a>(
     let name = check_name(name)?;
     match &a.openhow {
         Openflag4::NoCreate => {
-            let l = dir.backend().lookup(&dir.cred, &dir.fh, name).map_err(fsops::status)?;
+            let l = dir.backend().lookup(&dir.cred, &dir.fh, name).map_err(status)?;
             let change = super::attrs::change_of(l.dir_attr.as_ref().unwrap_or(&dattr).ctime);
             let _ = access;
             Ok((dir.sibling(l.handle), ChangeInfo4 { atomic: true, before: change, after: change }, None))
@@ -814,15 +814,15 @@ fn open_by_name<'a>(
             let c = dir.backend().create(&dir.cred, &dir.fh, name, &mode);
             let c = match c {
                 Err(FsError::IsDir) => return Err(Nfsstat4::Isdir),
-                r => r.map_err(fsops::status)?,
+                r => r.map_err(status)?,
             };
             let file = dir.sibling(c.handle);
             if let Some(set) = later {
                 if set != Default::default() {
-                    file.backend().setattr(&file.cred, &file.fh, &set, None).map_err(fsops::status)?;
+                    file.backend().setattr(&file.cred, &file.fh, &set, None).map_err(status)?;
                 }
             }
-            Ok((file, fsops::cinfo(&c.dir_wcc), Some(mask)))
+            Ok((file, cinfo(&c.dir_wcc), Some(mask)))
         }
     }
 }
@@ -1044,7 +1044,7 @@ fn lock_inner(ctx: &mut Ctx, a: &Lock4Args) -> Result<Stateid4, Result<Lock4Deni
     let v4 = ctx.v4;
     let client = ctx.client().map_err(Err)?.clone();
     let o = cur_obj(ctx).map_err(Err)?;
-    let attr = o.backend().getattr(&o.fh).map_err(|e| Err(fsops::status(e)))?;
+    let attr = o.backend().getattr(&o.fh).map_err(|e| Err(status(e)))?;
     match attr.ftype {
         FileType::Regular => {}
         FileType::Directory => return Err(Err(Nfsstat4::Isdir)),
@@ -1196,7 +1196,7 @@ pub(crate) fn lockt(ctx: &mut Ctx, a: &Lockt4Args) -> Lockt4Res {
         Ok(attr) if attr.ftype == FileType::Directory => return Lockt4Res::Err(Nfsstat4::Isdir),
         Ok(attr) if attr.ftype == FileType::Symlink => return Lockt4Res::Err(Nfsstat4::Symlink),
         Ok(_) => return Lockt4Res::Err(Nfsstat4::WrongType),
-        Err(e) => return Lockt4Res::Err(fsops::status(e)),
+        Err(e) => return Lockt4Res::Err(status(e)),
     }
     let r = match range(a.offset, a.length) {
         Ok(r) => r,
@@ -1221,7 +1221,7 @@ pub(crate) fn lockt(ctx: &mut Ctx, a: &Lockt4Args) -> Lockt4Res {
                 return match m.test(&want) {
                     Ok(None) => Lockt4Res::Ok,
                     Ok(Some(c)) => Lockt4Res::Denied(denied_elsewhere(&c)),
-                    Err(e) => Lockt4Res::Err(fsops::status(e)),
+                    Err(e) => Lockt4Res::Err(status(e)),
                 };
             }
             Some(h) if holder(&h).is_some_and(|c| c != client && v4.expire_if_lapsed(c)) => continue,
