@@ -26,6 +26,16 @@ use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs4::*;
 use eagernfs_xdr::Encode;
 
+/// Decode, run and encode one NFSv4 call (NULL or COMPOUND).
+pub(crate) fn dispatch(call: &Call, body: Bytes, out: &mut BytesMut) -> Outcome {
+    let Some(v4) = call.state.nfs4.as_ref() else { return Outcome::ProcUnavail };
+    match call.header.proc_ {
+        eagernfs_proto::nfs4::NFSPROC4_NULL => Outcome::Replied,
+        eagernfs_proto::nfs4::NFSPROC4_COMPOUND => run(call, v4, body, out),
+        _ => Outcome::ProcUnavail,
+    }
+}
+
 /// Run one COMPOUND.
 pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -> Outcome {
     let request_len = body.len();

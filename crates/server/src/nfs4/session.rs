@@ -712,7 +712,7 @@ impl Nfs4 {
         if !session.back.has_connection() {
             return;
         }
-        self.back.probe(self, session);
+        self.back.probe(session);
         super::state::resend_recalls(self, session);
     }
 
