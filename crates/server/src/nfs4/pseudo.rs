@@ -11,8 +11,13 @@
 //! A pseudo directory's file handle is four bytes, the node's id (a hash of
 //! its path, so handles survive a restart with the same exports); a real
 //! handle is longer (export id and backend handle), so the two never mix.
+//!
+//! What one call sees of the tree (the caller's pseudo directories, the tree
+//! of the call's exports) is in `view`: the tree and its cache stand below
+//! the service state that holds them, the view above the call.
 
-use crate::call::Call;
+mod view;
+
 use crate::ExportSpec;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -130,26 +135,6 @@ impl Tree {
         }
         Tree { nodes, root, parent_of_export }
     }
-
-    /// Whether the caller may see pseudo node `id` (it leads to an export the caller may use).
-    pub(crate) fn visible(&self, call: &Call, id: u32) -> bool {
-        let Some(n) = self.nodes.get(&id) else { return false };
-        n.exports_below.iter().any(|e| export_visible(call, *e))
-    }
-
-    /// Whether `child` of a pseudo directory is shown to the caller.
-    pub(crate) fn child_visible(&self, call: &Call, child: Child) -> bool {
-        match child {
-            Child::Dir(d) => self.visible(call, d),
-            Child::Export(e) => export_visible(call, e),
-        }
-    }
-}
-
-/// The caller's address is on the export's client list (any transport: a
-/// client on the wrong one is told NFS4ERR_WRONGSEC when it enters).
-fn export_visible(call: &Call, id: u32) -> bool {
-    call.exports.iter().any(|e| e.id == id && e.access.options_for(call.conn.peer.addr.ip()).is_some())
 }
 
 /// A tree and the exports it was built from.
@@ -158,26 +143,6 @@ type Built = (Arc<Vec<ExportSpec>>, Arc<Tree>);
 /// The tree of the exports now, rebuilt after a reload.
 #[derive(Default)]
 pub(crate) struct Cache(parking_lot::Mutex<Option<Built>>);
-
-impl Cache {
-    /// The tree for the exports `call` runs with.
-    pub(crate) fn get(&self, call: &Call) -> Arc<Tree> {
-        let mut c = self.0.lock();
-        if let Some((exports, tree)) = c.as_ref() {
-            // The cache holds the exports it was built from, so their memory
-            // cannot be reused by a newer set: equal addresses mean the same set.
-            if exports.as_ptr() == call.exports.as_ptr() && exports.len() == call.exports.len() {
-                return tree.clone();
-            }
-        }
-        let tree = Arc::new(Tree::build(call.exports));
-        let now = call.state.exports();
-        if now.as_ptr() == call.exports.as_ptr() {
-            *c = Some((now, tree.clone()));
-        }
-        tree
-    }
-}
 
 #[cfg(test)]
 mod tests {
