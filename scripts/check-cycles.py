@@ -210,7 +210,10 @@ class Scope:
 class FileInfo:
     path: Path
     scopes: list[Scope]
-    idents: set[str]  # identifiers in code outside `use` declarations
+    # Names this file's code refers to, outside `use` declarations: identifiers that are not a
+    # method or field after `.`, not a field or binding before `:`, not a `{ field, .. }`
+    # shorthand (for a re-export's own use and glob imports).
+    idents: set[str]
 
 
 def parse_use_tree(toks: list[Tok], i: int, prefix: list[str], out: list[tuple[list[str], str | None, int]]) -> int:
@@ -431,7 +434,10 @@ def parse_file(path: Path, modpath: tuple[str, ...], is_mod_root: bool) -> FileI
         elif t.kind == "id" and t.text == "macro_rules" and i + 2 < n and toks[i + 1].text == "!":
             scope.defs.add(toks[i + 2].text)
         if t.kind == "id":
-            idents.add(t.text)
+            nxt = toks[i + 1].text if i + 1 < n else ""
+            shorthand = prev_text(i - 1) in ("{", ",") and nxt in (",", "}")
+            if prev_text(i - 1) != "." and nxt != ":" and not shorthand:
+                idents.add(t.text)
             # A path in code starts at an identifier not preceded by `::` or `$` (`$crate`).
             if prev_text(i - 1) not in ("::", "$", ".") and i + 2 < n and toks[i + 1].text == "::" and toks[i + 2].kind == "id":
                 segs = [t.text]
@@ -835,6 +841,15 @@ FIXTURES: dict[str, tuple[int, dict[str, str]]] = {
             "#[cfg(test)]\nmod tests { use crate::top::Top; }\n"
         ),
         "crates/a/src/top.rs": "use crate::p::Leaf;\npub struct Top(Leaf);\nimpl Top { fn new() {} }\n",
+    }),
+    "a re-exported function is no use of it by a method or field of the same name": (0, {
+        "crates/a/Cargo.toml": "",
+        "crates/a/src/lib.rs": "mod t;\n",
+        "crates/a/src/t/mod.rs": (
+            "mod ops;\npub use ops::{lock, open};\npub struct T { m: std::sync::Mutex<u8>, open: u8 }\n"
+            "fn f(t: &T) { let _ = t.m.lock(); let T { open, .. } = t; let _ = T { m: Default::default(), open: 1 }; }\n"
+        ),
+        "crates/a/src/t/ops.rs": "use super::T;\npub fn lock(_: &T) {}\npub fn open(_: &T) {}\n",
     }),
     "one way only, with every kind of use": (0, {
         "crates/a/Cargo.toml": "",
