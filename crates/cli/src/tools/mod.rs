@@ -17,6 +17,8 @@
 //! - `remote`: connecting, resolving paths, errors a person understands,
 //!   pipelined reads.
 //! - `format`: `ls -l` mode strings and times.
+//! - `outcome`: how a tool ended ([`Outcome`]) and the failures it reported
+//!   ([`Failures`]), below the tools and this file.
 //! - `ls`, `cat`, `cp`, `stat`, `namespace` (`mkdir`, `rm`): the tools.
 
 mod cat;
@@ -24,8 +26,11 @@ mod cp;
 mod format;
 mod ls;
 mod namespace;
+mod outcome;
 mod remote;
 mod stat;
+
+pub(crate) use outcome::{Failures, Outcome};
 
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -67,41 +72,6 @@ pub(crate) fn run(cmd: ToolCommand) -> ExitCode {
         Err(e) => {
             eprintln!("eagernfs: {name}: {e:#}");
             ExitCode::FAILURE
-        }
-    }
-}
-
-/// How a tool that handles several operands ended: it reports each failure
-/// itself and carries on with the rest, as `cat a b` or `rm a b` do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    AllOk,
-    SomeFailed,
-}
-
-/// Collects per-operand failures for a tool that keeps going after one.
-pub(crate) struct Failures {
-    /// The tool's name for messages (`ls`, `cat`, …).
-    tool: &'static str,
-    failed: bool,
-}
-
-impl Failures {
-    pub(crate) fn new(tool: &'static str) -> Self {
-        Failures { tool, failed: false }
-    }
-
-    /// Print `eagernfs: TOOL: message` and remember that something failed.
-    pub(crate) fn report(&mut self, e: &anyhow::Error) {
-        eprintln!("eagernfs: {}: {e:#}", self.tool);
-        self.failed = true;
-    }
-
-    pub(crate) fn outcome(&self) -> Outcome {
-        if self.failed {
-            Outcome::SomeFailed
-        } else {
-            Outcome::AllOk
         }
     }
 }
