@@ -13,7 +13,7 @@ mod sd_notify;
 mod serve;
 mod tools;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -100,8 +100,8 @@ fn main() -> std::process::ExitCode {
         Command::Umount(args) => mount::run_umount(args),
         Command::Reload(args) => args.run(),
         Command::Tools(cmd) => return tools::run(cmd),
-        Command::Completions(args) => manual::completions(args),
-        Command::Manpages(args) => manual::manpages(args),
+        Command::Completions(args) => manual::completions(args, Cli::command()),
+        Command::Manpages(args) => manual::manpages(args, Cli::command()),
         Command::Bench(args) => {
             eagernfs_bench::cli_args::run(args, &mut std::io::stdout()).map_err(anyhow::Error::from)
         }

@@ -23,18 +23,20 @@ pub(crate) struct ManpagesArgs {
     dir: PathBuf,
 }
 
-pub(crate) fn completions(args: CompletionsArgs) -> anyhow::Result<()> {
-    let mut cmd = crate::Cli::command();
+/// Completions for `cmd`, the binary's whole command (main.rs gives it, so this module needs
+/// nothing above it).
+pub(crate) fn completions(args: CompletionsArgs, mut cmd: clap::Command) -> anyhow::Result<()> {
     clap_complete::generate(args.shell, &mut cmd, "eagernfs", &mut std::io::stdout().lock());
     Ok(())
 }
 
-pub(crate) fn manpages(args: ManpagesArgs) -> anyhow::Result<()> {
+/// Man pages for `cmd`, the binary's whole command, and for the mount(8) helpers.
+pub(crate) fn manpages(args: ManpagesArgs, cmd: clap::Command) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
     let mut written = Vec::new();
     // Section 1: the command and every subcommand, each on its own page as git does, so
     // `man eagernfs-mount` answers directly. `build` names the subcommands `eagernfs-mount`.
-    let mut cmd = crate::Cli::command().disable_help_subcommand(true);
+    let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();
     write_tree(&cmd, "1", &args.dir, &mut written)?;
     // Section 8, beside mount.nfs(8): the helpers mount(8) and umount(8) run.
