@@ -8,6 +8,7 @@ mod cluster;
 mod manual;
 mod mount;
 mod mount_helper;
+mod mount_options;
 mod observe;
 mod sd_notify;
 mod serve;

@@ -32,6 +32,8 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use eagernfs_fuse::{unmount, Mount, MountSpec};
 
+use crate::mount_options::{remount_option, without_system_options, RemountOption};
+
 #[derive(Args, Debug)]
 pub(crate) struct MountArgs {
     /// The export: nfs://host[:port]/export[/path][?options]
@@ -205,30 +207,13 @@ fn wait_for_lock(lock: File, timeout: Duration) -> bool {
 pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
     // fstab's and systemd's options (_netdev, nofail, x-systemd.*…) are theirs: accepted here
     // too, so one option string works in fstab, the systemd template and on the command line.
-    let (options, _) = crate::mount_helper::without_system_options(&args.options.join(","));
+    let (options, _) = without_system_options(&args.options.join(","));
     if options.iter().any(|o| o == "remount") {
         return remount(&args.mountpoint, &options, false);
     }
     let spec = MountSpec::parse(&args.url, &args.mountpoint, Some(&options.join(",")))?;
     mount(&spec, args.foreground)
 }
-
-/// The mount flags a remount can change, by option name: (flag, set by the
-/// option or cleared by it). Everything else is fixed for the mount's life.
-const REMOUNT_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
-    ("ro", libc::MS_RDONLY, true),
-    ("rw", libc::MS_RDONLY, false),
-    ("nosuid", libc::MS_NOSUID, true),
-    ("suid", libc::MS_NOSUID, false),
-    ("nodev", libc::MS_NODEV, true),
-    ("dev", libc::MS_NODEV, false),
-    ("noexec", libc::MS_NOEXEC, true),
-    ("exec", libc::MS_NOEXEC, false),
-    ("noatime", libc::MS_NOATIME, true),
-    ("atime", libc::MS_NOATIME, false),
-    ("relatime", libc::MS_RELATIME, true),
-    ("norelatime", libc::MS_RELATIME, false),
-];
 
 /// `mount -o remount,OPTIONS MOUNTPOINT` of an eagernfs mount: change the
 /// per-mount flags (ro/rw, nosuid/suid, nodev/dev, noexec/exec, atime
@@ -261,11 +246,11 @@ pub(crate) fn remount(mountpoint: &Path, options: &[String], verbose: bool) -> a
     }
     let mut ignored = Vec::new();
     for o in options.iter().filter(|o| o.as_str() != "remount") {
-        match REMOUNT_FLAGS.iter().find(|(name, _, _)| *name == o) {
-            Some(&(_, flag, true)) => flags |= flag,
-            Some(&(_, flag, false)) => flags &= !flag,
-            None if crate::mount_helper::is_known(o) => ignored.push(o.as_str()),
-            None => anyhow::bail!("unknown mount option '{o}'"),
+        match remount_option(o) {
+            RemountOption::Flag { flag, set: true } => flags |= flag,
+            RemountOption::Flag { flag, set: false } => flags &= !flag,
+            RemountOption::AsMounted => ignored.push(o.as_str()),
+            RemountOption::Unknown => anyhow::bail!("unknown mount option '{o}'"),
         }
     }
     if verbose && !ignored.is_empty() {

@@ -17,9 +17,11 @@
 //! writes by taking the network down under them.
 //!
 //! Options that belong to mount(8) or systemd rather than to the file system (`_netdev`,
-//! `nofail`, `x-systemd.*`, `comment=`, `user`, …) are dropped here ([`without_system_options`]),
-//! as every mount helper must; `eagernfs mount -o` drops them too, so one option string serves
-//! fstab, the systemd template and the command line.
+//! `nofail`, `x-systemd.*`, `comment=`, `user`, …) are dropped here
+//! ([`without_system_options`]), as every mount helper must; `eagernfs mount -o` drops them too,
+//! so one option string serves fstab, the systemd template and the command line. What is known
+//! about options lives in `mount_options`, below this helper and `mount`; the helper calls
+//! `mount` (mount, remount, unmount), never the reverse.
 
 use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
@@ -28,6 +30,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
+
+use crate::mount_options::{is_known, without_system_options};
 
 /// mount(8)'s exit status for "incorrect invocation or permissions".
 const EXIT_USAGE: u8 = 1;
@@ -234,65 +238,6 @@ impl UmountHelperArgs {
     }
 }
 
-/// Split a `-o` list into what the file system gets and what belongs to mount(8) or systemd
-/// (returned second, for messages). mount(8) passes some of these on to helpers (`_netdev`,
-/// `nofail`, `user`, `users`, `user=NAME` for a user mount…), older versions pass `x-*` too,
-/// and the systemd template hands over whatever the admin copied from fstab.
-pub(crate) fn without_system_options(list: &str) -> (Vec<String>, Vec<String>) {
-    list.split(',')
-        .map(str::trim)
-        .filter(|o| !o.is_empty())
-        .map(str::to_owned)
-        .partition(|o| !is_system_option(o))
-}
-
-fn is_system_option(option: &str) -> bool {
-    let name = option.split_once('=').map_or(option, |(n, _)| n);
-    // mount(8)'s and systemd's own: comments, automount and timeout settings, who may mount.
-    if name.starts_with("x-") || name.starts_with("X-") {
-        return true;
-    }
-    matches!(
-        name,
-        "defaults"
-            | "auto"
-            | "noauto"
-            | "user"
-            | "nouser"
-            | "users"
-            | "owner"
-            | "group"
-            | "_netdev"
-            | "nofail"
-            | "comment"
-            | "helper"
-            | "uhelper"
-            // Access-time variants mount(8) passes along: a FUSE mount keeps no atimes of its
-            // own (the server does), so there is nothing for them to change.
-            | "nodiratime"
-            | "diratime"
-            | "strictatime"
-            | "nostrictatime"
-            | "lazytime"
-            | "nolazytime"
-            // Kernel message verbosity for the file system: ours logs to its own stderr.
-            | "silent"
-            | "loud"
-    )
-}
-
-/// Whether eagernfs's own option parser accepts `option` (for `-s`, and
-/// for what a remount may repeat).
-pub(crate) fn is_known(option: &str) -> bool {
-    let (name, _) = option.split_once('=').unwrap_or((option, ""));
-    let mut nfs = eagernfs_client::MountOptions::default();
-    let mut fuse = eagernfs_fuse::FuseOptions::new();
-    !matches!(
-        eagernfs_fuse::apply_mount_options(option, &mut nfs, &mut fuse),
-        Err(eagernfs_client::OptionError::Unknown(n)) if n == name
-    )
-}
-
 /// Join the mount namespace mount(8) was told to use (`mount -N`), before anything else runs:
 /// setns(CLONE_NEWNS) needs a single-threaded process, and the mount daemon forked later
 /// stays in it.
@@ -322,23 +267,5 @@ mod tests {
         assert_eq!(Helper::for_program(OsStr::new("/usr/sbin/umount.fuse.eagernfs")), Some(Helper::Umount));
         assert_eq!(Helper::for_program(OsStr::new("/usr/local/bin/eagernfs")), None);
         assert_eq!(Helper::for_program(OsStr::new("mount.fuse")), None);
-    }
-
-    #[test]
-    fn system_options_are_left_to_mount8() {
-        let (kept, left) = without_system_options(
-            "rw,_netdev,nofail,allow_other,x-systemd.automount,x-systemd.mount-timeout=30,\
-             X-mount.mkdir,comment=systemd.automount,noauto,user=alice,users,defaults,nodiratime,timeo=50",
-        );
-        assert_eq!(kept, ["rw", "allow_other", "timeo=50"]);
-        assert_eq!(left.len(), 11, "{left:?}");
-    }
-
-    #[test]
-    fn sloppy_knows_our_options() {
-        assert!(is_known("allow_other") && is_known("timeo=50") && is_known("nconnect=4"));
-        // A known option with a bad value is not "unknown": -s must not hide the mistake.
-        assert!(is_known("timeo=x"));
-        assert!(!is_known("frobnicate") && !is_known("sec=krb5p"));
     }
 }
