@@ -221,8 +221,9 @@ pub(crate) fn run_mount(args: MountArgs) -> anyhow::Result<()> {
 /// and tell the mount daemon about ro/rw (a mount made `ro` refuses
 /// changes itself; remounted `ro`, it first writes back what it holds).
 /// Options that cannot change without a new mount (the NFS ones, FUSE's
-/// own) are accepted when mount(8) repeats them from fstab, and ignored;
-/// an option nobody knows is an error. `verbose`: say what is done.
+/// own, and those the kernel shows for the mount, which mount(8) passes on
+/// for a mount not in fstab) are accepted when mount(8) repeats them, and
+/// ignored; an option nobody knows is an error. `verbose`: say what is done.
 pub(crate) fn remount(mountpoint: &Path, options: &[String], verbose: bool) -> anyhow::Result<()> {
     let path = std::ffi::CString::new(mountpoint.as_os_str().as_bytes())?;
     // SAFETY: statvfs fills the zeroed struct; the path is NUL-terminated.

@@ -1,7 +1,7 @@
 //! What eagernfs knows about mount options, for `eagernfs mount -o` and mount(8)'s helper
 //! alike: which belong to mount(8) or systemd ([`without_system_options`]), which are ours
-//! ([`is_known`]), and what a remount does with each
-//! ([`remount_option`]). Below both `mount` and `mount_helper`.
+//! ([`is_known`]), which the kernel shows for a FUSE mount ([`is_kernel_fuse_option`]), and what
+//! a remount does with each ([`remount_option`]). Below both `mount` and `mount_helper`.
 
 /// Split a `-o` list into what the file system gets and what belongs to mount(8) or systemd
 /// (returned second, for messages). mount(8) passes some of these on to helpers (`_netdev`,
@@ -62,6 +62,22 @@ pub(crate) fn is_known(option: &str) -> bool {
     )
 }
 
+/// Options the kernel shows for a FUSE mount (Linux's `fuse_show_options`: `user_id=`,
+/// `group_id=`, `default_permissions`, `allow_other`, `max_read=`, `blksize=`) and the mount
+/// data a FUSE mount is made with (`fd=`, `rootmode=`). mount(8) hands them back to the helper
+/// on a remount of a mount that is not in fstab, taken from /proc/self/mountinfo: they describe
+/// the mount as it was made, and no remount can change them.
+pub(crate) fn is_kernel_fuse_option(option: &str) -> bool {
+    let (name, value) = match option.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (option, None),
+    };
+    match value {
+        Some(_) => matches!(name, "user_id" | "group_id" | "max_read" | "blksize" | "rootmode" | "fd"),
+        None => matches!(name, "default_permissions" | "allow_other"),
+    }
+}
+
 /// The mount flags a remount can change, by option name: (flag, set by the
 /// option or cleared by it). Everything else is fixed for the mount's life.
 pub(crate) const REMOUNT_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
@@ -84,8 +100,8 @@ pub(crate) const REMOUNT_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
 pub(crate) enum RemountOption {
     /// Sets (`set`) or clears a per-mount flag of mount(2).
     Flag { flag: libc::c_ulong, set: bool },
-    /// Fixed for the mount's life (an NFS or FUSE option): mount(8) repeats it from fstab;
-    /// it is kept as mounted.
+    /// Fixed for the mount's life (an NFS or FUSE option, or the kernel's own): mount(8)
+    /// repeats it from fstab or /proc/self/mountinfo; it is kept as mounted.
     AsMounted,
     /// Nobody's option: an error.
     Unknown,
@@ -96,7 +112,7 @@ pub(crate) enum RemountOption {
 pub(crate) fn remount_option(option: &str) -> RemountOption {
     match REMOUNT_FLAGS.iter().find(|(name, _, _)| *name == option) {
         Some(&(_, flag, set)) => RemountOption::Flag { flag, set },
-        None if is_known(option) => RemountOption::AsMounted,
+        None if is_known(option) || is_kernel_fuse_option(option) => RemountOption::AsMounted,
         None => RemountOption::Unknown,
     }
 }
@@ -121,5 +137,29 @@ mod tests {
         // A known option with a bad value is not "unknown": -s must not hide the mistake.
         assert!(is_known("timeo=x"));
         assert!(!is_known("frobnicate") && !is_known("sec=krb5p"));
+    }
+
+    #[test]
+    fn a_remount_keeps_what_the_kernel_shows_for_the_mount() {
+        // /proc/self/mountinfo of a mount by root, as mount(8) passes it for a mount not in fstab.
+        for o in [
+            "user_id=0",
+            "group_id=0",
+            "default_permissions",
+            "allow_other",
+            "max_read=131072",
+            "blksize=4096",
+            "rootmode=40000",
+            "fd=7",
+        ] {
+            assert_eq!(remount_option(o), RemountOption::AsMounted, "{o}");
+        }
+        assert_eq!(remount_option("ro"), RemountOption::Flag { flag: libc::MS_RDONLY, set: true });
+        assert_eq!(remount_option("rw"), RemountOption::Flag { flag: libc::MS_RDONLY, set: false });
+        assert_eq!(remount_option("timeo=50"), RemountOption::AsMounted);
+        // The kernel's names with a value they never carry, and nobody's options, stay errors.
+        for o in ["user_id", "blksize", "frobnicate", "sec=krb5p"] {
+            assert_eq!(remount_option(o), RemountOption::Unknown, "{o}");
+        }
     }
 }

@@ -629,3 +629,70 @@ fn fstab_flags_and_remounts_go_through_the_helper() {
     assert!(!export.path().join("refused-c").exists());
     assert_eq!(std::fs::read(export.path().join("from-c")).unwrap(), b"from-c\n");
 }
+
+/// Issue 32, item 3: `mount -o remount,ro DIR` of a mount that is not in fstab. mount(8) then
+/// takes the options from /proc/self/mountinfo and hands the helper the kernel's own FUSE
+/// options (`user_id=0,group_id=0,default_permissions,allow_other`), which the helper once
+/// refused ("unknown mount option 'user_id=0'"). Through real mount(8) and our helper in a
+/// namespace of its own, with an empty fstab: a mount made by `mount -t fuse.eagernfs`,
+/// remounted `ro` (a write fails with EROFS, /proc/self/mounts says `ro`) and `rw` again (a
+/// write reaches the server), then unmounted by umount(8).
+#[test]
+fn remounts_of_a_mount_not_in_fstab_go_through_the_helper() {
+    require_fuse!("remounts_of_a_mount_not_in_fstab_go_through_the_helper");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let helpers = Helpers::new();
+    let (_keep, mnt) = mountpoint();
+    let fstab = helpers.dir.path().join("fstab");
+    std::fs::write(&fstab, "# nothing here: the mount below is not in fstab\n").unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "set -e\n\
+         mount --bind {helpers} /usr/sbin\n\
+         mount -T {fstab} -t fuse.eagernfs -o allow_other '{url}' {mnt}\n\
+         grep ' {mnt} ' /proc/self/mounts > {out}/flags\n\
+         echo before > {mnt}/before\n\
+         mount -T {fstab} -o remount,ro {mnt} 2> {out}/ro-err\n\
+         grep ' {mnt} ' /proc/self/mounts > {out}/ro-flags\n\
+         if {{ echo refused > {mnt}/refused; }} 2> {out}/write-err; then echo 'a write after remount,ro succeeded'; exit 1; fi\n\
+         mount -T {fstab} -o remount,rw {mnt} 2> {out}/rw-err\n\
+         grep ' {mnt} ' /proc/self/mounts > {out}/rw-flags\n\
+         echo after > {mnt}/after\n\
+         umount {mnt}\n",
+        helpers = helpers.dir.path().display(),
+        fstab = fstab.display(),
+        url = server.url(""),
+        mnt = mnt.display(),
+        out = out_dir.path().display(),
+    );
+    let out = run_command(
+        {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+            cmd
+        },
+        MOUNT_TIMEOUT,
+    );
+    let read = |name: &str| std::fs::read_to_string(out_dir.path().join(name)).unwrap_or_default();
+    out.assert_success(&format!(
+        "mount, remount ro and rw, umount through mount(8) without fstab (remount,ro: {:?}; remount,rw: {:?})",
+        read("ro-err"),
+        read("rw-err")
+    ));
+    let flags = |line: String| {
+        line.split_whitespace().nth(3).unwrap_or_default().split(',').map(str::to_owned).collect::<Vec<_>>()
+    };
+    // What mount(8) hands back on a remount: the kernel's own options are in the entry.
+    let mounted = flags(read("flags"));
+    assert!(mounted.iter().any(|f| f.starts_with("user_id=")), "{mounted:?}");
+    let ro = flags(read("ro-flags"));
+    assert!(ro.iter().any(|f| f == "ro"), "remount,ro: {ro:?}");
+    assert!(read("write-err").contains("Read-only file system"), "{}", read("write-err"));
+    let rw = flags(read("rw-flags"));
+    assert!(rw.iter().any(|f| f == "rw"), "remount,rw: {rw:?}");
+    assert_eq!(std::fs::read(export.path().join("before")).unwrap(), b"before\n");
+    assert_eq!(std::fs::read(export.path().join("after")).unwrap(), b"after\n");
+    assert!(!export.path().join("refused").exists());
+}
