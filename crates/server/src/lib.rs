@@ -10,9 +10,13 @@
 //!   procedure table.
 //! - `call`: what every program handler is given (`Call`: the connection,
 //!   the caller, the exports; `resolve` of a file handle) and answers
-//!   (`Outcome`); `reply`: the reply record (`Reply`, its `Piece`s).
+//!   (`Outcome`); what a call carries: its READ/WRITE order ticket
+//!   (`call/order`), what TLS proved (`call/tls_peer`), the reply record
+//!   (`reply`: `Reply`, its `Piece`s).
+//! - `server_state`: what every call shares (`ServerState`); `config`:
+//!   [`ServerConfig`]; `export`: [`ExportSpec`] and the shared export set.
 //! - `nfs3`: one small handler per NFSv3 procedure, calling the export's
-//!   [`Backend`]; `convert` maps backend values to wire types.
+//!   [`eagernfs_vfs::Backend`]; `convert` maps backend values to wire types.
 //! - `nfs4`: NFSv4.1 and 4.2 (COMPOUND, sessions and their reply caches,
 //!   the pseudo-root, opens, locks in NLM's table, read delegations and the
 //!   back channel), on the same port and exports.
@@ -30,6 +34,11 @@
 //! A request's path: a service thread reads a record → `dispatch::handle_record`
 //! → program handler → backend → reply encoded into one buffer → written to
 //! the socket by the same thread.
+//!
+//! Each file uses only what stands below it (docs/ARCHITECTURE.md,
+//! "Layering"; `scripts/check-cycles.py` checks it): this file starts and
+//! reconfigures the server, the service threads call dispatch, dispatch the
+//! programs, the programs `call`, and a call carries `ServerState`.
 
 pub mod cluster;
 pub mod exports;

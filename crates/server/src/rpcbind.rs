@@ -5,7 +5,7 @@
 //! v1–v3 at our port with PMAPPROC_SET, and remove them at shutdown. This is
 //! a small blocking client: it runs once at start and once at stop (and
 //! finds clients' lock services for NLM's callbacks). The list of what this
-//! server answers, [`served`], is here too: the built-in portmap program
+//! server answers, `served`, is here too: the built-in portmap program
 //! answers from it.
 
 use bytes::{Bytes, BytesMut};

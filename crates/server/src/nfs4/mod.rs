@@ -10,14 +10,17 @@
 //! client's lease.
 //!
 //! # Layout
-//! - this file: [`Nfs4Config`], the service's shared state ([`Nfs4`]) and
-//!   the program's entry point.
-//! - `compound`: the COMPOUND loop: position rules from the operation table,
-//!   current/saved file handle and stateid, reply size limits, the slot's
-//!   reply cache, one small handler per operation.
-//! - `session`: client records (EXCHANGE_ID), sessions and their slot
-//!   tables (CREATE_SESSION, SEQUENCE, BIND_CONN_TO_SESSION, DESTROY_*),
-//!   leases and the grace period.
+//! - this file: the service's shared state ([`Nfs4`]), below `Call`: it
+//!   holds the tables below (`config`: [`Nfs4Config`]).
+//! - `compound`: the program's entry point and the COMPOUND loop: position
+//!   rules from the operation table, current/saved file handle and stateid,
+//!   reply size limits, the slot's reply cache, one small handler per
+//!   operation; `ctx`: what one COMPOUND's operations share, `convert`:
+//!   their common helpers.
+//! - `session`: client records, sessions and their slot tables, leases and
+//!   the grace period; `session/ops`: EXCHANGE_ID, CREATE_SESSION,
+//!   SEQUENCE, BIND_CONN_TO_SESSION, DESTROY_*; `session/expiry`: a
+//!   client's lease and its end.
 //! - `fh`, `pseudo`: file handles and the pseudo-root that joins the
 //!   exports (each its own fsid), with the same access rules as NFSv3.
 //! - `attrs`: backend attributes to `fattr4` and back; owners as numbers or
@@ -26,7 +29,11 @@
 //!   COMMIT and the NFSv4.2 data operations.
 //! - `state`: opens with share reservations, byte-range locks on the lock
 //!   table NLM uses (so NFSv3 and NFSv4 clients exclude each other), and
-//!   read delegations; `callback`: the back channel (CB_RECALL).
+//!   read delegations (the table; `state/ops`: the operations);
+//!   `callback`: the back channel (CB_RECALL; `callback/service`: its thread).
+//!
+//! The tables and the shared state stand below `Call`; the operations above
+//! it, each on what it uses (docs/ARCHITECTURE.md, "Layering").
 
 mod attrs;
 mod callback;
