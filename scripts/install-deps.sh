@@ -3,8 +3,8 @@
 # tools and library (our reference client), nfs-ganesha (our reference server), rpcbind (which
 # ganesha registers with), rpc.statd (nfs-common: ganesha's lock manager needs it), fuse3, a C
 # toolchain for tests/clients/*.c, libfuse3-dev (scripts/bench-floor.sh builds floorfs against
-# it), and chromium (the status page is tested in a real headless
-# browser). Then PyPI's nfs-rs (an independent NFSv4.1 client) into a virtual environment,
+# it), bindfs (a FUSE passthrough: scripts/bench-mount.sh's ceiling for any FUSE client), and
+# chromium (the status page is tested in a real headless browser). Then PyPI's nfs-rs (an independent NFSv4.1 client) into a virtual environment,
 # ~/.cache/eagernfs/nfs-rs (crates/cli/tests/e2e_nfs4.rs runs it).
 #
 # Idempotent and cheap when warm: `dpkg -s` decides first, and `apt-get update` only runs when
@@ -14,7 +14,7 @@ set -euo pipefail
 packages=(
     libnfs-utils libnfs-dev
     nfs-ganesha nfs-ganesha-vfs nfs-ganesha-mem
-    rpcbind nfs-common fuse3 libfuse3-dev pkg-config build-essential fio
+    rpcbind nfs-common fuse3 libfuse3-dev pkg-config build-essential fio bindfs
     chromium
     python3-venv
 )
