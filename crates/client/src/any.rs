@@ -10,7 +10,7 @@
 //! `proto=udp` without `vers` is NFSv3: NFSv4 runs over TCP only.
 
 use crate::nfs::NfsClient;
-use crate::ops::{Cred, NfsError, NfsOps, NfsResult};
+use crate::ops::{Cred, FileOpened, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant, WriteClosed};
 use crate::options::{MountOptions, NfsVersion};
 use crate::url::NfsUrl;
 use crate::v4::{minors_for, Nfs4Client};
@@ -362,5 +362,40 @@ impl NfsOps for AnyClient {
 
     async fn commit(&self, cred: &Cred, fh: &NfsFh3, offset: u64, count: u32) -> NfsResult<Commit3ResOk> {
         both!(self, c => c.commit(cred, fh, offset, count))
+    }
+
+    async fn open_file(&self, cred: &Cred, fh: &NfsFh3, want: OpenWant) -> NfsResult<FileOpened> {
+        both!(self, c => c.open_file(cred, fh, want))
+    }
+
+    async fn close_file(&self, cred: &Cred, fh: &NfsFh3, access: OpenAccess) -> NfsResult<()> {
+        both!(self, c => c.close_file(cred, fh, access))
+    }
+
+    async fn create_open(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        how: Createhow3,
+        access: OpenAccess,
+    ) -> NfsResult<(Create3ResOk, FileOpened)> {
+        both!(self, c => NfsOps::create_open(c, cred, dir, name, how, access))
+    }
+
+    async fn write_close(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        attrs: Option<Sattr3>,
+        close: Option<OpenAccess>,
+    ) -> NfsResult<WriteClosed> {
+        both!(self, c => NfsOps::write_close(c, cred, fh, offset, data, attrs, close))
+    }
+
+    async fn remove_known(&self, cred: &Cred, dir: &NfsFh3, name: &[u8], is_dir: bool) -> NfsResult<WccData> {
+        both!(self, c => c.remove_known(cred, dir, name, is_dir))
     }
 }

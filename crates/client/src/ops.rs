@@ -9,6 +9,13 @@
 //!
 //! The trait uses `impl Future` returns, so it is for generic code
 //! (`C: NfsOps`), not trait objects.
+//!
+//! Beyond NFSv3's procedures the trait offers a few *capabilities*: what
+//! the caching layer needs at an open, a close, a create or a remove, for
+//! a client that can do it in fewer round trips (NFSv4's opens and
+//! COMPOUNDs) to do so. Each has a default in terms of the NFSv3 calls,
+//! which is exactly what an NFSv3 client sends, so the cache is written
+//! once for both versions (and for the fake servers in the tests).
 
 use bytes::Bytes;
 use eagernfs_proto::nfs3::*;
@@ -169,6 +176,76 @@ pub fn nfsstat_errno(s: Nfsstat3) -> i32 {
 /// Result of an NFS call.
 pub type NfsResult<T> = Result<T, NfsError>;
 
+/// How a file is opened: for reading, writing or both (NFSv4's share
+/// access; an NFSv3 client has no opens and ignores it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpenAccess {
+    Read,
+    Write,
+    Both,
+}
+
+impl OpenAccess {
+    /// The access `open(2)` flags ask for.
+    pub fn of_flags(flags: i32) -> OpenAccess {
+        match flags & libc::O_ACCMODE {
+            libc::O_RDONLY => OpenAccess::Read,
+            libc::O_WRONLY => OpenAccess::Write,
+            _ => OpenAccess::Both,
+        }
+    }
+}
+
+/// What the caching layer asks for when a file is opened
+/// ([`NfsOps::open_file`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenWant {
+    /// The access the open is for.
+    pub access: OpenAccess,
+    /// ACCESS3 bits to ask the server about for the caller (the check an
+    /// open makes), if the answer is not known already.
+    pub check: Option<u32>,
+    /// Fresh attributes (close-to-open's check that the file is unchanged).
+    pub attrs: bool,
+    /// Read up to this many bytes from the start of the file in the same
+    /// round trip (a small file about to be read whole), and end the open
+    /// with it if nothing else needs it: a client that cannot do that
+    /// cheaply reads nothing ([`FileOpened::data`] is `None`).
+    pub read_whole: Option<u32>,
+}
+
+/// What [`NfsOps::open_file`] (or [`NfsOps::create_open`]) did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FileOpened {
+    /// The server holds an open for the caller now: end it with
+    /// [`NfsOps::close_file`] (or [`NfsOps::write_close`]). Always false
+    /// for NFSv3, which has no opens.
+    pub held: bool,
+    /// The file's attributes, when asked for (or brought anyway).
+    pub attrs: Option<Fattr3>,
+    /// Of [`OpenWant::check`]'s bits, those the server granted.
+    pub access: Option<u32>,
+    /// [`OpenWant::read_whole`]'s bytes from offset 0, and whether they
+    /// reach the end of the file.
+    pub data: Option<(Bytes, bool)>,
+    /// The server keeps the file while this open is held even if its last
+    /// name is removed (NFSv4's OPEN4_RESULT_PRESERVE_UNLINKED, RFC 8881
+    /// §18.16.4): removing it needs no hidden name.
+    pub preserve_unlinked: bool,
+}
+
+/// What [`NfsOps::write_close`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteClosed {
+    /// The WRITE's answer.
+    pub write: Write3ResOk,
+    /// The SETATTR's answer, if attributes were given (an error does not
+    /// undo the write).
+    pub setattr: Option<NfsResult<WccData>>,
+    /// The open was ended with it (else it is still held).
+    pub closed: bool,
+}
+
 /// Every NFSv3 procedure (RFC 1813 §3.3) as an async call.
 ///
 /// Implementations must allow many calls at once from many tasks (the
@@ -299,4 +376,106 @@ pub trait NfsOps: Send + Sync + 'static {
         offset: u64,
         count: u32,
     ) -> impl Future<Output = NfsResult<Commit3ResOk>> + Send;
+
+    // ----- capabilities (see the module docs): each default is what an
+    // NFSv3 client sends.
+
+    /// Open `fh` for the caching layer: the access check and fresh
+    /// attributes `want` asks for, an open held on the server if the
+    /// protocol has them, and the file's first bytes if asked and cheap.
+    /// Default: ACCESS if a check is asked (its attributes are the fresh
+    /// ones), else GETATTR if attributes are; no open, no data.
+    fn open_file(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        want: OpenWant,
+    ) -> impl Future<Output = NfsResult<FileOpened>> + Send {
+        async move {
+            let mut out = FileOpened::default();
+            if let Some(mask) = want.check {
+                let r = self.access(cred, fh, mask).await?;
+                out.access = Some(r.access);
+                out.attrs = r.obj_attributes;
+            }
+            if want.attrs && out.attrs.is_none() {
+                out.attrs = Some(self.getattr(cred, fh).await?);
+            }
+            Ok(out)
+        }
+    }
+
+    /// End an open [`NfsOps::open_file`] or [`NfsOps::create_open`] said is
+    /// held (one per such open, with its access). Default: nothing.
+    fn close_file(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        access: OpenAccess,
+    ) -> impl Future<Output = NfsResult<()>> + Send {
+        let _ = (cred, fh, access);
+        async { Ok(()) }
+    }
+
+    /// Create a regular file and open it for `access`. Default: CREATE
+    /// (nothing held).
+    fn create_open(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        how: Createhow3,
+        access: OpenAccess,
+    ) -> impl Future<Output = NfsResult<(Create3ResOk, FileOpened)>> + Send {
+        let _ = access;
+        async move {
+            let r = self.create(cred, dir, name, how).await?;
+            let opened = FileOpened { attrs: r.obj_attributes, ..FileOpened::default() };
+            Ok((r, opened))
+        }
+    }
+
+    /// Write `data` at `offset` on stable storage (FILE_SYNC), then set
+    /// `attrs` (the changes held for the close), and end the held open of
+    /// `close`'s access if given and nothing else needs it: a small file's
+    /// whole write-back at its close. An `Err` is the WRITE's (nothing else
+    /// was done). Default: WRITE FILE_SYNC, then SETATTR; nothing closed.
+    fn write_close(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        attrs: Option<Sattr3>,
+        close: Option<OpenAccess>,
+    ) -> impl Future<Output = NfsResult<WriteClosed>> + Send {
+        let _ = close;
+        async move {
+            let write = self.write(cred, fh, offset, data, StableHow::FileSync).await?;
+            let setattr = match attrs {
+                Some(a) => Some(self.setattr(cred, fh, a, None).await),
+                None => None,
+            };
+            Ok(WriteClosed { write, setattr, closed: false })
+        }
+    }
+
+    /// Remove `name` from `dir`, which the caller knows is a directory
+    /// (`is_dir`) or is not, so the server need not check. Default: RMDIR
+    /// or REMOVE.
+    fn remove_known(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        is_dir: bool,
+    ) -> impl Future<Output = NfsResult<WccData>> + Send {
+        async move {
+            if is_dir {
+                self.rmdir(cred, dir, name).await
+            } else {
+                self.remove(cred, dir, name).await
+            }
+        }
+    }
 }

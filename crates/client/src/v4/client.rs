@@ -32,7 +32,7 @@ use super::state::{cut, end_of, CloseAction, LockKey, Locks, OpenAccess, OpenKey
 use crate::driver::{RpcClient, TransportConfig};
 use crate::mount;
 use crate::nfs::{default_cred, transfer_size};
-use crate::ops::{Cred, NfsError, NfsOps, NfsResult};
+use crate::ops::{Cred, FileOpened, NfsError, NfsOps, NfsResult, OpenWant, WriteClosed};
 use crate::options::{MountOptions, NfsVersion, TRANSFER_SIZE_MAX};
 use crate::url::NfsUrl;
 use bytes::Bytes;
@@ -53,6 +53,13 @@ const SLOTS_WANTED: u32 = 64;
 const HEADER_ROOM: u32 = 64 * 1024;
 /// Per-file OPEN/CLOSE locks kept before unused ones are dropped.
 const OPEN_LOCKS_KEPT: usize = 1024;
+/// A CLOSE left for later ([`Nfs4Client::close_soon`]) waits at most this
+/// long for another COMPOUND to ride on before it goes alone.
+const CLOSE_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+/// CLOSEs riding on one COMPOUND at most.
+const CLOSES_PER_COMPOUND: usize = 8;
+/// CLOSEs kept waiting at most: past this they go at once.
+const CLOSES_WAITING_MAX: usize = 256;
 
 /// An NFSv4.1/4.2 client rooted at one directory. Clones share the
 /// session and connections.
@@ -81,6 +88,30 @@ struct Inner {
     /// OPEN and CLOSE of one file and owner go one at a time, so the
     /// server's open and the table agree.
     open_locks: Arc<Mutex<HashMap<OpenKey, Arc<tokio::sync::Mutex<()>>>>>,
+    /// Opens whose last local close came and whose CLOSE is not sent yet
+    /// ([`Nfs4Client::close_soon`]): it rides on the next COMPOUND sent as
+    /// the same user, or goes alone after [`CLOSE_DELAY`].
+    closes: Arc<Mutex<Vec<LaterClose>>>,
+    /// A task sends the CLOSEs no COMPOUND took.
+    closer: Arc<AtomicBool>,
+}
+
+/// A CLOSE left for later.
+#[derive(Debug, Clone)]
+struct LaterClose {
+    key: OpenKey,
+    fh: NfsFh3,
+    /// The open's stateid when it was left, its sequence id exact: an OPEN
+    /// that takes the open up again meanwhile (the same owner opening the
+    /// same file) moves it on, and the server then refuses this CLOSE
+    /// (OLD_STATEID) instead of ending the open taken up.
+    stateid: Stateid4,
+    /// The state table's generation then (a reclaim replaces stateids).
+    generation: u64,
+    /// Who it is sent as: the open's user.
+    cred: Cred,
+    /// Times it went out and came back neither done nor refused.
+    tries: u32,
 }
 
 impl std::fmt::Debug for Nfs4Client {
@@ -111,6 +142,8 @@ pub struct LockConflict {
     pub write: bool,
     /// The other owner's name, as the server reports it.
     pub owner: Bytes,
+    /// The other owner's client id (this client's own: [`Nfs4Client::client_id`]).
+    pub clientid: Clientid4,
 }
 
 /// What [`Nfs4Client::write_close`] did.
@@ -301,11 +334,13 @@ impl Nfs4Client {
                 (root, export, inside)
             }
         };
-        Self::rooted(core, root, export, path_inside, options, ids).await
+        Self::rooted(core, root, export, path_inside, options, ids, None).await
     }
 
     /// A client over `core` whose root is `root`: one GETATTR asks for the
-    /// lease and the transfer sizes.
+    /// lease and the transfer sizes. With `share`, the per-file OPEN/CLOSE
+    /// locks and the CLOSEs left for later are that client's (they are the
+    /// session's state, as the state table is).
     async fn rooted(
         core: Arc<Core>,
         root: NfsFh3,
@@ -313,6 +348,7 @@ impl Nfs4Client {
         path_inside: String,
         options: MountOptions,
         ids: Arc<IdMapper>,
+        share: Option<&Inner>,
     ) -> NfsResult<Nfs4Client> {
         let cred = default_cred(&options);
         let mut mask = attrs::fs_info();
@@ -347,7 +383,9 @@ impl Nfs4Client {
                 read_only,
                 ids,
                 want_delegations: AtomicBool::new(false),
-                open_locks: Arc::default(),
+                open_locks: share.map(|i| i.open_locks.clone()).unwrap_or_default(),
+                closes: share.map(|i| i.closes.clone()).unwrap_or_default(),
+                closer: share.map(|i| i.closer.clone()).unwrap_or_default(),
             }),
         })
     }
@@ -363,6 +401,7 @@ impl Nfs4Client {
             "/".into(),
             i.options.clone(),
             i.ids.clone(),
+            Some(i),
         )
         .await?;
         c.inner.want_delegations.store(i.want_delegations.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -497,6 +536,7 @@ impl Nfs4Client {
     /// End the session (and the client id, if no state is held). The
     /// client can still be used: the next call makes a new session.
     pub async fn unmount(&self) -> NfsResult<()> {
+        self.send_closes().await;
         self.inner.core.destroy().await
     }
 
@@ -508,13 +548,37 @@ impl Nfs4Client {
         }
     }
 
+    /// Run a COMPOUND, with CLOSEs left for later riding after its own
+    /// operations (see [`Nfs4Client::close_soon`]).
     async fn run(
         &self,
         cred: &Cred,
         cachethis: bool,
         build: &(dyn Fn() -> Vec<ArgOp> + Send + Sync),
     ) -> NfsResult<Reply> {
-        self.inner.core.run(cred, cachethis, build).await
+        let riders = self.take_closes(cred, build).await;
+        if riders.is_empty() {
+            return self.inner.core.run(cred, cachethis, build).await;
+        }
+        let main = std::sync::atomic::AtomicUsize::new(0);
+        let with_closes = || {
+            let mut ops = build();
+            main.store(ops.len(), Ordering::Relaxed);
+            ops.extend(self.close_ops(&riders));
+            ops
+        };
+        let r = self.inner.core.run_main(cred, cachethis, &with_closes, Some(&main)).await;
+        match r {
+            Ok(mut reply) => {
+                let tail = reply.split_off(main.load(Ordering::Relaxed));
+                self.closes_done(riders, tail);
+                Ok(reply)
+            }
+            Err(e) => {
+                self.closes_done(riders, Vec::new());
+                Err(e)
+            }
+        }
     }
 
     fn fattr3(&self, f: &Fattr4) -> NfsResult<Fattr3> {
@@ -696,6 +760,7 @@ impl Nfs4Client {
             .is_some_and(|o| o.access & access.bits() == access.bits());
         if covered {
             self.inner.core.state.lock().add_local(&key, access);
+            self.take_up(&key);
             return Ok(OpenFile { fh: fh.clone(), uid: cred.uid, access });
         }
         let want = {
@@ -725,6 +790,7 @@ impl Nfs4Client {
                 o.access |= want;
             }
         }
+        self.take_up(&key);
         self.got_delegation(fh, &ok.delegation);
         Ok(OpenFile { fh: fh.clone(), uid: cred.uid, access })
     }
@@ -732,6 +798,22 @@ impl Nfs4Client {
     /// End one [`Nfs4Client::open`]: CLOSE after the last, OPEN_DOWNGRADE
     /// when the opens left need less access.
     pub async fn close(&self, cred: &Cred, f: &OpenFile) -> NfsResult<()> {
+        self.close_as(cred, f, false).await
+    }
+
+    /// [`Nfs4Client::close`], but the CLOSE after the last local open is
+    /// left for later: it rides on the next COMPOUND this client sends as
+    /// the same user (an untar's next file's OPEN carries the last one's
+    /// CLOSE), or goes alone within [`CLOSE_DELAY`]. The open's data and
+    /// attributes are on the server already; what waits is only the end of
+    /// the open, which no other client needs (this client never denies
+    /// access), and an open of the file meanwhile takes it up again. Locks
+    /// held through it are released before this returns.
+    pub async fn close_soon(&self, cred: &Cred, f: &OpenFile) -> NfsResult<()> {
+        self.close_as(cred, f, true).await
+    }
+
+    async fn close_as(&self, cred: &Cred, f: &OpenFile, later: bool) -> NfsResult<()> {
         let key = OpenKey { fh: f.fh.data.0.clone(), uid: f.uid };
         let lock = self.open_lock(&key);
         let _held = lock.lock().await;
@@ -762,6 +844,10 @@ impl Nfs4Client {
                     self.unlock(cred, &f.fh, owner, 0, u64::MAX).await?;
                 }
                 self.forget_idle_locks(&f.fh, f.uid);
+                if later {
+                    self.leave_close(key, &f.fh, cred);
+                    return Ok(());
+                }
                 let build = || {
                     vec![
                         putfh(&f.fh),
@@ -820,6 +906,53 @@ impl Nfs4Client {
         offset: u64,
         length: u64,
     ) -> NfsResult<()> {
+        self.lock_as(cred, fh, owner, write, offset, length, false).await
+    }
+
+    /// [`Nfs4Client::lock`] for a caller that waits for the lock (`fcntl`'s
+    /// F_SETLKW): asked as a blocking lock (READW_LT/WRITEW_LT), which tells
+    /// the server someone will ask again (RFC 8881 §9.6: it may keep the
+    /// lock for us a while, and notify us with CB_NOTIFY_LOCK). A conflict
+    /// is still `Err(NfsError::Nfs4(Nfsstat4::Denied))`: ask again later.
+    pub async fn lock_blocking(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        owner: u64,
+        write: bool,
+        offset: u64,
+        length: u64,
+    ) -> NfsResult<()> {
+        self.lock_as(cred, fh, owner, write, offset, length, true).await
+    }
+
+    /// The local lock owner (as given to [`Nfs4Client::lock`]) of a
+    /// conflict, if the lock in the way is this client's own.
+    pub fn own_lock_owner(&self, c: &LockConflict) -> Option<u64> {
+        if Some(c.clientid) != self.client_id() {
+            return None;
+        }
+        let name = std::str::from_utf8(&c.owner).ok()?;
+        u64::from_str_radix(name.strip_prefix("lock ")?, 16).ok()
+    }
+
+    /// Whether local lock owner `owner` holds any range of `fh` here.
+    pub fn holds_lock(&self, fh: &NfsFh3, owner: u64) -> bool {
+        let key = LockKey { fh: fh.data.0.clone(), owner };
+        self.inner.core.state.lock().locks.get(&key).is_some_and(|l| !l.ranges.is_empty())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn lock_as(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        owner: u64,
+        write: bool,
+        offset: u64,
+        length: u64,
+        blocking: bool,
+    ) -> NfsResult<()> {
         let key = LockKey { fh: fh.data.0.clone(), owner };
         let open_uid = {
             let st = self.inner.core.state.lock();
@@ -854,7 +987,12 @@ impl Nfs4Client {
             vec![
                 putfh(fh),
                 ArgOp::Lock(Lock4Args {
-                    locktype: if write { NfsLockType4::WriteLt } else { NfsLockType4::ReadLt },
+                    locktype: match (write, blocking) {
+                        (true, false) => NfsLockType4::WriteLt,
+                        (false, false) => NfsLockType4::ReadLt,
+                        (true, true) => NfsLockType4::WritewLt,
+                        (false, true) => NfsLockType4::ReadwLt,
+                    },
                     reclaim: false,
                     offset,
                     length,
@@ -952,6 +1090,7 @@ impl Nfs4Client {
             length: d.length,
             write: d.locktype.is_write(),
             owner: d.owner.owner.0,
+            clientid: d.owner.clientid,
         }))
     }
 }
@@ -974,6 +1113,20 @@ impl Nfs4Client {
         how: CreateHow,
         access: OpenAccess,
     ) -> NfsResult<(OpenFile, Create3ResOk)> {
+        let (f, res, _rflags) = self.create_open_flags(cred, dir, name, attrs, how, access).await?;
+        Ok((f, res))
+    }
+
+    /// [`Nfs4Client::create_open`], with OPEN's result flags.
+    async fn create_open_flags(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        attrs: Sattr3,
+        how: CreateHow,
+        access: OpenAccess,
+    ) -> NfsResult<(OpenFile, Create3ResOk, u32)> {
         self.writable()?;
         let objname = component(name)?;
         let createhow = match how {
@@ -1013,23 +1166,25 @@ impl Nfs4Client {
             let lock = self.open_lock(&key);
             let _held = lock.lock().await;
             self.inner.core.state.lock().opened(
-                key,
+                key.clone(),
                 fh4(&fh),
                 open_owner_name(cred.uid),
                 cred,
                 access,
                 ok.stateid,
             );
+            self.take_up(&key);
         }
         self.got_delegation(&fh, &ok.delegation);
         let res = Create3ResOk { obj: Some(fh.clone()), obj_attributes, dir_wcc: wcc(dir_attrs) };
-        Ok((OpenFile { fh, uid: cred.uid, access }, res))
+        Ok((OpenFile { fh, uid: cred.uid, access }, res, ok.rflags))
     }
 
     /// Write `data` at `offset` FILE_SYNC, set `times` (and whatever else
     /// `times` holds) and end the open `f`, in one COMPOUND: a small file
     /// written and closed in one round trip. The CLOSE is sent only when
-    /// `f` is the last local open of the file; otherwise the open stays.
+    /// `f` is the last local open of the file and no lock is held through
+    /// it; otherwise the open stays (and `f` with it: close it later).
     pub async fn write_close(
         &self,
         cred: &Cred,
@@ -1038,18 +1193,53 @@ impl Nfs4Client {
         data: Bytes,
         times: Option<Sattr3>,
     ) -> NfsResult<WriteClose> {
+        let (w, _closed) = self.write_sync(cred, &f.fh, offset, data, times, Some((f.uid, f.access))).await?;
+        Ok(w)
+    }
+
+    /// WRITE FILE_SYNC, [SETATTR], GETATTR and, with `close` (the uid and
+    /// access of a local open), CLOSE if that was the last local open of
+    /// the file and it holds no locks (the locks would go with it). Returns
+    /// whether that local open is over (else it is still counted).
+    async fn write_sync(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        times: Option<Sattr3>,
+        close: Option<(u32, OpenAccess)>,
+    ) -> NfsResult<(WriteClose, bool)> {
         self.writable()?;
-        let key = OpenKey { fh: f.fh.data.0.clone(), uid: f.uid };
+        let key = OpenKey { fh: fh.data.0.clone(), uid: close.map_or(cred.uid, |(uid, _)| uid) };
         let lock = self.open_lock(&key);
         let _held = lock.lock().await;
-        let action = self.inner.core.state.lock().drop_local(&key, f.access);
-        let close = matches!(action, Some(CloseAction::Close(_)));
+        // What ending the local open asks of the server now.
+        let mut ended = false;
+        let mut send_close = false;
+        if let Some((uid, access)) = close {
+            if self.held_locks(fh, uid).is_empty() {
+                let mut st = self.inner.core.state.lock();
+                match st.drop_local(&key, access) {
+                    Some(CloseAction::Close(_)) => send_close = true,
+                    // Other local opens still need all it has: nothing to send.
+                    Some(CloseAction::Nothing) => ended = true,
+                    // A narrower open is left: the caller's close downgrades it.
+                    Some(CloseAction::Downgrade(..)) => {
+                        st.add_local(&key, access);
+                    }
+                    None => {}
+                }
+            }
+        }
         let count = data.len() as u32;
         let build = || {
-            let stateid =
-                self.current_open_stateid(&key).map_or(Stateid4::ANONYMOUS, |s| Stateid4 { seqid: 0, ..s });
+            let stateid = match self.current_open_stateid(&key) {
+                Some(s) if close.is_some() => Stateid4 { seqid: 0, ..s },
+                _ => self.io_stateid(fh, cred.uid, true),
+            };
             let mut ops = vec![
-                putfh(&f.fh),
+                putfh(fh),
                 ArgOp::Write(Write4Args {
                     stateid,
                     offset,
@@ -1061,7 +1251,7 @@ impl Nfs4Client {
                 ops.push(ArgOp::Setattr(Setattr4Args { stateid, obj_attributes: attrs::to_fattr4(t) }));
             }
             ops.push(std_getattr());
-            if close {
+            if send_close {
                 ops.push(ArgOp::Close(Close4Args {
                     seqid: 0,
                     open_stateid: self.current_open_stateid(&key).unwrap_or(stateid),
@@ -1069,22 +1259,45 @@ impl Nfs4Client {
             }
             ops
         };
-        let r = self.run(cred, true, &build).await;
-        if close {
-            self.inner.core.state.lock().closed(&key, None);
-        }
-        let mut r = r?;
-        r.ok(OP_PUTFH)?;
-        let w = r.write()?;
+        let reopen = |this: &Self| {
+            // The CLOSE did not run: the open is still there, and counted again.
+            if let (true, Some((_, access))) = (send_close, close) {
+                this.inner.core.state.lock().add_local(&key, access);
+            }
+        };
+        let mut r = match self.run(cred, true, &build).await {
+            Ok(r) => r,
+            Err(e) => {
+                reopen(self);
+                return Err(e);
+            }
+        };
+        let w = match r.ok(OP_PUTFH).and_then(|()| r.write()) {
+            Ok(w) => w,
+            Err(e) => {
+                reopen(self);
+                return Err(e);
+            }
+        };
         let setattr = times.map(|_| r.setattr().map(|_| ()));
         let attrs = self.fattr3_opt(r.getattr_opt());
+        if send_close {
+            match r.skip().map(|c| c.status()) {
+                // Gone from the server either way (an expired lease forgot it).
+                Some(Nfsstat4::Ok | Nfsstat4::BadStateid | Nfsstat4::Expired) => {
+                    self.inner.core.state.lock().closed(&key, None);
+                    ended = true;
+                }
+                _ => reopen(self),
+            }
+        }
         let write = Write3ResOk {
             file_wcc: wcc(attrs),
             count: w.count.min(count),
             committed: stable3(w.committed),
             verf: w.writeverf,
         };
-        Ok(WriteClose { write, setattr, attrs })
+        Ok((WriteClose { write, setattr, attrs }, ended))
     }
 
     /// Read up to `count` bytes from the start of `fh` in one COMPOUND:
@@ -1727,6 +1940,364 @@ impl NfsOps for Nfs4Client {
         r.ok(OP_PUTFH)?;
         let verf = r.commit()?;
         Ok(Commit3ResOk { file_wcc: WccData::default(), verf })
+    }
+
+    async fn open_file(&self, cred: &Cred, fh: &NfsFh3, want: OpenWant) -> NfsResult<FileOpened> {
+        self.open_checked(cred, fh, want).await
+    }
+
+    async fn close_file(&self, cred: &Cred, fh: &NfsFh3, access: OpenAccess) -> NfsResult<()> {
+        self.close_soon(cred, &OpenFile { fh: fh.clone(), uid: cred.uid, access }).await
+    }
+
+    async fn create_open(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        how: Createhow3,
+        access: OpenAccess,
+    ) -> NfsResult<(Create3ResOk, FileOpened)> {
+        let (attrs, how) = match how {
+            Createhow3::Unchecked(a) => (a, CreateHow::Unchecked),
+            Createhow3::Guarded(a) => (a, CreateHow::Guarded),
+            Createhow3::Exclusive(verf) => (Sattr3::default(), CreateHow::Exclusive(verf)),
+        };
+        let (_, res, rflags) = self.create_open_flags(cred, dir, name, attrs, how, access).await?;
+        let opened = FileOpened {
+            held: true,
+            attrs: res.obj_attributes,
+            preserve_unlinked: rflags & OPEN4_RESULT_PRESERVE_UNLINKED != 0,
+            ..FileOpened::default()
+        };
+        Ok((res, opened))
+    }
+
+    async fn write_close(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        offset: u64,
+        data: Bytes,
+        attrs: Option<Sattr3>,
+        close: Option<OpenAccess>,
+    ) -> NfsResult<WriteClosed> {
+        let close = close.map(|a| (cred.uid, a));
+        let (w, closed) = self.write_sync(cred, fh, offset, data, attrs, close).await?;
+        // NFSv4's SETATTR answers no pre-operation attributes; the GETATTR
+        // after it is the file's state once both changes are done.
+        let setattr = w.setattr.map(|r| r.map(|()| wcc(w.attrs)));
+        Ok(WriteClosed { write: w.write, setattr, closed })
+    }
+
+    async fn remove_known(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        _is_dir: bool,
+    ) -> NfsResult<WccData> {
+        // NFSv4's REMOVE removes either kind: the caller has checked.
+        self.remove_unchecked(cred, dir, name).await
+    }
+}
+
+impl Nfs4Client {
+    /// [`NfsOps::open_file`] in one COMPOUND: PUTFH, [ACCESS], GETATTR,
+    /// OPEN (CLAIM_FH) unless `cred`'s open of the file covers the access
+    /// already, and for [`OpenWant::read_whole`] READ with the open's
+    /// stateid, then CLOSE if the open was made for this read alone (no
+    /// open of `cred`'s was held: a cold `cat` costs one round trip and
+    /// leaves no state behind).
+    async fn open_checked(&self, cred: &Cred, fh: &NfsFh3, want: OpenWant) -> NfsResult<FileOpened> {
+        let access = want.access;
+        if access != OpenAccess::Read {
+            self.writable()?;
+        }
+        let key = OpenKey { fh: fh.data.0.clone(), uid: cred.uid };
+        let lock = self.open_lock(&key);
+        let _held = lock.lock().await;
+        let have = self.inner.core.state.lock().opens.get(&key).map_or(0, |o| o.access);
+        let need_open = have & access.bits() != access.bits();
+        // Opened only to be read at once, then closed in the same COMPOUND.
+        let transient = want.read_whole.is_some() && have == 0;
+        let share = have | access.bits();
+        let build = || {
+            let mut ops = vec![putfh(fh)];
+            if let Some(mask) = want.check {
+                ops.push(ArgOp::Access(Access4Args { access: mask }));
+            }
+            ops.push(std_getattr());
+            if need_open {
+                let share_access = if transient {
+                    share | OPEN4_SHARE_ACCESS_WANT_NO_DELEG
+                } else {
+                    self.share_access(share)
+                };
+                ops.push(ArgOp::Open(Open4Args {
+                    seqid: 0,
+                    share_access,
+                    share_deny: OPEN4_SHARE_DENY_NONE,
+                    owner: self.open_owner(cred.uid),
+                    openhow: Openflag4::NoCreate,
+                    claim: OpenClaim4::Fh,
+                }));
+            }
+            if let Some(count) = want.read_whole {
+                let stateid =
+                    if need_open { Stateid4::CURRENT } else { self.io_stateid(fh, cred.uid, false) };
+                ops.push(ArgOp::Read(Read4Args { stateid, offset: 0, count }));
+                if transient {
+                    ops.push(ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }));
+                }
+            }
+            ops
+        };
+        // A reply carrying file data is more than a slot keeps (nfs-ganesha
+        // refuses to keep it): such a request is not kept, and run again it
+        // does the same (the same owner's OPEN of the same file).
+        let cachethis = need_open && want.read_whole.is_none();
+        let mut r = self.run(cred, cachethis, &build).await?;
+        r.ok(OP_PUTFH)?;
+        let mut out = FileOpened::default();
+        if let Some(mask) = want.check {
+            let a = r.access()?;
+            out.access = Some(a.access & a.supported & mask);
+        }
+        out.attrs = Some(self.fattr3(&r.getattr()?)?);
+        let mut opened = None;
+        if need_open {
+            let ok = r.open()?;
+            out.preserve_unlinked = ok.rflags & OPEN4_RESULT_PRESERVE_UNLINKED != 0;
+            self.got_delegation(fh, &ok.delegation);
+            opened = Some(ok.stateid);
+        }
+        let mut closed = false;
+        if want.read_whole.is_some() {
+            if let Ok(rd) = r.read() {
+                out.data = Some((rd.data, rd.eof));
+                closed = transient && r.skip().is_some_and(|c| c.status().is_ok());
+            }
+        }
+        // Recorded unless it was closed again: a READ or CLOSE that failed
+        // leaves the open held, for the caller to close.
+        let mut st = self.inner.core.state.lock();
+        match opened {
+            Some(stateid) if !closed => {
+                st.opened(key.clone(), fh4(fh), open_owner_name(cred.uid), cred, access, stateid);
+                if let Some(o) = st.opens.get_mut(&key) {
+                    o.access |= share;
+                }
+                out.held = true;
+            }
+            Some(_) => {}
+            None => {
+                st.add_local(&key, access);
+                out.held = true;
+            }
+        }
+        drop(st);
+        if out.held {
+            self.take_up(&key);
+        }
+        Ok(out)
+    }
+}
+
+// ------------------------------------------------------------ CLOSEs left for later
+
+impl Nfs4Client {
+    /// Leave the CLOSE of `key` (whose last local open just ended) for later.
+    fn leave_close(&self, key: OpenKey, fh: &NfsFh3, cred: &Cred) {
+        let (stateid, generation) = {
+            let st = self.inner.core.state.lock();
+            match st.opens.get(&key) {
+                Some(o) => (o.stateid, st.generation()),
+                None => return,
+            }
+        };
+        let many = {
+            let mut q = self.inner.closes.lock();
+            q.push(LaterClose { key, fh: fh.clone(), stateid, generation, cred: cred.clone(), tries: 0 });
+            q.len() >= CLOSES_WAITING_MAX
+        };
+        if many {
+            let me = self.clone();
+            tokio::spawn(async move { me.send_closes().await });
+        }
+        self.start_closer();
+    }
+
+    /// An open of `key` is in use again: its CLOSE, if left for later, is
+    /// not to be sent. Called holding `key`'s OPEN/CLOSE lock, which a
+    /// COMPOUND carrying that CLOSE holds until its answer is applied.
+    fn take_up(&self, key: &OpenKey) {
+        self.inner.closes.lock().retain(|c| c.key != *key);
+    }
+
+    /// The CLOSEs left for later that may ride on a COMPOUND `build` makes
+    /// as `cred` (sent as the same user, after its operations, within the
+    /// session's operation limit; not after a READ, which a server may send
+    /// straight from the file when it ends the COMPOUND), each with its
+    /// file's OPEN/CLOSE lock, held until the answer is applied.
+    async fn take_closes(
+        &self,
+        cred: &Cred,
+        build: &(dyn Fn() -> Vec<ArgOp> + Send + Sync),
+    ) -> Vec<(LaterClose, tokio::sync::OwnedMutexGuard<()>)> {
+        if self.inner.closes.lock().iter().all(|c| c.cred != *cred) {
+            return Vec::new();
+        }
+        let ops = build();
+        if matches!(ops.last(), Some(ArgOp::Read(_))) {
+            return Vec::new();
+        }
+        let max = match self.inner.core.fore_channel().await {
+            Ok(f) => f.ca_maxoperations.clamp(4, OPS_MAX) as usize,
+            Err(_) => return Vec::new(),
+        };
+        let room = (max.saturating_sub(ops.len() + 1) / 2).min(CLOSES_PER_COMPOUND);
+        self.claim_closes(|c| c.cred == *cred, room)
+    }
+
+    /// Up to `n` CLOSEs left for later that `pick` chooses and whose file's
+    /// OPEN/CLOSE lock is free now, taken from the queue with their locks.
+    fn claim_closes(
+        &self,
+        pick: impl Fn(&LaterClose) -> bool,
+        n: usize,
+    ) -> Vec<(LaterClose, tokio::sync::OwnedMutexGuard<()>)> {
+        let mut taken = Vec::new();
+        let mut q = self.inner.closes.lock();
+        let mut i = 0;
+        while i < q.len() && taken.len() < n {
+            if pick(&q[i]) {
+                if let Ok(guard) = self.open_lock(&q[i].key).try_lock_owned() {
+                    taken.push((q.remove(i), guard));
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        taken
+    }
+
+    /// PUTFH and CLOSE for each of `riders`.
+    fn close_ops(&self, riders: &[(LaterClose, tokio::sync::OwnedMutexGuard<()>)]) -> Vec<ArgOp> {
+        let st = self.inner.core.state.lock();
+        let mut ops = Vec::with_capacity(2 * riders.len());
+        for (c, _) in riders {
+            // After a reclaim the open has a new stateid: that one is closed.
+            let stateid = match st.opens.get(&c.key) {
+                Some(o) if st.generation() != c.generation => o.stateid,
+                _ => c.stateid,
+            };
+            ops.push(putfh(&c.fh));
+            ops.push(ArgOp::Close(Close4Args { seqid: 0, open_stateid: stateid }));
+        }
+        ops
+    }
+
+    /// Apply the answers (`tail`: PUTFH and CLOSE results, as far as the
+    /// server went) to CLOSEs that rode along: done, refused because the
+    /// open was taken up again, or left for another try.
+    fn closes_done(&self, riders: Vec<(LaterClose, tokio::sync::OwnedMutexGuard<()>)>, tail: Vec<ResOp>) {
+        let mut results = tail.into_iter();
+        let mut again = Vec::new();
+        for (mut c, _guard) in riders {
+            let (put, close) = (results.next(), results.next());
+            let mut st = self.inner.core.state.lock();
+            let unused = st.opens.get(&c.key).is_some_and(|o| o.wanted() == 0);
+            let status = match (&put, &close) {
+                (Some(p), _) if !p.status().is_ok() => Some(p.status()),
+                (_, Some(cl)) => Some(cl.status()),
+                _ => None,
+            };
+            match status {
+                // Ended, or not there to end (an expired lease, a removed file).
+                Some(
+                    Nfsstat4::Ok
+                    | Nfsstat4::BadStateid
+                    | Nfsstat4::Expired
+                    | Nfsstat4::StaleStateid
+                    | Nfsstat4::Stale
+                    | Nfsstat4::Fhexpired,
+                ) => {
+                    if unused {
+                        st.closed(&c.key, None);
+                    }
+                }
+                // Taken up again meanwhile (the open's stateid moved on).
+                Some(Nfsstat4::OldStateid) if !unused => {}
+                _ if unused && c.tries < 4 => {
+                    c.tries += 1;
+                    if let Some(o) = st.opens.get(&c.key) {
+                        (c.stateid, c.generation) = (o.stateid, st.generation());
+                    }
+                    again.push(c);
+                }
+                other => {
+                    if unused {
+                        tracing::warn!("an NFSv4 CLOSE was not taken ({other:?}): the server keeps the open until our lease ends");
+                        st.closed(&c.key, None);
+                    }
+                }
+            }
+        }
+        if !again.is_empty() {
+            self.inner.closes.lock().extend(again);
+            self.start_closer();
+        }
+    }
+
+    /// Make sure a task sends the CLOSEs no COMPOUND takes within [`CLOSE_DELAY`].
+    fn start_closer(&self) {
+        if self.inner.closer.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.inner.closer.store(false, Ordering::Release);
+            return;
+        };
+        let me = self.clone();
+        rt.spawn(async move {
+            loop {
+                tokio::time::sleep(CLOSE_DELAY).await;
+                me.send_closes().await;
+                me.inner.closer.store(false, Ordering::Release);
+                // A CLOSE left after the last look, with no task to see it: go on.
+                if me.inner.closes.lock().is_empty() || me.inner.closer.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Send the CLOSEs left for later now, in COMPOUNDs of their own (one
+    /// per user they are sent as).
+    async fn send_closes(&self) {
+        for _ in 0..CLOSES_WAITING_MAX {
+            let first = self.inner.closes.lock().first().map(|c| c.cred.clone());
+            let Some(cred) = first else { return };
+            let riders = self.claim_closes(|c| c.cred == cred, CLOSES_PER_COMPOUND);
+            if riders.is_empty() {
+                // Their files are being opened or closed right now: those calls decide.
+                return;
+            }
+            let build = || self.close_ops(&riders);
+            let main = std::sync::atomic::AtomicUsize::new(0);
+            match self.inner.core.run_main(&cred, true, &build, Some(&main)).await {
+                Ok(mut reply) => {
+                    let tail = reply.split_off(0);
+                    self.closes_done(riders, tail);
+                }
+                Err(e) => {
+                    tracing::debug!("CLOSEs left for later: {e}");
+                    self.closes_done(riders, Vec::new());
+                    return;
+                }
+            }
+        }
     }
 }
 

@@ -200,6 +200,30 @@ impl Reply {
     pub(crate) fn skip(&mut self) -> Option<ResOp> {
         self.results.next()
     }
+
+    /// The status of the first `main` operations (after SEQUENCE): OK if
+    /// all of them ran and succeeded, else the COMPOUND's. Operations added
+    /// after them for another purpose (CLOSEs riding along) do not decide
+    /// whether the request is tried again.
+    pub(crate) fn main_status(&self, main: usize) -> Nfsstat4 {
+        let r = self.results.as_slice();
+        if r.len() >= main && r[..main].iter().all(|x| x.status().is_ok()) {
+            Nfsstat4::Ok
+        } else {
+            self.status
+        }
+    }
+
+    /// Keep the results of the first `main` operations (with their status,
+    /// see [`Reply::main_status`]); returns the rest.
+    pub(crate) fn split_off(&mut self, main: usize) -> Vec<ResOp> {
+        let status = self.main_status(main);
+        let mut all: Vec<ResOp> = std::mem::take(&mut self.results).collect();
+        let tail = all.split_off(main.min(all.len()));
+        self.results = all.into_iter();
+        self.status = status;
+        tail
+    }
 }
 
 /// A file name as a component; empty or longer than any server takes is

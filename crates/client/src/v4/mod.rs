@@ -29,5 +29,5 @@ pub use attrs::{IdMapper, NOBODY};
 pub use callback::{CallbackHooks, CallbackStats};
 pub(crate) use client::minors_for;
 pub use client::{CreateHow, LockConflict, Nfs4Client, OpenFile, ReadWhole, WriteClose};
-pub use session::SessionStats;
+pub use session::{CompoundKind, SessionStats};
 pub use state::OpenAccess;

@@ -43,7 +43,7 @@ use eagernfs_proto::nfs3::Nfsstat3;
 use eagernfs_proto::nfs4::*;
 use eagernfs_xdr::Opaque;
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, Notify};
@@ -124,6 +124,47 @@ pub struct SessionStats {
     pub binds: AtomicU64,
     /// Delegations returned.
     pub delegreturns: AtomicU64,
+    /// COMPOUNDs answered (those without SEQUENCE too), by their main
+    /// operation (`main_op`): the round trips a mount made, by kind.
+    kinds: [KindCounts; OPS_COUNTED],
+}
+
+/// One kind of COMPOUND's counts.
+#[derive(Debug, Default)]
+struct KindCounts {
+    calls: AtomicU64,
+    errors: AtomicU64,
+    rtt_sum_ns: AtomicU64,
+    rtt_max_ns: AtomicU64,
+}
+
+/// COMPOUNDs of one kind (see [`SessionStats::compound_kinds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompoundKind {
+    /// The main operation's name ("OPEN", "WRITE"; "SEQUENCE" for a
+    /// SEQUENCE alone, which renews the lease).
+    pub name: &'static str,
+    pub calls: u64,
+    /// Those whose status was not NFS4_OK.
+    pub errors: u64,
+    /// From sending to the answer (the last time it was sent).
+    pub rtt_sum_ns: u64,
+    pub rtt_max_ns: u64,
+}
+
+/// What a COMPOUND is for: its first operation that is not bookkeeping
+/// (current file handles, the attributes and checks around an operation,
+/// lookups on the way), else its first lookup or check, else its first
+/// GETATTR; `OP_SEQUENCE` for none (a renewal).
+fn main_op(ops: &[ArgOp]) -> u32 {
+    const PUTS: &[u32] = &[OP_PUTFH, OP_PUTROOTFH, OP_PUTPUBFH, OP_SAVEFH, OP_RESTOREFH];
+    const AROUND: &[u32] = &[OP_GETFH, OP_GETATTR];
+    const ON_THE_WAY: &[u32] = &[OP_ACCESS, OP_VERIFY, OP_NVERIFY, OP_LOOKUP, OP_LOOKUPP];
+    let first = |skip: &dyn Fn(u32) -> bool| ops.iter().map(|o| o.opnum()).find(|n| !skip(*n));
+    first(&|n| PUTS.contains(&n) || AROUND.contains(&n) || ON_THE_WAY.contains(&n))
+        .or_else(|| first(&|n| PUTS.contains(&n) || AROUND.contains(&n)))
+        .or_else(|| first(&|n| PUTS.contains(&n)))
+        .unwrap_or(OP_SEQUENCE)
 }
 
 /// Operation numbers counted one by one (NFSv4.2's and the extended
@@ -147,6 +188,7 @@ impl Default for SessionStats {
             renewals: AtomicU64::new(0),
             binds: AtomicU64::new(0),
             delegreturns: AtomicU64::new(0),
+            kinds: std::array::from_fn(|_| KindCounts::default()),
         }
     }
 }
@@ -158,6 +200,36 @@ impl SessionStats {
             let i = (op.opnum() as usize).min(OPS_COUNTED - 1);
             self.ops[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Count one answered COMPOUND of `ops` (its status `status`), sent
+    /// `rtt` before its answer came.
+    fn count_kind(&self, ops: &[ArgOp], status: Nfsstat4, rtt: Duration) {
+        let k = &self.kinds[(main_op(ops) as usize).min(OPS_COUNTED - 1)];
+        k.calls.fetch_add(1, Ordering::Relaxed);
+        if !status.is_ok() {
+            k.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let ns = rtt.as_nanos().min(u64::MAX as u128) as u64;
+        k.rtt_sum_ns.fetch_add(ns, Ordering::Relaxed);
+        k.rtt_max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// COMPOUNDs answered, by kind (those sent at least once), for
+    /// `eagernfs stat`: the round trips, which NFSv3 counts by procedure.
+    pub fn compound_kinds(&self) -> Vec<CompoundKind> {
+        self.kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.calls.load(Ordering::Relaxed) > 0)
+            .map(|(i, k)| CompoundKind {
+                name: op_name(i as u32),
+                calls: k.calls.load(Ordering::Relaxed),
+                errors: k.errors.load(Ordering::Relaxed),
+                rtt_sum_ns: k.rtt_sum_ns.load(Ordering::Relaxed),
+                rtt_max_ns: k.rtt_max_ns.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// Operations sent in answered COMPOUNDs, by name (those sent at least
@@ -361,6 +433,20 @@ impl Core {
         cachethis: bool,
         build: &(dyn Fn() -> Vec<ArgOp> + Send + Sync),
     ) -> NfsResult<Reply> {
+        self.run_main(cred, cachethis, build, None).await
+    }
+
+    /// [`Core::run`] where only the first `main` operations `build` makes
+    /// (counted at each build) are the request: what follows them rides
+    /// along (CLOSEs of files closed since), and its failure neither fails
+    /// nor repeats the request.
+    pub(crate) async fn run_main(
+        &self,
+        cred: &Cred,
+        cachethis: bool,
+        build: &(dyn Fn() -> Vec<ArgOp> + Send + Sync),
+        main: Option<&AtomicUsize>,
+    ) -> NfsResult<Reply> {
         let started = Instant::now();
         let mut pause = RETRY_MIN;
         let mut agains = 0u32;
@@ -370,7 +456,10 @@ impl Core {
             let ops = build();
             match self.send_on(&sess, cred, &ops, cachethis).await? {
                 Sent::Reply(reply) => {
-                    let s = reply.status;
+                    let s = match main {
+                        Some(n) => reply.main_status(n.load(Ordering::Relaxed)),
+                        None => reply.status,
+                    };
                     if matches!(s, Nfsstat4::BadStateid | Nfsstat4::StaleStateid | Nfsstat4::Expired)
                         && self.state.lock().generation() != generation
                     {
@@ -441,6 +530,7 @@ impl Core {
                     slot.finish(|t, k| t.answered(k, &ok));
                     self.stats.compounds.fetch_add(1, Ordering::Relaxed);
                     self.stats.count_ops(ops);
+                    self.stats.count_kind(ops, reply.status, sent_at.elapsed());
                     self.renewed_at(sent_at);
                     self.status_flags(ok.status_flags, sess);
                     return Ok(Sent::Reply(reply));
@@ -511,12 +601,14 @@ impl Core {
     async fn plain(&self, ops: Vec<ArgOp>, connection: Option<usize>) -> NfsResult<Reply> {
         let auth = self.rpc.auth_sys(&self.cfg.machine);
         let call = compound::encode(self.cfg.minor, None, &ops, &auth);
+        let sent_at = Instant::now();
         let body = match connection {
             Some(c) => self.rpc.submit_on(c, call).await?,
             None => self.rpc.submit(call).await?,
         };
         let res: Compound4Res = eagernfs_xdr::decode_exact(body)
             .map_err(|e| NfsError::BadReply(format!("COMPOUND reply does not decode: {e}")))?;
+        self.stats.count_kind(&ops, res.status, sent_at.elapsed());
         Ok(Reply::new(res))
     }
 
@@ -1029,5 +1121,36 @@ async fn background(me: Weak<Core>, mut events: broadcast::Receiver<TransportEve
                 Err(broadcast::error::RecvError::Closed) => return,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fh() -> ArgOp {
+        ArgOp::Putfh(Putfh4Args { object: NfsFh4 { data: Opaque::from_static(b"f") } })
+    }
+
+    fn getattr() -> ArgOp {
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::default() })
+    }
+
+    #[test]
+    fn a_compound_is_counted_by_what_it_is_for() {
+        let name = |ops: &[ArgOp]| op_name(main_op(ops));
+        let lookup = ArgOp::Lookup(Lookup4Args { objname: Opaque::from_static(b"n") });
+        let access = ArgOp::Access(Access4Args { access: 1 });
+        let remove = ArgOp::Remove(Remove4Args { target: Opaque::from_static(b"n") });
+        assert_eq!(name(&[fh(), getattr()]), "GETATTR");
+        assert_eq!(name(&[fh(), getattr(), lookup.clone(), ArgOp::Getfh(()), getattr()]), "LOOKUP");
+        assert_eq!(name(&[fh(), access.clone(), getattr()]), "ACCESS");
+        let read = ArgOp::Read(Read4Args { stateid: Stateid4::ANONYMOUS, offset: 0, count: 1 });
+        assert_eq!(name(&[fh(), access, getattr(), read]), "READ", "a check on the way is not the point");
+        assert_eq!(
+            name(&[fh(), ArgOp::Savefh(()), lookup, ArgOp::Restorefh(()), remove, getattr()]),
+            "REMOVE"
+        );
+        assert_eq!(name(&[]), "SEQUENCE", "a renewal");
     }
 }

@@ -18,13 +18,7 @@ use bytes::Bytes;
 use eagernfs_proto::nfs4::*;
 use std::collections::HashMap;
 
-/// Which local opens an open's access serves: read, write, both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OpenAccess {
-    Read,
-    Write,
-    Both,
-}
+pub use crate::ops::OpenAccess;
 
 impl OpenAccess {
     /// The `share_access` bits.
@@ -36,7 +30,7 @@ impl OpenAccess {
         }
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         match self {
             OpenAccess::Read => 0,
             OpenAccess::Write => 1,
@@ -180,13 +174,14 @@ impl StateTable {
     /// The stateid for I/O on `fh`: an open whose access covers it (the
     /// caller's own first), else the anonymous stateid (RFC 8881 §8.2.3).
     /// Sent with sequence id 0, "the current one", so an OPEN that moved
-    /// the sequence on meanwhile does not make the I/O fail.
+    /// the sequence on meanwhile does not make the I/O fail. Not an open
+    /// no local open uses any more: its CLOSE may be on its way.
     pub(crate) fn io_stateid(&self, fh: &[u8], uid: u32, write: bool) -> Stateid4 {
         let need = if write { OPEN4_SHARE_ACCESS_WRITE } else { OPEN4_SHARE_ACCESS_READ };
+        let usable = |o: &&Open| o.access & need != 0 && o.wanted() != 0;
         let own = self.opens.get(&OpenKey { fh: Bytes::copy_from_slice(fh), uid });
-        let found = own
-            .filter(|o| o.access & need != 0)
-            .or_else(|| self.opens.values().find(|o| &o.fh.data[..] == fh && o.access & need != 0));
+        let found =
+            own.filter(usable).or_else(|| self.opens.values().filter(|o| &o.fh.data[..] == fh).find(usable));
         match found {
             Some(o) => Stateid4 { seqid: 0, other: o.stateid.other },
             None => Stateid4::ANONYMOUS,
