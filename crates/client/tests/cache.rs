@@ -1270,3 +1270,32 @@ async fn without_dirty_expire_only_close_writes_back() {
     fs.release(fh).await.unwrap();
     assert_eq!(fake.calls(NFSPROC3_WRITE), 1);
 }
+
+// ----- opens held on the server (NFSv4's, through the NfsOps capabilities) -----
+
+/// A file unlinked while open needs a hidden name unless the server keeps it for the open
+/// (NFSv4's OPEN4_RESULT_PRESERVE_UNLINKED): then the REMOVE goes at once, the open handle
+/// still reads, and the open is ended at the last close.
+#[tokio::test]
+async fn an_open_file_is_removed_at_once_when_the_server_keeps_it_for_the_open() {
+    for preserve in [false, true] {
+        let fake = Fake::new();
+        fake.set_opens(Some(preserve));
+        fake.add_file("f", b"still here");
+        let fs = mount(&fake, config()).await;
+        let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+        fake.reset_counts();
+        fs.unlink(ROOT_INO, b"f", &cred()).await.unwrap();
+        let (removes, renames) = (fake.calls(NFSPROC3_REMOVE), fake.calls(NFSPROC3_RENAME));
+        if preserve {
+            assert_eq!((removes, renames), (1, 0), "removed at once, no hidden name");
+        } else {
+            assert_eq!((removes, renames), (0, 1), "renamed to a hidden name");
+        }
+        assert_eq!(read_all(&fs, fh, 100).await, b"still here", "the open file reads on");
+        fs.release(fh).await.unwrap();
+        fs.wait_background().await;
+        assert_eq!(fake.calls(fake::FAKE_CLOSE), 1, "the open ended at the last close");
+        assert_eq!(fake.calls(NFSPROC3_REMOVE), 1, "gone from the server either way");
+    }
+}

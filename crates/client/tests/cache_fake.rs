@@ -59,7 +59,12 @@ struct State {
     restart_before_commits: u32,
     readdirplus_notsupp: bool,
     readdir_page_entries: usize,
+    /// `Some(preserve)`: opens are held as an NFSv4 server holds them (see `set_opens`).
+    opens: Option<bool>,
 }
+
+/// The call count under which `close_file` of a held open is recorded (not an NFSv3 procedure).
+pub const FAKE_CLOSE: u32 = 1000;
 
 /// The fake server; clones share it.
 #[derive(Clone)]
@@ -339,6 +344,14 @@ impl Fake {
         self.st.lock().readdir_page_entries = n;
     }
 
+    /// Answer `open_file` and `create_open` as a server with opens does: the open is held
+    /// (ended by `close_file`, counted as [`FAKE_CLOSE`]), and with `preserve` the server says
+    /// it keeps a removed file for the open (OPEN4_RESULT_PRESERVE_UNLINKED). This model never
+    /// forgets a removed file anyway, so reads through its handle go on either way.
+    pub fn set_opens(&self, preserve: Option<bool>) {
+        self.st.lock().opens = preserve;
+    }
+
     /// Count the call, apply failure injection and gates.
     async fn enter(&self, proc: u32) -> NfsResult<()> {
         let gate = {
@@ -386,6 +399,38 @@ impl Fake {
 impl NfsOps for Fake {
     fn root(&self) -> NfsFh3 {
         fh_of(ROOT_FILEID)
+    }
+
+    async fn open_file(
+        &self,
+        cred: &Cred,
+        fh: &NfsFh3,
+        want: eagernfs_client::OpenWant,
+    ) -> NfsResult<eagernfs_client::FileOpened> {
+        // The trait's default (ACCESS, else GETATTR), then the open.
+        let mut out = eagernfs_client::FileOpened::default();
+        if let Some(mask) = want.check {
+            let r = self.access(cred, fh, mask).await?;
+            out.access = Some(r.access);
+            out.attrs = r.obj_attributes;
+        }
+        if want.attrs && out.attrs.is_none() {
+            out.attrs = Some(self.getattr(cred, fh).await?);
+        }
+        if let Some(preserve) = self.st.lock().opens {
+            out.held = true;
+            out.preserve_unlinked = preserve;
+        }
+        Ok(out)
+    }
+
+    async fn close_file(
+        &self,
+        _cred: &Cred,
+        _fh: &NfsFh3,
+        _access: eagernfs_client::OpenAccess,
+    ) -> NfsResult<()> {
+        self.enter(FAKE_CLOSE).await
     }
 
     async fn null(&self) -> NfsResult<()> {

@@ -17,10 +17,11 @@ use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dirent::DirEntry;
 use super::disk::{file_key, DiskCache};
 use super::inode::{
-    merge_later, AttrClock, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX, ROOT_INO,
+    merge_later, AttrClock, Chunk, Dentry, Inode, InodeState, InodeTable, SillyName, DIR_ENTRIES_MAX,
+    ROOT_INO,
 };
 use super::{FsError, FsResult};
-use crate::ops::{Cred, NfsError, NfsOps};
+use crate::ops::{Cred, FileOpened, NfsError, NfsOps, OpenAccess, OpenWant};
 use crate::options::{LookupCache, MountOptions};
 
 /// Attributes of an inode as FUSE needs them.
@@ -152,6 +153,41 @@ pub(crate) struct OpenFile {
     /// cache, and writes are on the server when they return (Linux's NFS
     /// client sends them at once and commits them before returning).
     pub(crate) direct: bool,
+    /// The access it was opened for.
+    pub(crate) access: OpenAccess,
+    /// It holds an open on the server (NFSv4), counted in the inode's
+    /// `server_opens`, to end at its last close (or sooner, with its
+    /// write-back: `NfsOps::write_close`).
+    pub(crate) held: AtomicBool,
+}
+
+impl OpenFile {
+    /// Whether it holds an open on the server now.
+    pub(crate) fn held(&self) -> bool {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Its open on the server is over (or about to be ended by the
+    /// caller): true if it held one.
+    pub(crate) fn end_server_open(&self) -> bool {
+        let was = self.held.swap(false, Ordering::Relaxed);
+        if was {
+            let mut st = self.inode.state.lock();
+            st.server_opens = st.server_opens.saturating_sub(1);
+        }
+        was
+    }
+
+    /// It holds an open on the server from now on.
+    pub(crate) fn hold_server_open(&self, preserve_unlinked: bool) -> bool {
+        let was = self.held.swap(true, Ordering::Relaxed);
+        if !was {
+            let mut st = self.inode.state.lock();
+            st.server_opens += 1;
+            st.preserve_unlinked |= preserve_unlinked;
+        }
+        !was
+    }
 }
 
 /// An open directory.
@@ -181,8 +217,17 @@ impl Drop for OpenFile {
     /// is where the last close of an unlinked file is seen. (A read still
     /// in flight on the handle holds a reference and delays this to its end.)
     fn drop(&mut self) {
+        if self.held() {
+            // `release` ends it; a handle dropped otherwise leaves the
+            // server's open until the client goes.
+            tracing::debug!("an open file handle went without closing its open on the server");
+            self.end_server_open();
+        }
         let silly = {
             let mut st = self.inode.state.lock();
+            if st.open_count == 0 {
+                st.unlinked_open = false;
+            }
             if self.sync {
                 st.file.sync_opens -= 1;
             }
@@ -322,6 +367,51 @@ const SILLY_TRIES_MAX: u32 = 64;
 
 fn sattr_mode(mode: u32) -> Sattr3 {
     Sattr3 { mode: Some(mode & 0o7777), ..Sattr3::default() }
+}
+
+/// Files at most this large (as last seen) are read whole with their open
+/// when opened for reading (`OpenWant::read_whole`): most of a source
+/// tree, in one round trip each.
+const READ_AT_OPEN_BYTES_MAX: u64 = 256 * 1024;
+
+/// The ACCESS3 bits an access(2) `mask` needs on `inode`, and those to ask
+/// about: everything access(2) can ask, as Linux does, so the one answer
+/// serves this caller's later masks too.
+fn access_bits(inode: &Inode, mask: i32) -> (u32, u32) {
+    let write_bits = if inode.is_dir() {
+        ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
+    } else {
+        ACCESS3_MODIFY | ACCESS3_EXTEND
+    };
+    let exec_bit = if inode.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+    let mut want = 0;
+    if mask & libc::R_OK != 0 {
+        want |= ACCESS3_READ;
+    }
+    if mask & libc::W_OK != 0 {
+        want |= write_bits;
+    }
+    if mask & libc::X_OK != 0 {
+        want |= exec_bit;
+    }
+    (want, ACCESS3_READ | write_bits | exec_bit)
+}
+
+/// Cache `data`, a file's bytes from offset 0 as one READ gave them
+/// (`eof`: they reach its end), as chunks; returns those inserted.
+fn cache_whole(st: &mut InodeState, ino: u64, data: &Bytes, eof: bool) -> Vec<(u64, u64)> {
+    let c = CHUNK_BYTES as usize;
+    let mut inserted = Vec::new();
+    for k in 0..data.len().div_ceil(c).max(1) {
+        let lo = k * c;
+        let hi = (lo + c).min(data.len());
+        let chunk = Chunk::of_read(data, lo, hi - lo, eof && hi == data.len());
+        if chunk.complete(CHUNK_BYTES) {
+            st.file.insert_chunk(k as u64, chunk);
+            inserted.push((ino, k as u64));
+        }
+    }
+    inserted
 }
 
 impl<C: NfsOps> CachedFs<C> {
@@ -729,25 +819,48 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let mut attrs = attrs;
         let mut held = None;
+        let mut sent = None;
         if inode.ftype == Ftype3::Reg {
-            s.write_back(&inode).await;
-            // Changes held for close are the program's earlier words: they
-            // go in this SETATTR, under its own change, when the same caller
-            // made them (else on their own, first).
-            let taken = inode.state.lock().file.take_pending_attrs();
-            if let Some(p) = taken {
-                if p.cred == *cred {
-                    let mut merged = p.attrs;
-                    merge_later(&mut merged, &attrs);
-                    attrs = merged;
-                    held = Some(p);
-                } else {
-                    let _ = s.send_attrs(&inode, p.attrs, &p.cred).await;
+            // A small file's data, the held changes and this one can go in
+            // one call (`NfsOps::write_close`), in that order.
+            if let Some(small) = s.write_small_then(&inode, &attrs, cred).await {
+                attrs = small.attrs;
+                held = small.held;
+                match small.result {
+                    Some(r) => sent = Some((r, small.gen)),
+                    // The WRITE failed, so it was not sent: it goes alone below.
+                    None => inode.state.lock().end_change(
+                        None,
+                        small.gen,
+                        Instant::now(),
+                        s.cfg.ac_bounds(false).0,
+                    ),
+                }
+            } else {
+                s.write_back(&inode).await;
+                // Changes held for close are the program's earlier words: they
+                // go in this SETATTR, under its own change, when the same caller
+                // made them (else on their own, first).
+                let taken = inode.state.lock().file.take_pending_attrs();
+                if let Some(p) = taken {
+                    if p.cred == *cred {
+                        let mut merged = p.attrs;
+                        merge_later(&mut merged, &attrs);
+                        attrs = merged;
+                        held = Some(p);
+                    } else {
+                        let _ = s.send_attrs(&inode, p.attrs, &p.cred).await;
+                    }
                 }
             }
         }
-        let gen = inode.state.lock().begin_change();
-        let r = s.client.setattr(cred, &inode.fh, attrs, None).await;
+        let (r, gen) = match sent {
+            Some(sent) => sent,
+            None => {
+                let gen = inode.state.lock().begin_change();
+                (s.client.setattr(cred, &inode.fh, attrs, None).await, gen)
+            }
+        };
         let now = Instant::now();
         let (min, _) = s.cfg.ac_bounds(inode.is_dir());
         {
@@ -817,32 +930,14 @@ impl<C: NfsOps> CachedFs<C> {
             s.revalidate(&inode, cred).await?;
             return Ok(false);
         }
-        let mut want = 0;
-        if mask & libc::R_OK != 0 {
-            want |= ACCESS3_READ;
-        }
-        let write_bits = if inode.is_dir() {
-            ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
-        } else {
-            ACCESS3_MODIFY | ACCESS3_EXTEND
-        };
-        if mask & libc::W_OK != 0 {
-            if s.read_only.load(Ordering::Relaxed) {
-                return Err(FsError::ReadOnly);
-            }
-            want |= write_bits;
-        }
-        let exec_bit = if inode.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
-        if mask & libc::X_OK != 0 {
-            want |= exec_bit;
+        let (want, asked) = access_bits(&inode, mask);
+        if mask & libc::W_OK != 0 && s.read_only.load(Ordering::Relaxed) {
+            return Err(FsError::ReadOnly);
         }
         let cached = inode.state.lock().cached_access(cred, want, Instant::now());
         let (granted, revalidated) = match cached {
             Some(granted) => (granted, false),
             None => {
-                // Ask about everything access(2) can ask, as Linux does, so
-                // the one answer serves this caller's later masks too.
-                let asked = ACCESS3_READ | write_bits | exec_bit;
                 let gen = s.clock.tick();
                 let r = s.client.access(cred, &inode.fh, asked).await?;
                 let revalidated = r.obj_attributes.is_some();
@@ -864,33 +959,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// server for fresh attributes, dropping cached data if the file
     /// changed. Returns the file handle id for read/write/flush/release.
     pub async fn open(&self, ino: u64, flags: i32, cred: &Cred) -> FsResult<u64> {
-        let s = &self.shared;
-        let inode = s.inode(ino)?;
-        if !inode.is_dir() {
-            if s.cfg.cto {
-                let gen = s.clock.tick();
-                let a = s.client.getattr(cred, &inode.fh).await?;
-                s.fresh_attrs(&inode, a, gen, true);
-            } else {
-                s.revalidate(&inode, cred).await?;
-            }
-        }
-        self.open_revalidated(&inode, flags, cred).await
-    }
-
-    /// The rest of an open once the attributes are fresh.
-    async fn open_revalidated(&self, inode: &Arc<Inode>, flags: i32, cred: &Cred) -> FsResult<u64> {
-        let s = &self.shared;
-        if inode.is_dir() {
-            return Err(NfsError::Nfs(Nfsstat3::Isdir).into());
-        }
-        if wants_write(flags) {
-            s.check_writable()?;
-        }
-        if flags & libc::O_TRUNC != 0 && wants_write(flags) {
-            self.setattr(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
-        }
-        Ok(s.open_handle(inode, cred, flags))
+        Ok(self.open_with(ino, flags, None, cred).await?.0)
     }
 
     /// Open a file for a caller who needs `mask` (an access(2) mask) on it,
@@ -898,16 +967,11 @@ impl<C: NfsOps> CachedFs<C> {
     /// its answer cached per caller while the attributes are trusted) and
     /// close-to-open revalidates. An ACCESS sent here brings the file's
     /// attributes with it, and they are the revalidation: one round trip,
-    /// not two; only a cached answer needs a GETATTR.
+    /// not two; only a cached answer needs a GETATTR. A client with opens
+    /// (NFSv4) opens the file in the same round trip, and reads a small
+    /// file opened for reading whole with it (`NfsOps::open_file`).
     pub async fn open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> FsResult<Opened> {
-        let s = &self.shared;
-        let inode = s.inode(ino)?;
-        let revalidated = self.access_asking(ino, mask, cred).await?;
-        let fh = if revalidated && s.cfg.cto {
-            self.open_revalidated(&inode, flags, cred).await?
-        } else {
-            self.open(ino, flags, cred).await?
-        };
+        let (fh, inode) = self.open_with(ino, flags, Some(mask), cred).await?;
         let keep_cache = {
             let mut st = inode.state.lock();
             let keep = st.kernel_epoch == Some(st.data_epoch);
@@ -917,8 +981,124 @@ impl<C: NfsOps> CachedFs<C> {
         Ok(Opened { fh, keep_cache })
     }
 
+    /// Open `ino` (after checking `mask`, if given): one `NfsOps::open_file`
+    /// asks what is not known (the caller's access, fresh attributes) and
+    /// opens it on the server if the protocol has opens.
+    async fn open_with(
+        &self,
+        ino: u64,
+        flags: i32,
+        mask: Option<i32>,
+        cred: &Cred,
+    ) -> FsResult<(u64, Arc<Inode>)> {
+        let s = &self.shared;
+        let inode = s.inode(ino)?;
+        if inode.is_dir() {
+            if let Some(m) = mask {
+                self.access(ino, m, cred).await?;
+            }
+            return Err(NfsError::Nfs(Nfsstat3::Isdir).into());
+        }
+        let mask = mask.filter(|m| *m != libc::F_OK);
+        if mask.is_some_and(|m| m & libc::W_OK != 0) && s.read_only.load(Ordering::Relaxed) {
+            return Err(FsError::ReadOnly);
+        }
+        if wants_write(flags) {
+            s.check_writable()?;
+        }
+        let now = Instant::now();
+        let access = OpenAccess::of_flags(flags);
+        let (want_bits, check, attrs, read_whole) = {
+            let st = inode.state.lock();
+            let (want_bits, asked) = mask.map_or((0, 0), |m| access_bits(&inode, m));
+            let cached = mask.and_then(|_| st.cached_access(cred, want_bits, now));
+            if cached.is_some_and(|granted| granted & want_bits != want_bits) {
+                return Err(NfsError::Nfs(Nfsstat3::Acces).into());
+            }
+            let check = (mask.is_some() && cached.is_none()).then_some(asked);
+            let attrs = s.cfg.cto || !st.attr_valid(now);
+            // A small file opened for reading is read whole with its open (a
+            // client that can do that in the same round trip does; the data
+            // is then here when the kernel asks for it), when its open checks
+            // it for changes. Not with a disk cache, which may have it already.
+            let small = st.visible_attr().size <= READ_AT_OPEN_BYTES_MAX;
+            let read_whole = (access == OpenAccess::Read
+                && attrs
+                && flags & libc::O_DIRECT == 0
+                && small
+                && st.file.clean()
+                && s.disk.is_none())
+            .then_some(s.cfg.rsize.min(READ_AT_OPEN_BYTES_MAX as u32));
+            (want_bits, check, attrs, read_whole)
+        };
+        if !s.cfg.cto {
+            // nocto: the attributes were used from the cache if trusted.
+            let counter = if attrs { &s.counters.attr_misses } else { &s.counters.attr_hits };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        let gen = s.clock.tick();
+        let file_gen = inode.state.lock().file.gen;
+        let want = OpenWant { access, check, attrs, read_whole };
+        let opened = s.client.open_file(cred, &inode.fh, want).await?;
+        let mut inserted = Vec::new();
+        {
+            let mut st = inode.state.lock();
+            let moved = st.file.gen != file_gen;
+            // Only if asked: `nocto` trusts the cache at an open, even when
+            // the open's round trip brought attributes anyway (NFSv4).
+            if let Some(a) = opened.attrs.filter(|_| attrs) {
+                st.fresh_attrs(a, gen, Instant::now(), s.cfg.ac_bounds(false), true);
+            }
+            if let (Some(asked), Some(granted)) = (check, opened.access) {
+                st.remember_access(cred, asked, granted);
+            }
+            // The data goes with these attributes if nothing of ours (a
+            // write, a newer answer) came between.
+            if let Some((data, eof)) = &opened.data {
+                if !moved && st.attr_gen == gen && st.file.clean() {
+                    inserted = cache_whole(&mut st, inode.ino, data, *eof);
+                }
+            }
+        }
+        s.note_inserted(inserted);
+        if opened.access.is_some_and(|granted| granted & want_bits != want_bits) {
+            s.undo_server_open(&inode, cred, flags, &opened).await;
+            return Err(NfsError::Nfs(Nfsstat3::Acces).into());
+        }
+        if flags & libc::O_TRUNC != 0 && wants_write(flags) {
+            let truncated =
+                self.setattr(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await;
+            if let Err(e) = truncated {
+                s.undo_server_open(&inode, cred, flags, &opened).await;
+                return Err(e);
+            }
+        }
+        Ok((s.open_handle(&inode, cred, flags, &opened), inode))
+    }
+
+    /// Make open file `fh` hold an open on the server if it holds none
+    /// (its open was ended early: a small file read whole at its open, or
+    /// written back with its close): NFSv4's byte-range locks hang off an
+    /// open. Nothing for a client without opens.
+    pub async fn hold_open(&self, fh: u64) -> FsResult<()> {
+        let s = &self.shared;
+        let of = s.handle(fh)?;
+        if of.held() {
+            return Ok(());
+        }
+        let want = OpenWant { access: of.access, check: None, attrs: false, read_whole: None };
+        let opened = s.client.open_file(&of.cred, &of.inode.fh, want).await?;
+        if opened.held && !of.hold_server_open(opened.preserve_unlinked) {
+            // Another call made it hold one meanwhile: one is enough.
+            s.client.close_file(&of.cred, &of.inode.fh, of.access).await?;
+        }
+        Ok(())
+    }
+
     /// Create and open a regular file (`O_EXCL` in `flags`: fail if it
-    /// exists). Counts as a kernel reference, like lookup.
+    /// exists). Counts as a kernel reference, like lookup. A client with
+    /// opens (NFSv4) creates and opens it on the server in one round trip
+    /// (`NfsOps::create_open`).
     pub async fn create(
         &self,
         parent: u64,
@@ -926,6 +1106,20 @@ impl<C: NfsOps> CachedFs<C> {
         mode: u32,
         flags: i32,
         cred: &Cred,
+    ) -> FsResult<(Entry, u64)> {
+        self.create_file(parent, name, mode, flags, cred, true).await
+    }
+
+    /// [`CachedFs::create`]; `open`: also open it on the server (else the
+    /// handle holds no open there: a file made and closed at once).
+    async fn create_file(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        flags: i32,
+        cred: &Cred,
+        open: bool,
     ) -> FsResult<(Entry, u64)> {
         let s = &self.shared;
         s.check_writable()?;
@@ -937,20 +1131,41 @@ impl<C: NfsOps> CachedFs<C> {
             Createhow3::Unchecked(sattr_mode(mode))
         };
         let gen = dir.state.lock().begin_change();
-        let r = s.client.create(cred, &dir.fh, name, how).await;
-        let r = s
-            .finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred)
-            .await?;
-        let inode = s.inode(r.ino)?;
-        if r.attr.uid == cred.uid {
+        let (r, opened) = if open {
+            match s.client.create_open(cred, &dir.fh, name, how, OpenAccess::of_flags(flags)).await {
+                Ok((r, opened)) => (Ok(r), opened),
+                Err(e) => (Err(e), FileOpened::default()),
+            }
+        } else {
+            (s.client.create(cred, &dir.fh, name, how).await, FileOpened::default())
+        };
+        let made = r.as_ref().ok().and_then(|r| r.obj.clone());
+        let r =
+            s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await;
+        let inode = match r.and_then(|r| s.inode(r.ino)) {
+            Ok(inode) => inode,
+            Err(e) => {
+                if let (true, Some(fh)) = (opened.held, made) {
+                    let _ = s.client.close_file(cred, &fh, OpenAccess::of_flags(flags)).await;
+                }
+                return Err(e);
+            }
+        };
+        let attr = inode.state.lock().attr;
+        if attr.uid == cred.uid {
             // The server made the caller the owner: their own later changes
             // to mode, owner and times it will accept (`defer_setattr`).
             inode.state.lock().file.creator = Some(cred.clone());
         }
-        if flags & libc::O_TRUNC != 0 && r.attr.size != 0 {
-            self.setattr(r.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await?;
+        if flags & libc::O_TRUNC != 0 && attr.size != 0 {
+            let truncated =
+                self.setattr(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await;
+            if let Err(e) = truncated {
+                s.undo_server_open(&inode, cred, flags, &opened).await;
+                return Err(e);
+            }
         }
-        let fh = s.open_handle(&inode, cred, flags);
+        let fh = s.open_handle(&inode, cred, flags, &opened);
         Ok((s.entry_for(&inode), fh))
     }
 
@@ -998,7 +1213,8 @@ impl<C: NfsOps> CachedFs<C> {
         };
         let what = match mode & libc::S_IFMT {
             libc::S_IFREG => {
-                let (e, fh) = self.create(parent, name, mode, libc::O_EXCL, cred).await?;
+                // Made, not opened: nothing to open on the server.
+                let (e, fh) = self.create_file(parent, name, mode, libc::O_EXCL, cred, false).await?;
                 self.release(fh).await?;
                 return Ok(e);
             }
@@ -1098,8 +1314,17 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
+        // What the name is, if known here (the kernel has checked it is
+        // what the call says): the server need not check it again.
+        let named = match dir.state.lock().names.get(name) {
+            Some(Dentry::Positive(fh)) => Some(fh.clone()),
+            _ => None,
+        };
+        let known = removed.as_ref().or(named.as_ref()).and_then(|fh| s.inodes.by_fh(fh)).map(|i| i.is_dir());
         let gen = dir.state.lock().begin_change();
-        let r = if is_dir {
+        let r = if known == Some(is_dir) {
+            s.client.remove_known(cred, &dir.fh, name, is_dir).await
+        } else if is_dir {
             s.client.rmdir(cred, &dir.fh, name).await
         } else {
             s.client.remove(cred, &dir.fh, name).await
@@ -1267,7 +1492,13 @@ impl<C: NfsOps> Shared<C> {
         }
     }
 
-    fn open_handle(self: &Arc<Self>, inode: &Arc<Inode>, cred: &Cred, flags: i32) -> u64 {
+    fn open_handle(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        cred: &Cred,
+        flags: i32,
+        opened: &FileOpened,
+    ) -> u64 {
         let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
         // O_SYNC includes O_DSYNC's bit; either asks for synchronous writes.
         let direct = flags & libc::O_DIRECT != 0;
@@ -1294,9 +1525,24 @@ impl<C: NfsOps> Shared<C> {
             sync,
             writable,
             direct,
+            access: OpenAccess::of_flags(flags),
+            held: AtomicBool::new(false),
         };
+        if opened.held {
+            of.hold_server_open(opened.preserve_unlinked);
+        }
         self.handles.lock().insert(id, Arc::new(of));
         id
+    }
+
+    /// End the open on the server that `opened` says is held, when the
+    /// handle it was for never came to be (the open failed after it).
+    async fn undo_server_open(&self, inode: &Inode, cred: &Cred, flags: i32, opened: &FileOpened) {
+        if opened.held {
+            if let Err(e) = self.client.close_file(cred, &inode.fh, OpenAccess::of_flags(flags)).await {
+                tracing::warn!("closing an open that failed: {e}");
+            }
+        }
     }
 
     /// What `name` in `dir` names now, asked just before an operation
@@ -1323,11 +1569,18 @@ impl<C: NfsOps> Shared<C> {
     }
 
     /// The inode of `fh` if it is a regular file open here and not already
-    /// hidden: removing its name must go through a silly rename.
+    /// hidden: removing its name must go through a silly rename. Not if
+    /// the server keeps it alive for our opens (every handle holds one, and
+    /// it said so: `preserve_unlinked`): then the name goes at once, and
+    /// the opens stay held until the last close.
     fn open_file(&self, fh: &NfsFh3) -> Option<Arc<Inode>> {
         let child = self.inodes.by_fh(fh)?;
-        let st = child.state.lock();
+        let mut st = child.state.lock();
         let open = child.ftype == Ftype3::Reg && st.open_count > 0 && st.silly.is_none();
+        if open && st.preserve_unlinked && st.server_opens == st.open_count {
+            st.unlinked_open = true;
+            return None;
+        }
         drop(st);
         open.then_some(child)
     }

@@ -433,6 +433,16 @@ pub(crate) struct InodeState {
     pub(crate) wcc_unknown: bool,
     /// Open file handles on this inode.
     pub(crate) open_count: u32,
+    /// Of those, the handles that hold an open on the server (NFSv4; see
+    /// `NfsOps::open_file`).
+    pub(crate) server_opens: u32,
+    /// The server said it keeps the file while an open of ours is held,
+    /// even once its last name is removed (OPEN4_RESULT_PRESERVE_UNLINKED):
+    /// while every handle here holds one, an unlink needs no hidden name.
+    pub(crate) preserve_unlinked: bool,
+    /// Unlinked while open, kept alive by the server for our opens (see
+    /// `preserve_unlinked`): those opens must last until the last close.
+    pub(crate) unlinked_open: bool,
     /// Kernel lookup count (FUSE `forget` lowers it).
     pub(crate) nlookup: u64,
     pub(crate) file: FileData,
@@ -493,6 +503,9 @@ impl InodeState {
             wcc_pending: Vec::new(),
             wcc_unknown: false,
             open_count: 0,
+            server_opens: 0,
+            preserve_unlinked: false,
+            unlinked_open: false,
             nlookup: 0,
             file: FileData::new(mem_bytes),
             names: HashMap::new(),

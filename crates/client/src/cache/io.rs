@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use super::budget::{ByteBudget, Release};
 use super::config::{CHUNK_BYTES, DROP_BEHIND_BYTES_MIN};
 use super::extents::{copy_overlap, subtract, BLOCK_BYTES};
-use super::fs::{CachedFs, Shared};
-use super::inode::{Chunk, Inode, InodeState, Unstable, SETID_BITS};
+use super::fs::{CachedFs, OpenFile, Shared};
+use super::inode::{merge_later, Chunk, Inode, InodeState, PendingAttrs, Unstable, SETID_BITS};
 use super::{FsError, FsResult};
-use crate::ops::{Cred, NfsError, NfsOps};
+use crate::ops::{Cred, NfsError, NfsOps, NfsResult, OpenAccess};
 
 /// Dirty runs a flusher looks at per decision: bounds the cost of a
 /// decision when random writes leave many small runs.
@@ -184,6 +184,10 @@ impl<C: NfsOps> CachedFs<C> {
     pub fn try_release(&self, fh: u64) -> Option<FsResult<()>> {
         self.try_flush(fh)?.ok()?;
         let s = self.shared();
+        if s.handle(fh).ok()?.held() {
+            // Its open on the server ends with a call.
+            return None;
+        }
         let of = s.handles.lock().remove(&fh)?;
         let unused = {
             let mut st = of.inode.state.lock();
@@ -201,7 +205,14 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn flush(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
         let of = s.handle(fh)?;
-        let r = s.sync_inode(&of.inode).await;
+        // The file's only handle: the open on the server may end with the
+        // write-back (see `write_small`). Not for a file the server keeps
+        // only for our opens after its last name went.
+        let closing = {
+            let st = of.inode.state.lock();
+            st.open_count == 1 && !st.unlinked_open
+        };
+        let r = s.sync_inode_closing(&of.inode, closing.then_some(&*of)).await;
         s.take_error(&of.inode, &of.err_seen)?;
         r
     }
@@ -224,8 +235,15 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
         let of = s.handle(fh)?;
-        let r = s.sync_inode(&of.inode).await;
+        let closing = of.inode.state.lock().open_count == 1;
+        let r = s.sync_inode_closing(&of.inode, closing.then_some(&*of)).await;
         let err = s.take_error(&of.inode, &of.err_seen);
+        if of.end_server_open() {
+            // Its data is on the server already: a failed CLOSE loses nothing.
+            if let Err(e) = s.client.close_file(&of.cred, &of.inode.fh, of.access).await {
+                tracing::warn!("closing a file on the server: {e}");
+            }
+        }
         s.handles.lock().remove(&fh);
         let unused = {
             let mut st = of.inode.state.lock();
@@ -239,6 +257,27 @@ impl<C: NfsOps> CachedFs<C> {
         err?;
         r
     }
+}
+
+/// A small file's data taken for one call (`Shared::take_small`).
+struct SmallWrite {
+    offset: u64,
+    data: Bytes,
+    cred: Cred,
+    /// The WRITE's attribute-clock tick (its change began).
+    gen: u64,
+}
+
+/// What `Shared::write_small_then` did.
+pub(crate) struct SmallSetattr {
+    /// The SETATTR's answer; `None`: the WRITE failed and it was not sent.
+    pub(crate) result: Option<NfsResult<WccData>>,
+    /// The clock tick to apply its answer at (`InodeState::end_change`).
+    pub(crate) gen: u64,
+    /// The held changes it carried (now `sending_attrs`).
+    pub(crate) held: Option<PendingAttrs>,
+    /// Everything it set: the held changes, then the caller's.
+    pub(crate) attrs: Sattr3,
 }
 
 /// A WRITE or COMMIT to send; `gen` is its attribute-clock tick.
@@ -847,9 +886,20 @@ impl<C: NfsOps> Shared<C> {
     /// Write back and COMMIT everything the file holds; returns when it is
     /// clean. Errors are recorded on the file (see `take_error`).
     pub(crate) async fn sync_inode(self: &Arc<Self>, inode: &Arc<Inode>) -> FsResult<()> {
+        self.sync_inode_closing(inode, None).await
+    }
+
+    /// [`Shared::sync_inode`] for the last close of `closing`, whose open on
+    /// the server may end with the write-back (`NfsOps::write_close`).
+    pub(crate) async fn sync_inode_closing(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        closing: Option<&OpenFile>,
+    ) -> FsResult<()> {
         if inode.state.lock().file.settled() {
             return Ok(());
         }
+        self.write_small(inode, closing).await;
         self.write_back(inode).await;
         // Deferred attribute changes go after the data: an explicit mtime
         // must be the last word, after the WRITEs that move it.
@@ -859,6 +909,139 @@ impl<C: NfsOps> Shared<C> {
         }
         self.unregister_if_clean(inode);
         Ok(())
+    }
+
+    /// A small file's whole write-back in one call: when everything to
+    /// send is one dirty run of at most `wsize` bytes and nothing is moving,
+    /// it goes FILE_SYNC (no COMMIT: the data is on stable storage when the
+    /// close returns) with the attribute changes held for the close (the
+    /// same caller's) after it, and with the end of `closing`'s open on the
+    /// server: `NfsOps::write_close` (NFSv4 sends it all in one COMPOUND;
+    /// NFSv3 sends WRITE, then SETATTR, as the flusher would). Otherwise,
+    /// nothing: the flusher and `send_attrs` do it.
+    async fn write_small(self: &Arc<Self>, inode: &Arc<Inode>, closing: Option<&OpenFile>) {
+        let Some(small) = self.take_small(inode, None) else { return };
+        let cred = small.cred.clone();
+        let held = {
+            let mut st = inode.state.lock();
+            let same_caller = st.file.pending_attrs.as_ref().is_some_and(|p| p.cred == cred);
+            let attrs = if same_caller { st.file.take_pending_attrs().map(|p| p.attrs) } else { None };
+            attrs.map(|a| (a, st.begin_change()))
+        };
+        let close = closing.filter(|of| of.cred == cred && of.held()).map(|of| of.access);
+        let (setattr, after) = self.send_small(inode, small, held.map(|(a, _)| a), close.zip(closing)).await;
+        if let Some((attrs, _)) = held {
+            let attrs_gen = after;
+            let mut st = inode.state.lock();
+            match setattr {
+                Some(r) => {
+                    st.end_change(r.as_ref().ok(), attrs_gen, Instant::now(), self.cfg.ac_bounds(false).0);
+                    // As `send_attrs`: who may do what may have changed.
+                    st.access.clear();
+                    if let Err(e) = r {
+                        st.file.record_error(e);
+                    }
+                }
+                None => {
+                    // Not sent (the WRITE failed): they are held again.
+                    st.end_change(None, attrs_gen, Instant::now(), self.cfg.ac_bounds(false).0);
+                    let pending = st.file.pending_attrs.take();
+                    let mut again = PendingAttrs { attrs, cred: cred.clone() };
+                    if let Some(later) = pending {
+                        merge_later(&mut again.attrs, &later.attrs);
+                    }
+                    st.file.pending_attrs = Some(again);
+                }
+            }
+            st.file.sending_attrs = None;
+            if st.file.pending_attrs.is_none() {
+                st.file.attrs_held_at = None;
+            }
+        }
+        inode.progress.notify_waiters();
+    }
+
+    /// A SETATTR by `cred` of a regular file that must be on the server when
+    /// it returns, after the data written before it: when that data is a
+    /// small file's (see [`Shared::write_small`]) and `cred` wrote it, the
+    /// data, the changes held for the close (the same caller's) and `attrs`
+    /// go in one call (`NfsOps::write_close`; NFSv3 sends WRITE, then
+    /// SETATTR, as the flusher and `CachedFs::setattr` would). `None` when it
+    /// does not apply (nothing was done). Otherwise the SETATTR's answer
+    /// (`None` if the WRITE failed and it was not sent) with the clock tick
+    /// its change began at, the held changes it carried, and what it set.
+    pub(crate) async fn write_small_then(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        attrs: &Sattr3,
+        cred: &Cred,
+    ) -> Option<SmallSetattr> {
+        let small = self.take_small(inode, Some(cred))?;
+        let (held, merged) = {
+            let mut st = inode.state.lock();
+            let same_caller = st.file.pending_attrs.as_ref().is_some_and(|p| p.cred == *cred);
+            let held = if same_caller { st.file.take_pending_attrs() } else { None };
+            let mut merged = held.as_ref().map_or(Sattr3::default(), |p| p.attrs);
+            merge_later(&mut merged, attrs);
+            st.begin_change();
+            (held, merged)
+        };
+        let (result, gen) = self.send_small(inode, small, Some(merged), None).await;
+        Some(SmallSetattr { result, gen, held, attrs: merged })
+    }
+
+    /// Take the file's data for one FILE_SYNC call if it is a small file's:
+    /// one dirty run of at most `wsize` bytes, nothing in flight, unstable
+    /// or being committed, no flusher and no SETATTR out (and, with `by`,
+    /// written by that caller). The data moves to `inflight`, as the
+    /// flusher's WRITEs do.
+    fn take_small(&self, inode: &Inode, by: Option<&Cred>) -> Option<SmallWrite> {
+        let mut st = inode.state.lock();
+        let f = &st.file;
+        let quiet = !f.flusher_running
+            && f.inflight.is_empty()
+            && f.unstable.is_empty()
+            && f.commit_in_flight.is_none()
+            && f.sending_attrs.is_none()
+            && by.is_none_or(|c| *c == f.write_cred);
+        let runs: Vec<(u64, usize)> = f.dirty.iter().take(2).collect();
+        let (offset, len) = match runs[..] {
+            [run] if quiet && run.1 as u64 <= self.cfg.wsize as u64 => run,
+            _ => return None,
+        };
+        let cred = f.write_cred.clone();
+        let data = st.file.dirty.take_front(offset, len);
+        st.file.inflight.insert(offset, data.clone());
+        self.inflight_total.fetch_add(len as u64, Ordering::Relaxed);
+        let gen = st.begin_change();
+        Some(SmallWrite { offset, data, cred, gen })
+    }
+
+    /// Send `small` FILE_SYNC with `attrs` after it (and the end of the open
+    /// of `close`, whose access is given), and apply the WRITE's answer as a
+    /// flusher's. Returns the SETATTR's answer (`None`: not sent), and the
+    /// clock tick to apply it at: one taken once the WRITE's answer is in,
+    /// since the SETATTR's attributes come after the data (they are the
+    /// server's word on the size and times the write left).
+    async fn send_small(
+        self: &Arc<Self>,
+        inode: &Arc<Inode>,
+        small: SmallWrite,
+        attrs: Option<Sattr3>,
+        close: Option<(OpenAccess, &OpenFile)>,
+    ) -> (Option<NfsResult<WccData>>, u64) {
+        let SmallWrite { offset, data, cred, gen } = small;
+        let len = data.len() as u64;
+        let r = self.client.write_close(&cred, &inode.fh, offset, data, attrs, close.map(|c| c.0)).await;
+        let (write, setattr, closed) = match r {
+            Ok(w) => (Ok(w.write), w.setattr, w.closed),
+            Err(e) => (Err(e), None, false),
+        };
+        if let (true, Some((_, of))) = (closed, close) {
+            of.end_server_open();
+        }
+        self.complete(inode, Done::Write { offset, len, gen, result: write });
+        (setattr, self.clock.tick())
     }
 
     /// Write back and COMMIT the file's data, and wait for any SETATTR
