@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use eagernfs_client::cache::{CachedFs, Entry, FsError};
-use eagernfs_client::{Cred, LocalLock, LockClient, LookupCache, NfsClient, NfsError, NfsOps};
+use eagernfs_client::{AnyClient, Cred, LocalLock, LockClient, LookupCache, Nfs4Client, NfsError, NfsOps};
 use fuser::{
     AccessFlags, Errno, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
@@ -34,6 +34,7 @@ use tokio::runtime::Handle;
 
 use crate::attr::{file_attr, file_type, sattr};
 use crate::creds::CredCache;
+use crate::locks4::{self, V4Locks};
 
 /// Largest WRITE the kernel may send us: Linux's FUSE limit (256 pages).
 /// Bigger writes mean fewer requests; the cache coalesces to `wsize`.
@@ -57,13 +58,16 @@ pub struct NfsFuse<C: NfsOps> {
     creds: Arc<CredCache>,
     /// `lookupcache=none`: the kernel may not cache names either.
     names_uncached: bool,
-    /// Told MOUNT UMNT at unmount (advisory, as the Linux client does).
-    umnt: Option<NfsClient>,
+    /// Told at unmount: MOUNT UMNT (NFSv3, advisory, as the Linux client
+    /// does), or the end of the session (NFSv4).
+    umnt: Option<AnyClient>,
     /// Tells the kernel to drop what it cached about an inode or a name
     /// when we know better (set once the session exists).
     kernel: Arc<OnceLock<Notifier>>,
     /// Byte-range locks through the server (NLM), and which kinds go there.
     locks: Option<Locks>,
+    /// The same over NFSv4 (LOCK, LOCKU, LOCKT): then `locks` is `None`.
+    locks4: Option<V4Locks>,
     local_lock: LocalLock,
 }
 
@@ -194,6 +198,7 @@ impl<C: NfsOps> NfsFuse<C> {
             umnt: None,
             kernel: Arc::new(OnceLock::new()),
             locks: None,
+            locks4: None,
             local_lock: LocalLock::All,
         }
     }
@@ -208,6 +213,15 @@ impl<C: NfsOps> NfsFuse<C> {
             pids: Default::default(),
             by_handle: Default::default(),
         });
+        self.local_lock = local_lock;
+        self
+    }
+
+    /// Send `fcntl` and `flock` locks (those `local_lock` does not keep
+    /// local) to an NFSv4 server through `client` (LOCK, LOCKU, LOCKT).
+    pub fn with_v4_locks(mut self, client: Nfs4Client, local_lock: LocalLock) -> Self {
+        self.locks = None;
+        self.locks4 = Some(V4Locks::new(client));
         self.local_lock = local_lock;
         self
     }
@@ -229,8 +243,9 @@ impl<C: NfsOps> NfsFuse<C> {
         }
     }
 
-    /// Send MOUNT UMNT through `client` when the file system is unmounted.
-    pub fn umnt_on_destroy(mut self, client: NfsClient) -> Self {
+    /// Send MOUNT UMNT through `client` (NFSv3), or end its session
+    /// (NFSv4), when the file system is unmounted.
+    pub fn umnt_on_destroy(mut self, client: AnyClient) -> Self {
         self.umnt = Some(client);
         self
     }
@@ -671,6 +686,22 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // Every close(2): write back and COMMIT before it returns, and
         // release the closing process's fcntl locks on the file (POSIX:
         // any close drops them).
+        if let Some(v4) = self.locks4.clone().filter(|_| self.local_lock.posix_remote()) {
+            let nfh = self.fs.file_handle(ino.0).ok();
+            let holds = nfh.as_ref().is_some_and(|f| v4.holds(f, lock_owner.0));
+            if !holds {
+                if let Some(r) = self.fs.try_flush(fh.0) {
+                    return Self::reply_empty(reply, r);
+                }
+            }
+            return self.spawn(req, move |fs, cred| async move {
+                let r = fs.flush(fh.0).await;
+                if let (true, Some(nfh)) = (holds, nfh) {
+                    v4.release_owner(&cred, &nfh, lock_owner.0).await;
+                }
+                Self::reply_empty(reply, r)
+            });
+        }
         let locks = self.locks.clone().filter(|_| self.local_lock.posix_remote());
         let holds = locks.as_ref().is_some_and(|l| holds_locks(&self.fs, l, ino.0, lock_owner.0));
         if !holds {
@@ -700,6 +731,33 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     ) {
         // The last close of an open file description drops its flock lock
         // and its OFD locks (see `Locks::by_handle`).
+        if let Some(v4) = self.locks4.clone() {
+            let flock = self.local_lock.flock_remote();
+            let posix = self.local_lock.posix_remote();
+            let nfh = self.fs.file_handle(_ino.0).ok();
+            let flock_held = match (flock, lock_owner, &nfh) {
+                (true, Some(owner), Some(f)) => v4.holds(f, owner.0),
+                _ => false,
+            };
+            let ofd_held = posix && v4.by_handle.lock().contains_key(&fh.0);
+            if !flock_held && !ofd_held {
+                if let Some(r) = self.fs.try_release(fh.0) {
+                    return Self::reply_empty(reply, r);
+                }
+            }
+            return self.spawn(req, move |fs, cred| async move {
+                if let Some(nfh) = &nfh {
+                    if let (true, Some(owner)) = (flock_held, lock_owner) {
+                        v4.release_owner(&cred, nfh, owner.0).await;
+                    }
+                    let owners = if posix { v4.by_handle.lock().remove(&fh.0) } else { None };
+                    for owner in owners.unwrap_or_default() {
+                        v4.release_owner(&cred, nfh, owner).await;
+                    }
+                }
+                Self::reply_empty(reply, fs.release(fh.0).await)
+            });
+        }
         let flock = self.locks.clone().filter(|_| self.local_lock.flock_remote());
         let posix = self.locks.clone().filter(|_| self.local_lock.posix_remote());
         let ino = _ino;
@@ -740,6 +798,24 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         pid: u32,
         reply: ReplyLock,
     ) {
+        if let Some(v4) = self.locks4.clone() {
+            return self.spawn(req, move |fs, cred| async move {
+                let Ok(nfh) = fs.file_handle(ino.0) else {
+                    return reply.error(Errno::from_i32(libc::ESTALE));
+                };
+                let (offset, length) = locks4::range(start, end);
+                let write = typ == libc::F_WRLCK;
+                match v4.client.test_lock(&cred, &nfh, lock_owner.0, write, offset, length).await {
+                    Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+                    Ok(Some(c)) => {
+                        let typ = if c.write { libc::F_WRLCK } else { libc::F_RDLCK };
+                        let end = locks4::fcntl_end(c.offset, c.length);
+                        reply.locked(c.offset, end, typ, v4.local_pid(&c))
+                    }
+                    Err(e) => reply.error(Errno::from_i32(locks4::lock_errno(&e))),
+                }
+            });
+        }
         let Some(locks) = self.locks.clone() else { return reply.error(Errno::from_i32(libc::ENOLCK)) };
         self.spawn(req, move |fs, _cred| async move {
             let Ok(nfh) = fs.file_handle(ino.0) else { return reply.error(Errno::from_i32(libc::ESTALE)) };
@@ -781,6 +857,48 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        if let Some(v4) = self.locks4.clone() {
+            return self.spawn(req, move |fs, cred| async move {
+                let Ok(nfh) = fs.file_handle(ino.0) else {
+                    return reply.error(Errno::from_i32(libc::ESTALE));
+                };
+                let (offset, length) = locks4::range(start, end);
+                let owner = lock_owner.0;
+                if typ == libc::F_UNLCK {
+                    return match v4.client.unlock(&cred, &nfh, owner, offset, length).await {
+                        Ok(()) => reply.ok(),
+                        Err(e) => reply.error(Errno::from_i32(locks4::lock_errno(&e))),
+                    };
+                }
+                // NFSv4 locks hang off an open of the file.
+                if let Err(e) = fs.hold_open(fh.0).await {
+                    return reply.error(errno(&e));
+                }
+                v4.note(fh.0, owner, pid);
+                let write = typ == libc::F_WRLCK;
+                let mut wait = BLOCKED_POLL_MIN;
+                loop {
+                    let r = if sleep {
+                        v4.client.lock_blocking(&cred, &nfh, owner, write, offset, length).await
+                    } else {
+                        v4.client.lock(&cred, &nfh, owner, write, offset, length).await
+                    };
+                    match r {
+                        Ok(()) => return reply.ok(),
+                        Err(NfsError::Nfs4(eagernfs_proto::nfs4::Nfsstat4::Denied)) if sleep => {
+                            // Someone else's: ask again until granted, unless
+                            // the caller got a signal.
+                            if signal_pending(pid) {
+                                return reply.error(Errno::from_i32(libc::EINTR));
+                            }
+                            v4.wait(wait).await;
+                            wait = (wait * 2).min(BLOCKED_POLL_MAX);
+                        }
+                        Err(e) => return reply.error(Errno::from_i32(locks4::lock_errno(&e))),
+                    }
+                }
+            });
+        }
         let Some(locks) = self.locks.clone() else { return reply.error(Errno::from_i32(libc::ENOLCK)) };
         self.spawn(req, move |fs, _cred| async move {
             let Ok(nfh) = fs.file_handle(ino.0) else { return reply.error(Errno::from_i32(libc::ESTALE)) };

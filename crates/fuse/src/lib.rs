@@ -16,11 +16,13 @@
 //! - [`fs`]: [`NfsFuse`], the `fuser::Filesystem` implementation.
 //! - [`attr`]: NFS ↔ FUSE attribute conversions.
 //! - [`creds`]: callers' supplementary groups from /proc, briefly cached.
+//! - `locks4`: byte-range locks over NFSv4 (LOCK, LOCKU, LOCKT).
 
 pub mod attr;
 pub mod creds;
 pub mod fs;
 mod inline;
+mod locks4;
 pub mod mount;
 pub mod options;
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use eagernfs_client::cache::{CachedFs, FsError};
-use eagernfs_client::{LockClient, MountOptions, NfsClient, NfsError, NfsUrl, OptionError, UrlError};
+use eagernfs_client::{AnyClient, LockClient, MountOptions, NfsError, NfsUrl, OptionError, UrlError};
 use eagernfs_proto::nfs3::{Ftype3, Nfsstat3};
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use tokio::runtime::Runtime;
@@ -138,12 +138,13 @@ fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
     Err(MountError::MountPoint { path: path.to_path_buf(), why })
 }
 
-/// Connect to the export the spec names and set up the cache over it.
-/// Returns the cache and the client that MOUNTed (for UMNT later).
-pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient), MountError> {
+/// Connect to the export the spec names (NFSv4.2, 4.1 or 3: see
+/// `AnyClient`) and set up the cache over it. Returns the cache and the
+/// client that MOUNTed (for UMNT, or the end of the session, later).
+pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<AnyClient>, AnyClient), MountError> {
     let url = spec.source();
     let server_err = |source| MountError::Server { url: url.clone(), source };
-    let client = NfsClient::connect_url(&spec.url).await.map_err(server_err)?;
+    let client = AnyClient::connect_url(&spec.url).await.map_err(server_err)?;
     // As a kernel mount: a server's "busy, try later" (JUKEBOX) is waited out, not an error.
     client.set_retry_jukebox(true);
     let inside = client.path_inside().to_string();
@@ -179,7 +180,11 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<NfsClient>, NfsClient
 /// this mount frees what the last run of it held: SM_NOTIFY). `None`, with
 /// a warning, when the server has none: lock calls then fail with ENOLCK, as
 /// on a kernel mount of a server without lockd (`nolock` keeps them local).
-async fn connect_locks(client: &NfsClient, options: &MountOptions, mountpoint: &Path) -> Option<LockClient> {
+async fn connect_locks(
+    client: &eagernfs_client::NfsClient,
+    options: &MountOptions,
+    mountpoint: &Path,
+) -> Option<LockClient> {
     let name = format!("{}:{}", eagernfs_client::driver::hostname(), mountpoint.display());
     match LockClient::connect(client.rpc(), client.server(), options, &name).await {
         Ok(locks) => {
@@ -207,9 +212,9 @@ async fn connect_locks(client: &NfsClient, options: &MountOptions, mountpoint: &
 
 /// A mounted, ready file system, not yet serving.
 pub struct Mount {
-    session: Session<NfsFuse<NfsClient>>,
+    session: Session<NfsFuse<AnyClient>>,
     /// The cache the session serves, for statistics.
-    cache: CachedFs<NfsClient>,
+    cache: CachedFs<AnyClient>,
     /// Runs the request tasks; kept here so it outlives the session.
     runtime: Runtime,
     mountpoint: PathBuf,
@@ -363,13 +368,17 @@ impl Mount {
         let (fs, client) = runtime.block_on(connect(spec))?;
         let cache = fs.clone();
         let local_lock = spec.url.options.local_lock;
-        let locks = if local_lock == eagernfs_client::LocalLock::All {
-            None
-        } else {
-            runtime.block_on(connect_locks(&client, &spec.url.options, &mountpoint))
+        let fsfs = NfsFuse::new(fs, runtime.handle().clone());
+        // Locks: NFSv4's own (LOCK, LOCKU, LOCKT), or NFSv3's NLM.
+        let fsfs = match (&client, local_lock) {
+            (_, eagernfs_client::LocalLock::All) => fsfs.with_locks(None, local_lock),
+            (AnyClient::V4(v4), _) => fsfs.with_v4_locks(v4.clone(), local_lock),
+            (AnyClient::V3(v3), _) => {
+                let locks = runtime.block_on(connect_locks(v3, &spec.url.options, &mountpoint));
+                fsfs.with_locks(locks, local_lock)
+            }
         };
-        let fsfs =
-            NfsFuse::new(fs, runtime.handle().clone()).with_locks(locks, local_lock).umnt_on_destroy(client);
+        let fsfs = fsfs.umnt_on_destroy(client);
         let notifier = fsfs.notifier_slot();
         let fuse_err = |source: io::Error| {
             let hint = fuse_hint(&source);
@@ -401,7 +410,7 @@ impl Mount {
     }
 
     /// The caching layer the mount serves (its statistics, its client's).
-    pub fn cache(&self) -> &CachedFs<NfsClient> {
+    pub fn cache(&self) -> &CachedFs<AnyClient> {
         &self.cache
     }
 
