@@ -1,9 +1,12 @@
 //! A mount daemon's statistics (`eagernfs stat /mnt/x`, the mount's
 //! `metrics=ADDR`): per-operation round trips and execution times,
 //! retransmissions, cache hit rates, write-back bytes (Linux's mountstats).
+//! Over NFSv4 the round trips are COMPOUNDs, counted by what each is for
+//! (its main operation), with the session layer's and the back channel's
+//! counters and the operations sent inside them.
 
 use eagernfs_client::cache::CachedFs;
-use eagernfs_client::NfsClient;
+use eagernfs_client::AnyClient;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -24,14 +27,62 @@ pub(crate) struct OpLine {
     pub(crate) exec_max_ms: f64,
 }
 
+/// An operation and how many times it was sent (inside COMPOUNDs).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OpCount {
+    pub(crate) name: String,
+    pub(crate) count: u64,
+}
+
+/// What an NFSv4 mount's session layer and back channel did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Nfs4Snapshot {
+    /// COMPOUNDs answered with a SEQUENCE result.
+    pub(crate) compounds: u64,
+    /// Operations sent in them, SEQUENCE included.
+    pub(crate) operations: Vec<OpCount>,
+    /// Requests sent again on their slot (the server was still running the first copy).
+    pub(crate) same_slot_retries: u64,
+    /// Requests given a lost one's sequence id (SEQ_MISORDERED).
+    pub(crate) resequenced: u64,
+    /// Answered DELAY or GRACE and tried again.
+    pub(crate) delayed: u64,
+    pub(crate) sessions: u64,
+    pub(crate) client_ids: u64,
+    pub(crate) reclaimed_opens: u64,
+    pub(crate) reclaimed_locks: u64,
+    /// Opens and locks made again as new (the server had no grace for them).
+    pub(crate) reopened: u64,
+    pub(crate) lost_locks: u64,
+    /// SEQUENCEs sent alone to keep the lease.
+    pub(crate) renewals: u64,
+    pub(crate) binds: u64,
+    pub(crate) delegreturns: u64,
+    /// Back channel: CB_NULL, CB_COMPOUND (replays among them), CB_RECALL,
+    /// CB_GETATTR, refused calls.
+    pub(crate) callback_nulls: u64,
+    pub(crate) callback_compounds: u64,
+    pub(crate) callback_replays: u64,
+    pub(crate) recalls: u64,
+    pub(crate) callback_getattrs: u64,
+    pub(crate) callbacks_refused: u64,
+}
+
 /// Everything `eagernfs stat MOUNTPOINT` shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct MountSnapshot {
     pub(crate) source: String,
     pub(crate) mountpoint: String,
     pub(crate) server: String,
+    /// The NFS version spoken (`3`, `4.1`, `4.2`).
+    #[serde(default)]
+    pub(crate) version: String,
     pub(crate) taken_unix_ms: u64,
+    /// Round trips by NFSv3 procedure, or by the kind of COMPOUND (NFSv4).
     pub(crate) ops: Vec<OpLine>,
+    /// NFSv4's session layer and back channel.
+    #[serde(default)]
+    pub(crate) nfs4: Option<Nfs4Snapshot>,
     pub(crate) connections: u64,
     pub(crate) connects: u64,
     pub(crate) retransmissions: u64,
@@ -65,7 +116,7 @@ pub(crate) struct MountSnapshot {
 
 /// The mount daemon's view of itself.
 pub(crate) struct MountObserver {
-    pub(crate) cache: CachedFs<NfsClient>,
+    pub(crate) cache: CachedFs<AnyClient>,
     pub(crate) source: String,
     pub(crate) mountpoint: String,
     /// Where the cache's own tasks run (a remount waits for write-back).
@@ -92,6 +143,7 @@ impl MountObserver {
             taken_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
+            version: self.cache.client().version().as_str().to_string(),
             connections: conns.len() as u64,
             ..MountSnapshot::default()
         };
@@ -113,7 +165,24 @@ impl MountObserver {
             (s.lane_calls, s.lane_failures, s.lane_connects) =
                 (l.calls.load(Relaxed), l.failures.load(Relaxed), l.connects.load(Relaxed));
         }
-        for ((prog, proc_), t) in rpc.op_times() {
+        if let Some(v4) = self.cache.client().as_v4() {
+            // Round trips are COMPOUNDs, by kind; the RPC layer sees them all as one procedure.
+            let ms = |ns: u64| ns as f64 / 1e6;
+            for k in v4.session_stats().compound_kinds() {
+                let avg = if k.calls == 0 { 0.0 } else { ms(k.rtt_sum_ns) / k.calls as f64 };
+                s.ops.push(OpLine {
+                    name: k.name.to_string(),
+                    calls: k.calls,
+                    errors: k.errors,
+                    rtt_avg_ms: avg,
+                    rtt_max_ms: ms(k.rtt_max_ns),
+                    exec_avg_ms: avg,
+                    exec_max_ms: ms(k.rtt_max_ns),
+                });
+            }
+            s.nfs4 = Some(nfs4_snapshot(v4));
+        }
+        for ((prog, proc_), t) in rpc.op_times().into_iter().filter(|_| s.nfs4.is_none()) {
             let (rc, rsum, rmax) = rtt.get(&(prog, proc_)).copied().unwrap_or_default();
             let avg = |sum: u64, n: u64| if n == 0 { 0.0 } else { sum as f64 / n as f64 / 1e6 };
             s.ops.push(OpLine {
@@ -136,6 +205,38 @@ impl MountObserver {
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
+    }
+}
+
+fn nfs4_snapshot(v4: &eagernfs_client::Nfs4Client) -> Nfs4Snapshot {
+    use std::sync::atomic::Ordering::Relaxed;
+    let st = v4.session_stats();
+    let cb = v4.callback_stats();
+    Nfs4Snapshot {
+        compounds: st.compounds.load(Relaxed),
+        operations: st
+            .ops()
+            .into_iter()
+            .map(|(name, count)| OpCount { name: name.to_string(), count })
+            .collect(),
+        same_slot_retries: st.same_slot_retries.load(Relaxed),
+        resequenced: st.resequenced.load(Relaxed),
+        delayed: st.delayed.load(Relaxed),
+        sessions: st.sessions.load(Relaxed),
+        client_ids: st.client_ids.load(Relaxed),
+        reclaimed_opens: st.reclaimed_opens.load(Relaxed),
+        reclaimed_locks: st.reclaimed_locks.load(Relaxed),
+        reopened: st.reopened.load(Relaxed),
+        lost_locks: st.lost_locks.load(Relaxed),
+        renewals: st.renewals.load(Relaxed),
+        binds: st.binds.load(Relaxed),
+        delegreturns: st.delegreturns.load(Relaxed),
+        callback_nulls: cb.nulls.load(Relaxed),
+        callback_compounds: cb.compounds.load(Relaxed),
+        callback_replays: cb.replays.load(Relaxed),
+        recalls: cb.recalls.load(Relaxed),
+        callback_getattrs: cb.getattrs.load(Relaxed),
+        callbacks_refused: cb.refused.load(Relaxed),
     }
 }
 
@@ -189,9 +290,10 @@ fn pct(hits: u64, misses: u64) -> String {
 /// mountstats-like report.
 pub(crate) fn render(s: &MountSnapshot) -> String {
     let mut o = String::new();
+    let version = if s.version.is_empty() { String::new() } else { format!(" · NFSv{}", s.version) };
     let _ = writeln!(
         o,
-        "{} mounted on {} · server {} · {} connection(s)",
+        "{} mounted on {} · server {}{version} · {} connection(s)",
         s.source, s.mountpoint, s.server, s.connections
     );
     let _ = writeln!(
@@ -199,11 +301,37 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
         "transport: {} connects · {} retransmissions · {} major timeouts · {} resent after reconnect",
         s.connects, s.retransmissions, s.major_timeouts, s.resent_after_reconnect
     );
-    let _ = writeln!(
-        o,
-        "lanes: {} calls waited for on the reader thread · {} lanes connected · {} given up",
-        s.lane_calls, s.lane_connects, s.lane_failures
-    );
+    match &s.nfs4 {
+        None => {
+            let _ = writeln!(
+                o,
+                "lanes: {} calls waited for on the reader thread · {} lanes connected · {} given up",
+                s.lane_calls, s.lane_connects, s.lane_failures
+            );
+        }
+        Some(v4) => {
+            let _ = writeln!(
+                o,
+                "session: {} sessions · {} client ids · {} renewals · {} binds · retries: {} on the same slot, {} resequenced, {} after DELAY/GRACE",
+                v4.sessions, v4.client_ids, v4.renewals, v4.binds, v4.same_slot_retries, v4.resequenced, v4.delayed
+            );
+            let _ = writeln!(
+                o,
+                "recovery: {} opens and {} locks reclaimed · {} made again · {} locks lost · {} delegations returned",
+                v4.reclaimed_opens, v4.reclaimed_locks, v4.reopened, v4.lost_locks, v4.delegreturns
+            );
+            let _ = writeln!(
+                o,
+                "back channel: {} CB_NULL · {} CB_COMPOUND ({} replayed) · {} recalls · {} CB_GETATTR · {} refused",
+                v4.callback_nulls,
+                v4.callback_compounds,
+                v4.callback_replays,
+                v4.recalls,
+                v4.callback_getattrs,
+                v4.callbacks_refused
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "cache hit rates: attributes {} · lookups {} · read chunks {} · disk cache hits {} · read-ahead chunks {}",
@@ -218,17 +346,26 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
         "write-back: {} B dirty or in flight · {} B unstable (awaiting COMMIT) · peak {} B · {} writes waited · {} B resent · {} B clean cached",
         s.dirty_bytes, s.unstable_bytes, s.dirty_bytes_peak, s.writes_waited, s.resent_bytes, s.cached_bytes
     );
+    if s.nfs4.is_some() {
+        let _ = writeln!(o, "\nCOMPOUNDs (round trips) by their main operation:");
+    }
     let _ = writeln!(
         o,
-        "\n{:<12} {:>9} {:>7} {:>10} {:>10} {:>11} {:>11}",
+        "\n{:<16} {:>9} {:>7} {:>10} {:>10} {:>11} {:>11}",
         "operation", "calls", "errors", "rtt ms", "rtt max", "exec ms", "exec max"
     );
     for op in &s.ops {
         let _ = writeln!(
             o,
-            "{:<12} {:>9} {:>7} {:>10.3} {:>10.3} {:>11.3} {:>11.3}",
+            "{:<16} {:>9} {:>7} {:>10.3} {:>10.3} {:>11.3} {:>11.3}",
             op.name, op.calls, op.errors, op.rtt_avg_ms, op.rtt_max_ms, op.exec_avg_ms, op.exec_max_ms
         );
+    }
+    if let Some(v4) = &s.nfs4 {
+        // One line, so that tools reading the table above (one call kind a
+        // line) do not count operations as round trips.
+        let ops: Vec<String> = v4.operations.iter().map(|op| format!("{} {}", op.name, op.count)).collect();
+        let _ = writeln!(o, "\noperations sent in {} COMPOUNDs: {}", v4.compounds, ops.join(" · "));
     }
     o
 }
@@ -263,6 +400,49 @@ fn render_prometheus(s: &MountSnapshot) -> String {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
         for op in &s.ops {
             let _ = writeln!(o, "{name}{{mountpoint=\"{mp}\",operation=\"{}\"}} {}", op.name, value(op));
+        }
+    }
+    let name = "eagernfs_client_info";
+    let _ = writeln!(o, "# HELP {name} The mount, by the NFS version it speaks.\n# TYPE {name} gauge");
+    let _ = writeln!(o, "{name}{{mountpoint=\"{mp}\",version=\"{}\"}} 1", s.version);
+    if let Some(v4) = &s.nfs4 {
+        let name = "eagernfs_client_nfs4_operations_total";
+        let _ = writeln!(
+            o,
+            "# HELP {name} NFSv4 operations sent in COMPOUNDs, by operation.\n# TYPE {name} counter"
+        );
+        for op in &v4.operations {
+            let _ = writeln!(o, "{name}{{mountpoint=\"{mp}\",operation=\"{}\"}} {}", op.name, op.count);
+        }
+        for (name, help, v) in [
+            ("eagernfs_client_nfs4_sessions_total", "Sessions made.", v4.sessions),
+            ("eagernfs_client_nfs4_client_ids_total", "Client ids obtained.", v4.client_ids),
+            ("eagernfs_client_nfs4_renewals_total", "SEQUENCEs sent alone to keep the lease.", v4.renewals),
+            ("eagernfs_client_nfs4_retries_total", "Requests sent again after DELAY or GRACE.", v4.delayed),
+            (
+                "eagernfs_client_nfs4_same_slot_retries_total",
+                "Requests sent again on their slot.",
+                v4.same_slot_retries,
+            ),
+            (
+                "eagernfs_client_nfs4_reclaimed_opens_total",
+                "Opens reclaimed after a restart.",
+                v4.reclaimed_opens,
+            ),
+            (
+                "eagernfs_client_nfs4_reclaimed_locks_total",
+                "Locks reclaimed after a restart.",
+                v4.reclaimed_locks,
+            ),
+            (
+                "eagernfs_client_nfs4_lost_locks_total",
+                "Locks neither reclaimed nor granted again.",
+                v4.lost_locks,
+            ),
+            ("eagernfs_client_nfs4_recalls_total", "Delegations recalled (CB_RECALL).", v4.recalls),
+        ] {
+            let _ =
+                writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{mountpoint=\"{mp}\"}} {v}");
         }
     }
     for (name, kind, help, v) in [

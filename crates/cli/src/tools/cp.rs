@@ -41,7 +41,7 @@ use super::remote::{
 use super::Outcome;
 use anyhow::{anyhow, bail};
 use bytes::Bytes;
-use eagernfs_client::{Cred, NfsClient, NfsError, NfsOps};
+use eagernfs_client::{AnyClient, Cred, NfsError, NfsOps};
 use eagernfs_proto::nfs3::{Createhow3, Fattr3, Ftype3, NfsFh3, Nfsstat3, Sattr3, StableHow, Writeverf3};
 use futures::stream::{FuturesUnordered, StreamExt};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -173,7 +173,7 @@ fn progress_bar(settings: &Settings, len: u64, name: &str) -> ProgressBar {
 /// again if they must be resent, so a copy never holds the file in memory.
 enum Source<'a> {
     Local { file: &'a File, path: &'a Path },
-    Remote { client: &'a NfsClient, cred: &'a Cred, fh: &'a NfsFh3, display: &'a str },
+    Remote { client: &'a AnyClient, cred: &'a Cred, fh: &'a NfsFh3, display: &'a str },
 }
 
 impl Source<'_> {
@@ -352,7 +352,7 @@ enum ChunkAck {
 
 /// One file's UNSTABLE WRITE pipeline and COMMIT rounds.
 struct Upload<'a> {
-    client: &'a NfsClient,
+    client: &'a AnyClient,
     cred: &'a Cred,
     fh: &'a NfsFh3,
     /// Names the target in errors.
@@ -503,7 +503,7 @@ async fn remote_target(dst: &Remote, name: &str) -> anyhow::Result<(NfsFh3, Stri
 /// CREATE `name` in `dir` UNCHECKED, truncating an existing file, with
 /// `mode`; returns its handle.
 async fn create_file(
-    client: &NfsClient,
+    client: &AnyClient,
     cred: &Cred,
     dir: &NfsFh3,
     name: &str,

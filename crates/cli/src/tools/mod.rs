@@ -1,8 +1,10 @@
 //! File tools on `nfs://` URLs: `ls`, `cat`, `cp`, `stat`, `mkdir`, `rm`.
 //!
-//! Each tool mounts the export its URL names with the wire client
-//! ([`eagernfs_client::NfsClient`]), walks to the path with LOOKUP and does
-//! its work with plain NFSv3 calls, pipelined where it moves data. Nothing
+//! Each tool connects to the export its URL names with the wire client
+//! ([`eagernfs_client::AnyClient`]: NFSv4.2, 4.1 or 3, as `vers=` says or
+//! the server speaks), walks to the path with LOOKUP (one COMPOUND over
+//! NFSv4) and does its work with the `NfsOps` calls, pipelined where it
+//! moves data. Nothing
 //! here caches: a tool runs once and exits, so every answer comes straight
 //! from the server.
 //!

@@ -9,7 +9,7 @@
 use super::remote::{list_dir, nfs_error, Remote};
 use super::{Failures, Outcome};
 use anyhow::anyhow;
-use eagernfs_client::{Cred, NfsClient, NfsError, NfsOps};
+use eagernfs_client::{AnyClient, Cred, NfsError, NfsOps};
 use eagernfs_proto::nfs3::{Ftype3, NfsFh3, Nfsstat3, Sattr3};
 use std::future::Future;
 use std::pin::Pin;
@@ -175,7 +175,7 @@ async fn rm_one(url: &str, recursive: bool, force: bool) -> anyhow::Result<()> {
 /// level lists the whole directory first and then removes, so removals
 /// never race the server's READDIR cookies.
 fn empty_dir<'a>(
-    client: &'a NfsClient,
+    client: &'a AnyClient,
     cred: &'a Cred,
     dir: &'a NfsFh3,
     display: String,

@@ -12,7 +12,7 @@
 
 use anyhow::anyhow;
 use bytes::{Bytes, BytesMut};
-use eagernfs_client::{Cred, NfsClient, NfsError, NfsOps, NfsResult, NfsUrl};
+use eagernfs_client::{AnyClient, Cred, NfsError, NfsOps, NfsResult, NfsUrl};
 use eagernfs_proto::nfs3::{Fattr3, Ftype3, NfsFh3, Nfsstat3};
 use futures::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use std::future::Future;
@@ -25,7 +25,7 @@ pub(crate) fn is_url(s: &str) -> bool {
 /// One connected URL.
 pub(crate) struct Remote {
     /// The mounted export (clones share the connections).
-    pub(crate) client: NfsClient,
+    pub(crate) client: AnyClient,
     /// Who we act as: `uid=`/`gid=` from the URL, else this process.
     pub(crate) cred: Cred,
     /// The URL without its query: what messages call the object, and the
@@ -65,7 +65,7 @@ impl Remote {
             Some((NfsUrl { path: parent.to_string(), export: Some(parent.to_string()), ..p.clone() }, name))
         });
         if let Some((parent_url, name)) = parent {
-            match NfsClient::connect_url(&parent_url).await {
+            match AnyClient::connect_url(&parent_url).await {
                 Ok(client) => {
                     let cred = client.default_cred();
                     return Ok(Remote { client, cred, display, path: format!("/{name}") });
@@ -105,9 +105,9 @@ impl Remote {
 }
 
 /// Mount the export `url` names (the client finds it among the path's prefixes).
-async fn connect_client(url: &str, display: &str) -> anyhow::Result<NfsClient> {
+async fn connect_client(url: &str, display: &str) -> anyhow::Result<AnyClient> {
     // The client tries the URL's path prefixes as the export itself (longest first).
-    NfsClient::connect(url).await.map_err(|e| nfs_error(display, e))
+    AnyClient::connect(url).await.map_err(|e| nfs_error(display, e))
 }
 
 /// `/a/b/c` → (`/a/b`, `c`); `/c` → (`/`, `c`); `/` → `None`.
@@ -172,8 +172,21 @@ pub(crate) fn strerror(errno: i32) -> String {
 pub(crate) fn describe(e: &NfsError) -> String {
     match e {
         NfsError::Nfs(s) => format!("{} ({})", strerror(e.errno()), nfsstat_name(*s)),
+        NfsError::Nfs4(s) => format!("{} (NFS4ERR_{})", strerror(e.errno()), upper_snake(&format!("{s:?}"))),
         other => other.to_string(),
     }
+}
+
+/// `ShareDenied` → `SHARE_DENIED` (an NFSv4 status's RFC name from its Rust one).
+fn upper_snake(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
 }
 
 /// `what: <describe(e)>` as an error.
@@ -217,7 +230,7 @@ const LOOKUPS_IN_FLIGHT: usize = 16;
 /// attributes and a handle: READDIRPLUS gives both at once; a server
 /// without it (NFS3ERR_NOTSUPP) gets READDIR and a LOOKUP per entry.
 pub(crate) async fn list_dir(
-    client: &NfsClient,
+    client: &AnyClient,
     cred: &Cred,
     dir: &NfsFh3,
     want_attrs: bool,
@@ -253,7 +266,7 @@ pub(crate) async fn list_dir(
     Ok(entries)
 }
 
-async fn list_dir_plus(client: &NfsClient, cred: &Cred, dir: &NfsFh3) -> NfsResult<Vec<DirEntry>> {
+async fn list_dir_plus(client: &AnyClient, cred: &Cred, dir: &NfsFh3) -> NfsResult<Vec<DirEntry>> {
     let mut out = Vec::new();
     let (mut cookie, mut verf) = (0u64, [0u8; 8]);
     loop {
@@ -276,7 +289,7 @@ async fn list_dir_plus(client: &NfsClient, cred: &Cred, dir: &NfsFh3) -> NfsResu
     }
 }
 
-async fn list_dir_plain(client: &NfsClient, cred: &Cred, dir: &NfsFh3) -> NfsResult<Vec<DirEntry>> {
+async fn list_dir_plain(client: &AnyClient, cred: &Cred, dir: &NfsFh3) -> NfsResult<Vec<DirEntry>> {
     let mut out = Vec::new();
     let (mut cookie, mut verf) = (0u64, [0u8; 8]);
     loop {
@@ -300,7 +313,7 @@ async fn list_dir_plain(client: &NfsClient, cred: &Cred, dir: &NfsFh3) -> NfsRes
 /// less than asked (it may). Returns the bytes (fewer at end of file) and
 /// whether the end of the file was reached.
 pub(crate) async fn read_range(
-    client: &NfsClient,
+    client: &AnyClient,
     cred: &Cred,
     fh: &NfsFh3,
     offset: u64,
@@ -337,7 +350,7 @@ fn check_read_len(got: usize, asked: u32) -> NfsResult<()> {
 
 /// [`read_range`] tagged with its offset, for a pipeline of them.
 async fn read_at(
-    client: &NfsClient,
+    client: &AnyClient,
     cred: &Cred,
     fh: &NfsFh3,
     offset: u64,
@@ -400,7 +413,7 @@ impl<F: Future> Pipeline<F> {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn fetch<S>(
     what: &str,
-    client: &NfsClient,
+    client: &AnyClient,
     cred: &Cred,
     fh: &NfsFh3,
     size_hint: u64,
