@@ -124,7 +124,28 @@ fn two_mounts_contend_for_ranges_and_a_close_releases() {
     require_fuse!("two_mounts_contend_for_ranges_and_a_close_releases");
     let _serial = serial();
     let (_export, server) = eagernfs_server(&[]);
-    contend(&server);
+    contend(&server, "", "");
+}
+
+/// The same with NLM (NFSv3 mounts).
+#[test]
+fn two_mounts_contend_for_ranges_and_a_close_releases_over_nfsv3() {
+    require_fuse!("two_mounts_contend_for_ranges_and_a_close_releases_over_nfsv3");
+    let _serial = serial();
+    let (_export, server) = eagernfs_server(&[]);
+    contend(&server, "vers=3", "vers=3");
+}
+
+/// An NFSv3 mount's NLM locks and an NFSv4.1 mount's LOCKs are in the server's one lock table:
+/// they exclude each other, each way round.
+#[test]
+fn an_nfsv3_mount_and_an_nfsv4_mount_exclude_each_other() {
+    require_fuse!("an_nfsv3_mount_and_an_nfsv4_mount_exclude_each_other");
+    let _serial = serial();
+    let (_export, server) = eagernfs_server(&[]);
+    contend(&server, "vers=3", "vers=4.1");
+    let (_export, server) = eagernfs_server(&[]);
+    contend(&server, "vers=4.1", "vers=3");
 }
 
 /// The same cases with nfs-ganesha's lock manager (and the host's rpc.statd) as the server.
@@ -135,11 +156,13 @@ fn two_mounts_contend_the_same_way_on_nfs_ganesha() {
     let export = tempfile::tempdir().unwrap();
     chmod(export.path(), 0o777);
     let Some(server) = Server::ganesha_with_locks(export.path()) else { return };
-    contend(&server);
+    contend(&server, "", "");
 }
 
-fn contend(server: &Server) {
-    let (a, b) = two_mounts(server, "");
+/// Mount A (with options `a`) and mount B (`b`) of `server` take and test ranges, whole-file
+/// flocks and closes against each other.
+fn contend(server: &Server, a: &str, b: &str) {
+    let (a, b) = (FuseMount::new(&server.url(""), a), FuseMount::new(&server.url(""), b));
     let fa = open(&a.path("f"));
     let fb = open(&b.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 100, false).expect("A locks 0..100");
@@ -184,9 +207,20 @@ fn contend(server: &Server) {
 #[test]
 fn ofd_locks_go_with_the_last_close_of_their_open_file() {
     require_fuse!("ofd_locks_go_with_the_last_close_of_their_open_file");
+    ofd_locks_go_with_the_last_close_of_their_open_file_over("");
+}
+
+/// The same with NLM (NFSv3 mounts).
+#[test]
+fn ofd_locks_go_with_the_last_close_of_their_open_file_over_nfsv3() {
+    require_fuse!("ofd_locks_go_with_the_last_close_of_their_open_file_over_nfsv3");
+    ofd_locks_go_with_the_last_close_of_their_open_file_over("vers=3");
+}
+
+fn ofd_locks_go_with_the_last_close_of_their_open_file_over(vers: &str) {
     let _serial = serial();
     let (_export, server) = eagernfs_server(&[]);
-    let (a, b) = two_mounts(&server, "");
+    let (a, b) = two_mounts(&server, vers);
     let holder = open(&a.path("f"));
     ofd_setlk(holder.as_raw_fd(), libc::F_WRLCK, 0, 100, false).expect("first OFD lock");
     let other = open(&a.path("f"));
@@ -247,9 +281,20 @@ fn ofd_locks_go_with_the_last_close_of_their_open_file() {
 #[test]
 fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing() {
     require_fuse!("a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing");
+    a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing_over("");
+}
+
+/// The same with NLM (NFSv3 mounts).
+#[test]
+fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing_over_nfsv3() {
+    require_fuse!("a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing_over_nfsv3");
+    a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing_over("vers=3");
+}
+
+fn a_blocked_lock_waits_for_the_holder_and_a_killed_waiter_leaves_nothing_over(vers: &str) {
     let _serial = serial();
     let (_export, server) = eagernfs_server(&[]);
-    let (a, b) = two_mounts(&server, "");
+    let (a, b) = two_mounts(&server, vers);
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
 
@@ -292,7 +337,8 @@ fn locks_are_reclaimed_after_a_server_restart() {
     require_fuse!("locks_are_reclaimed_after_a_server_restart");
     let _serial = serial();
     let (_export, mut server) = eagernfs_server(&["--grace-period", "8"]);
-    let (a, b) = two_mounts(&server, "");
+    // NFSv3: NLM, with the host recorded by the server's status monitor.
+    let (a, b) = two_mounts(&server, "vers=3");
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 100, false).unwrap();
     server.restart();
@@ -305,6 +351,74 @@ fn locks_are_reclaimed_after_a_server_restart() {
     setlk(&fb, libc::F_WRLCK, 100, 1, false).expect("outside A's range");
     drop(fa);
     setlk(&fb, libc::F_WRLCK, 50, 1, false).expect("after A's close");
+}
+
+/// NFSv4: the holder's client reclaims its lock (LOCK with `reclaim`) in the grace period after
+/// the server restarts, so another client is still refused the range.
+#[test]
+fn nfsv4_locks_are_reclaimed_after_a_server_restart() {
+    require_fuse!("nfsv4_locks_are_reclaimed_after_a_server_restart");
+    let _serial = serial();
+    // An NFSv4 client learns of a restart at its next call, and an idle one renews its lease
+    // after a third of it: a short lease gets the idle holder back within the grace period
+    // (the defaults, a 90 s lease and grace period, leave it time the same way).
+    let (_export, mut server) = eagernfs_server(&["--grace-period", "12", "--lease-time", "6"]);
+    let (a, b) = two_mounts(&server, "vers=4.1");
+    let fa = open(&a.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 100, false).unwrap();
+    let fb = open(&b.path("f"));
+    server.restart();
+    // B asks during the grace period: the server answers GRACE until A's and B's clients have
+    // reclaimed (B's client retries); A's lock is back by then.
+    assert_eq!(setlk(&fb, libc::F_WRLCK, 50, 1, false), Err(libc::EAGAIN), "A's lock survived the restart");
+    setlk(&fb, libc::F_WRLCK, 100, 1, false).expect("outside A's range");
+    drop(fa);
+    setlk(&fb, libc::F_WRLCK, 50, 1, false).expect("after A's close");
+}
+
+/// NFSv4: a client killed while it holds a lock keeps it until its lease runs out; then the
+/// server lets another client have it (a courteous server keeps a lapsed client's state only
+/// until someone needs it).
+#[test]
+fn a_killed_nfsv4_client_s_locks_are_freed_when_its_lease_ends() {
+    require_fuse!("a_killed_nfsv4_client_s_locks_are_freed_when_its_lease_ends");
+    let _serial = serial();
+    let lease_s = 4;
+    let (_export, server) = eagernfs_server(&["--lease-time", &lease_s.to_string()]);
+    let (a, b) = two_mounts(&server, "vers=4.1");
+    let fa = open(&a.path("f"));
+    setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
+    let daemons = mount_daemons(&a.path);
+    assert_eq!(daemons.len(), 1, "one daemon serves mount A");
+    let killed = std::time::Instant::now();
+    // SAFETY: plain kill(2) of a process this test started.
+    unsafe { libc::kill(daemons[0] as libc::pid_t, libc::SIGKILL) };
+    drop(fa);
+    let fb = open(&b.path("f"));
+    assert_eq!(setlk(&fb, libc::F_WRLCK, 0, 1, false), Err(libc::EAGAIN), "the lease still holds");
+    // Poll as a program would, bounded well past the lease.
+    let deadline = killed + Duration::from_secs(lease_s * 10);
+    loop {
+        match setlk(&fb, libc::F_WRLCK, 0, 1, false) {
+            Ok(()) => break,
+            Err(libc::EAGAIN) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            other => panic!("B did not get the dead client's lock after its lease: {other:?}"),
+        }
+    }
+    assert!(
+        killed.elapsed() >= Duration::from_secs(lease_s),
+        "freed before the lease could have run out ({:?})",
+        killed.elapsed()
+    );
+    // The dead mount goes; a live one takes its place for the harness to unmount.
+    let mut lazy = Command::new(eagernfs_bin());
+    lazy.args(["umount", "-z"]).arg(&a.path);
+    run_command(lazy, MOUNT_TIMEOUT).assert_success("eagernfs umount -z");
+    let mut again = Command::new(eagernfs_bin());
+    again.arg("mount").arg(server.url("")).arg(&a.path);
+    run_command(again, MOUNT_TIMEOUT).assert_success("eagernfs mount (again)");
 }
 
 #[test]
@@ -332,7 +446,8 @@ fn a_killed_client_s_locks_are_freed_when_it_mounts_again() {
     require_fuse!("a_killed_client_s_locks_are_freed_when_it_mounts_again");
     let _serial = serial();
     let (_export, server) = eagernfs_server(&[]);
-    let (a, b) = two_mounts(&server, "");
+    // NFSv3: the status monitor's notification (SM_NOTIFY) frees them.
+    let (a, b) = two_mounts(&server, "vers=3");
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
     let daemons = mount_daemons(&a.path);
@@ -350,7 +465,7 @@ fn a_killed_client_s_locks_are_freed_when_it_mounts_again() {
     lazy.args(["umount", "-z"]).arg(&a.path);
     run_command(lazy, MOUNT_TIMEOUT).assert_success("eagernfs umount -z");
     let mut again = Command::new(eagernfs_bin());
-    again.arg("mount").arg(server.url("")).arg(&a.path);
+    again.arg("mount").arg(server.url("")).arg(&a.path).args(["-o", "vers=3"]);
     run_command(again, MOUNT_TIMEOUT).assert_success("eagernfs mount (again)");
     setlk(&fb, libc::F_WRLCK, 0, 1, false).expect("the dead mount's lock was freed");
     drop(fb);
@@ -366,9 +481,9 @@ fn a_granted_callback_wakes_the_waiter() {
         return;
     }
     let (_export, server) = eagernfs_server(&[]);
-    // The waiter's mount first: it registers the host's lock manager.
-    let w = FuseMount::new(&server.url(""), "");
-    let h = FuseMount::new(&server.url(""), "");
+    // The waiter's mount first: it registers the host's lock manager (NLM: NFSv3).
+    let w = FuseMount::new(&server.url(""), "vers=3");
+    let h = FuseMount::new(&server.url(""), "vers=3");
     let fh = open(&h.path("f"));
     setlk(&fh, libc::F_WRLCK, 0, 0, false).unwrap();
     let fw = open(&w.path("f"));

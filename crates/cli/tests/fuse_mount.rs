@@ -85,6 +85,11 @@ impl ModelFile {
     }
 }
 
+/// Mount options `vers` (a version, or nothing: the default) and `rest` together.
+fn with_vers(vers: &str, rest: &str) -> String {
+    [vers, rest].iter().filter(|o| !o.is_empty()).copied().collect::<Vec<_>>().join(",")
+}
+
 fn read_exact_at_eof(f: &File, off: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     let mut got = 0;
@@ -320,12 +325,22 @@ fn fsx_model_against_ganesha() {
 
 #[test]
 fn close_to_open_between_two_mounts() {
+    close_to_open_between_two_mounts_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn close_to_open_between_two_mounts_over_nfsv3() {
+    close_to_open_between_two_mounts_over("vers=3");
+}
+
+fn close_to_open_between_two_mounts_over(vers: &str) {
     require_fuse!("close_to_open_between_two_mounts");
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
     // Long attribute timeouts: only close-to-open can make B see A's data.
-    let a = FuseMount::new(&server.url(""), "actimeo=60");
-    let b = FuseMount::new(&server.url(""), "actimeo=60");
+    let a = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
+    let b = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
 
     fs::write(a.path("f"), b"version one").unwrap();
     // B reads it: now B has it cached (data and attributes).
@@ -351,14 +366,24 @@ fn close_to_open_between_two_mounts() {
 
 #[test]
 fn nocto_mount_serves_its_cache_on_open() {
+    nocto_mount_serves_its_cache_on_open_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn nocto_mount_serves_its_cache_on_open_over_nfsv3() {
+    nocto_mount_serves_its_cache_on_open_over("vers=3");
+}
+
+fn nocto_mount_serves_its_cache_on_open_over(vers: &str) {
     // The other side of the test above: without close-to-open and with
     // long attribute timeouts, B's open trusts its cache. This shows the
     // close-to-open test would fail without the feature.
     require_fuse!("nocto_mount_serves_its_cache_on_open");
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
-    let a = FuseMount::new(&server.url(""), "actimeo=60");
-    let b = FuseMount::new(&server.url(""), "nocto,actimeo=60");
+    let a = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
+    let b = FuseMount::new(&server.url(""), &with_vers(vers, "nocto,actimeo=60"));
     fs::write(a.path("f"), b"version one").unwrap();
     assert_eq!(fs::read(b.path("f")).unwrap(), b"version one");
     fs::write(a.path("f"), b"version two").unwrap();
@@ -371,11 +396,21 @@ fn nocto_mount_serves_its_cache_on_open() {
 
 #[test]
 fn namespace_operations_reach_the_server() {
+    namespace_operations_reach_the_server_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn namespace_operations_reach_the_server_over_nfsv3() {
+    namespace_operations_reach_the_server_over("vers=3");
+}
+
+fn namespace_operations_reach_the_server_over(vers: &str) {
     require_fuse!("namespace_operations_reach_the_server");
     let export = tempfile::tempdir().unwrap();
     let disk = export.path().canonicalize().unwrap();
     let server = Server::eagernfs(&disk, &["-o", "rw,no_root_squash"]);
-    let m = FuseMount::new(&server.url(""), "");
+    let m = FuseMount::new(&server.url(""), vers);
 
     fs::create_dir(m.path("d")).unwrap();
     assert!(disk.join("d").is_dir());
@@ -492,6 +527,16 @@ fn cat_as_user(path: &Path, groups: &[u32]) -> ToolOutput {
 
 #[test]
 fn server_decides_permissions_for_each_caller() {
+    server_decides_permissions_for_each_caller_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn server_decides_permissions_for_each_caller_over_nfsv3() {
+    server_decides_permissions_for_each_caller_over("vers=3");
+}
+
+fn server_decides_permissions_for_each_caller_over(vers: &str) {
     require_fuse!("server_decides_permissions_for_each_caller");
     let export = tempfile::tempdir().unwrap();
     let dir = export.path();
@@ -509,7 +554,7 @@ fn server_decides_permissions_for_each_caller() {
     let server = Server::eagernfs(dir, &["-o", "rw,no_root_squash"]);
     // allow_other lets uid 1000 in; no default_permissions, so the kernel
     // checks nothing and every decision is the server's.
-    let m = FuseMount::new(&server.url(""), "allow_other");
+    let m = FuseMount::new(&server.url(""), &with_vers(vers, "allow_other"));
 
     let out = cat_as_user(&m.path("secret"), &[]);
     assert!(!out.status.success(), "uid 1000 read a root 0600 file: {:?}", out.stdout);
@@ -683,7 +728,8 @@ fn disk_cache_serves_a_reread_after_restarts_without_reads_on_the_wire() {
     let scratch = tempfile::tempdir().unwrap();
     let data = pattern_bytes(11, 0, 3 * (1 << 20) + 4321);
     fs::write(export.path().join("f"), &data).unwrap();
-    let options = format!("cache={}", cache.path().display());
+    // NFSv3: the server's --stats-file counts NFSv3 procedures.
+    let options = format!("cache={},vers=3", cache.path().display());
     // One server, restarted between clients (same handle key, so the same file handles):
     // each instance writes its call counts to the stats file when it stops.
     let stats = scratch.path().join("stats");
@@ -806,7 +852,8 @@ fn sync_mounts_and_o_sync_opens_write_file_sync() {
         }
     };
     {
-        let m = FuseMount::new(&server.url(""), "");
+        // NFSv3: the server's --stats-file counts NFSv3 WRITEs by how stable they are.
+        let m = FuseMount::new(&server.url(""), "vers=3");
         let mut f =
             fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("plain")).unwrap();
         write_plain(&mut f);
@@ -827,7 +874,7 @@ fn sync_mounts_and_o_sync_opens_write_file_sync() {
     assert!(file_sync >= 4, "O_SYNC writes went FILE_SYNC: {file_sync}");
     assert!(unstable >= 1 && commits >= 1, "the plain file went UNSTABLE + COMMIT: {unstable} {commits}");
     {
-        let m = FuseMount::new(&server.url(""), "sync");
+        let m = FuseMount::new(&server.url(""), "sync,vers=3");
         let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).open(m.path("s")).unwrap();
         write_blocks(&mut f);
         assert_eq!(fs::read(export.path().join("s")).unwrap().len(), 4 * block.len());
@@ -937,10 +984,20 @@ fn mounts_read_ahead_what_they_are_told() {
 /// them, whatever the clock's resolution.
 #[test]
 fn stat_after_a_write_shows_the_new_times() {
+    stat_after_a_write_shows_the_new_times_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn stat_after_a_write_shows_the_new_times_over_nfsv3() {
+    stat_after_a_write_shows_the_new_times_over("vers=3");
+}
+
+fn stat_after_a_write_shows_the_new_times_over(vers: &str) {
     require_fuse!("stat_after_a_write_shows_the_new_times");
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
-    let m = FuseMount::new(&server.url(""), "");
+    let m = FuseMount::new(&server.url(""), vers);
     let path = m.path("f");
     fs::write(&path, b"before").unwrap();
     let old = std::time::UNIX_EPOCH + Duration::from_secs(946_684_800); // 2000-01-01
@@ -974,7 +1031,8 @@ fn small_files_are_read_on_lanes() {
         fs::write(export.path().join(format!("f{i}")), pattern_bytes(i as u64, 0, 100 + i)).unwrap();
     }
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
-    let m = FuseMount::new(&server.url(""), "");
+    // Lanes are the NFSv3 mount's (NFSv4 reads a small file with its open).
+    let m = FuseMount::new(&server.url(""), "vers=3");
     for i in 0..files {
         assert!(fs::read(m.path(&format!("f{i}"))).unwrap() == pattern_bytes(i as u64, 0, 100 + i), "f{i}");
     }
@@ -997,10 +1055,20 @@ fn small_files_are_read_on_lanes() {
 /// directory can be removed, and nothing is left on the server's disk.
 #[test]
 fn files_removed_while_open_are_gone_after_their_last_close() {
+    files_removed_while_open_are_gone_after_their_last_close_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn files_removed_while_open_are_gone_after_their_last_close_over_nfsv3() {
+    files_removed_while_open_are_gone_after_their_last_close_over("vers=3");
+}
+
+fn files_removed_while_open_are_gone_after_their_last_close_over(vers: &str) {
     require_fuse!("files_removed_while_open_are_gone_after_their_last_close");
     let export = tempfile::tempdir().unwrap();
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
-    let m = FuseMount::new(&server.url(""), "");
+    let m = FuseMount::new(&server.url(""), vers);
     files_removed_while_open_leave_nothing(&m);
     let left: Vec<_> = fs::read_dir(export.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(left.is_empty(), "left on the server's disk: {left:?}");
@@ -1026,11 +1094,21 @@ fn fchown(f: &File, uid: u32, gid: u32) {
 /// stands for every other client.
 #[test]
 fn mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order() {
+    mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order_over_nfsv3() {
+    mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order_over("vers=3");
+}
+
+fn mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order_over(vers: &str) {
     require_fuse!("mode_and_owner_changes_through_an_open_file_reach_the_server_at_once_and_in_order");
     let export = tempfile::tempdir().unwrap();
     let disk = export.path().canonicalize().unwrap();
     let server = Server::eagernfs(&disk, &["-o", "rw,no_root_squash"]);
-    let m = FuseMount::new(&server.url(""), "");
+    let m = FuseMount::new(&server.url(""), vers);
     let create = |name: &str| {
         use std::os::unix::fs::OpenOptionsExt;
         OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(m.path(name)).unwrap()

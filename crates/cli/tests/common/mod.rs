@@ -187,6 +187,20 @@ impl Server {
         }
     }
 
+    /// [`Server::ganesha`] serving NFSv4.1/4.2 only (`Protocols = 4`: no MOUNT, no NFSv3).
+    #[allow(dead_code)] // only the NFSv4 mount tests use it
+    pub(crate) fn ganesha_nfs4_only(dir: &Path) -> Option<Server> {
+        let dir = dir.canonicalize().expect("export dir exists");
+        match Server::start_ganesha(&dir, vec![("GANESHA_NFS4".into(), "only".into())]) {
+            Ok(server) => Some(server),
+            Err(e) if ganesha_required() => panic!("ganesha is required here but failed: {e}"),
+            Err(e) => {
+                eprintln!("SKIP: ganesha could not start: {e}");
+                None
+            }
+        }
+    }
+
     fn start_ganesha(dir: &Path, mut env: Vec<(String, String)>) -> Result<Server, String> {
         let scratch = tempfile::Builder::new().prefix("eagernfs-ganesha-").tempdir().unwrap();
         let (port, mount_port) = free_ports();
