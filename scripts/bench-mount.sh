@@ -6,22 +6,27 @@
 #   floorfs   for the two dd steps only: scripts/floorfs with no round trips, a multithreaded
 #             libfuse3 passthrough that, unlike Debian's bindfs, takes 1 MiB requests as the
 #             mount does: what FUSE itself allows a large write or read, with no network,
-#   eagernfs  `eagernfs mount` of `eagernfs serve`,
-#   ganesha   `eagernfs mount` of nfs-ganesha (FSAL VFS),
+#   eagernfs     `eagernfs mount -o vers=3` of `eagernfs serve` (NFSv3),
+#   eagernfs-v4  `eagernfs mount` of the same server over NFSv4.2 (its default),
+#   ganesha      `eagernfs mount -o vers=3` of nfs-ganesha (FSAL VFS),
+#   ganesha-v4   `eagernfs mount` of nfs-ganesha serving NFSv4 only (`Protocols = 4`),
 # and, for the untar only, two floors that say where its time goes:
 #   ext4-fsync      the same extraction straight onto ext4 (Python's tarfile) with each file
 #                   fsync'ed before close: what "data on stable storage at close" costs the disk;
 #   eagernfs-async  `eagernfs mount` of `eagernfs serve` with an `async` export (the server
-#                   does not sync): the mount's and the network's share without the disk.
+#                   does not sync): the mount's and the network's share without the disk
+#                   (NFSv3).
 # All on the same file system, in alternating rounds, pinned: the workload and the mount (or
 # bindfs) on CPU 0, the server on CPU 1; the order of targets turns each round. "After a
 # remount" steps unmount and mount the FUSE targets first (the servers keep their page cache);
 # before each 1 GiB dd every target drops the kernel's page cache and lets freed memory settle,
 # so each reads from the disk and each writer starts from the same memory. The mount's own count of calls by NFS
-# procedure (`eagernfs stat MOUNT`) is taken for the NFS targets.
+# procedure (`eagernfs stat MOUNT`; over NFSv4, COMPOUNDs by their main operation: round trips
+# either way) is taken for the NFS targets.
 #
 #   scripts/bench-mount.sh [--out DIR] [--rounds N]
-#                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-async ganesha"]
+#                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-async
+#                                      ganesha ganesha-v4"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
 #
 # --before BIN adds the target `before`: BIN's server and mount, in the same rounds (an A/B of
@@ -37,7 +42,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/docs/benchmarks/mount-$(date +%Y-%m-%d)
 rounds=3
-targets="ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-async ganesha"
+targets="ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-async ganesha ganesha-v4"
 tree=/usr/include
 dd_mib=1024
 mount_options=
@@ -52,7 +57,7 @@ while [ $# -gt 0 ]; do
         --dd-mib) dd_mib=$2; shift 2 ;;
         --mount-options) mount_options=$2; shift 2 ;;
         --before) before_bin=$(realpath "$2"); targets="$targets before"; shift 2 ;;
-        -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-mount: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -79,6 +84,7 @@ cleanup() {
         kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null || true
     done
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
+    GANESHA_RUN_DIR=$work/ganesha-v4 "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
     # Never remove the work directory through a mount that is still there.
     if [ "$unmounted" = 1 ]; then rm -rf "$work"; fi
 }
@@ -118,10 +124,11 @@ if [[ " $targets " == *" floorfs "* ]]; then
     pkg-config --exists fuse3 || { log "floorfs needs libfuse3's headers: apt-get install libfuse3-dev"; exit 1; }
     cc -O2 -Wall -o "$work/floorfs" "$repo/scripts/floorfs/floorfs.c" $(pkg-config --cflags --libs fuse3)
 fi
-mkdir -p "$work/ganesha-export" "$work/state" "$work/state-async"
-mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-async" "$work/mnt-ganesha"
+mkdir -p "$work/ganesha-export" "$work/ganesha-v4-export" "$work/state" "$work/state-async"
+mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-v4" "$work/mnt-eagernfs-async"
+mkdir -p "$work/mnt-ganesha" "$work/mnt-ganesha-v4"
 mkdir -p "$work/export-before" "$work/state-before" "$work/mnt-before"
-chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export" "$work/export-before"
+chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export" "$work/ganesha-v4-export" "$work/export-before"
 port=$((20000 + RANDOM % 20000))
 start_server() { # export state port options [binary] -> pid in $started
     taskset -c 1 "${5:-$bin}" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" >"$2/server.out" 2>"$2/server.log" &
@@ -152,7 +159,21 @@ if [[ " $targets " == *" ganesha "* ]]; then
         "$work/ganesha-export" $((port + 1)))
     log "ganesha at $ganesha_url"
 fi
+ganesha_v4_url=
+if [[ " $targets " == *" ganesha-v4 "* ]]; then
+    ganesha_v4_url=$(GANESHA_NFS4=only GANESHA_RUN_DIR=$work/ganesha-v4 taskset -c 1 "$repo/scripts/ganesha.sh" \
+        start "$work/ganesha-v4-export" $((port + 5)))
+    log "ganesha (NFSv4 only) at $ganesha_v4_url"
+fi
 
+# The NFS version each eagernfs-mount target speaks (the mount's default, without vers, is
+# NFSv4.2, else 4.1, else 3).
+vers_of() {
+    case $1 in
+        eagernfs | eagernfs-async | ganesha) echo vers=3 ;;
+        eagernfs-v4 | ganesha-v4) echo vers=4 ;;
+    esac
+}
 dir_of() { # target -> the directory the workload uses
     case $1 in
         ext4 | ext4-fsync) echo "$work/$1" ;;
@@ -165,12 +186,13 @@ do_mount() {
         ext4 | ext4-fsync) return ;;
         bindfs) taskset -c 0 bindfs --no-allow-other "$work/bindfs-src" "$work/mnt-bindfs"; return ;;
         floorfs) taskset -c 0 "$work/floorfs" "$work/floorfs-src" "$work/mnt-floorfs"; return ;;
-        eagernfs) url=$eagernfs_url ;;
+        eagernfs | eagernfs-v4) url=$eagernfs_url ;;
         eagernfs-async) url=$eagernfs_async_url ;;
         ganesha) url=$ganesha_url ;;
+        ganesha-v4) url=$ganesha_v4_url ;;
         before) taskset -c 0 "$before_bin" mount "$before_url" "$work/mnt-before" ${mount_options:+-o "$mount_options"}; return ;;
     esac
-    taskset -c 0 "$bin" mount "$url" "$work/mnt-$1" ${mount_options:+-o "$mount_options"}
+    taskset -c 0 "$bin" mount "$url" "$work/mnt-$1" -o "$(vers_of "$1")${mount_options:+,$mount_options}"
 }
 do_umount() {
     case $1 in
@@ -219,8 +241,8 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; sleep 3; }
 # calls the mount made so far, by NFS procedure ("NAME COUNT" lines), from its statistics socket
 mount_ops() {
     case $1 in
-        eagernfs | eagernfs-async | ganesha | before)
-            "$bin" stat "$work/mnt-$1" 2>/dev/null | awk '/^ *[A-Z]+ +[0-9]+/ && $1 != "NULL" {print $1, $2}' ;;
+        eagernfs | eagernfs-v4 | eagernfs-async | ganesha | ganesha-v4 | before)
+            "$bin" stat "$work/mnt-$1" 2>/dev/null | awk '/^ *[A-Z_]+ +[0-9]+/ && $1 != "NULL" {print $1, $2}' ;;
     esac
 }
 
@@ -326,7 +348,7 @@ for target, rnd, step, s, c in rows:
     if step not in steps:
         steps.append(step)
 med = lambda v: statistics.median(v) if v else float("nan")
-ratio_targets = [t for t in targets if t in ("eagernfs", "ganesha", "before")]
+ratio_targets = [t for t in targets if t in ("eagernfs", "eagernfs-v4", "ganesha", "ganesha-v4", "before")]
 lines = ["| step | " + " | ".join(targets) + " | " + " | ".join(f"{t} / bindfs" for t in ratio_targets) + " |",
          "|---|" + "---:|" * (len(targets) + len(ratio_targets))]
 for step in steps:
@@ -349,7 +371,7 @@ if dd:
 lines.append("")
 lines.append(f"Seconds, median of the rounds (range). Calls the mount sent, median per step ({files} files in the tree):")
 lines.append("")
-nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-async", "ganesha", "before")]
+nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-v4", "eagernfs-async", "ganesha", "ganesha-v4", "before")]
 lines.append("| step | " + " | ".join(nfs_targets) + " |")
 lines.append("|---|" + "---:|" * len(nfs_targets))
 for step in steps:
@@ -375,7 +397,8 @@ print("\n".join(lines))
 # A grouped bar chart: seconds per step, relative to bindfs (log-free, capped at 10x).
 W, H, left, bottom, top = 780, 360, 60, 60, 30
 colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "floorfs": "#8c564b", "eagernfs": "#1f77b4",
-          "eagernfs-async": "#17becf", "ganesha": "#d62728", "before": "#9467bd"}
+          "eagernfs-async": "#17becf", "ganesha": "#d62728", "before": "#9467bd",
+          "eagernfs-v4": "#aec7e8", "ganesha-v4": "#ff9896"}
 cap = 10.0
 plot_h = H - top - bottom
 group_w = (W - left - 20) / len(steps)

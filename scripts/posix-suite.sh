@@ -2,13 +2,15 @@
 # A POSIX suite through the mount (issue 12): go-fuse's posixtest cases (link counts, renames
 # over open files, directory seeks, holes, fallocate, O_TMPFILE, fcntl locks, xattrs, …; Go
 # module github.com/hanwen/go-fuse/v2, built from tests/posix) run on a local directory (the
-# baseline), through `eagernfs mount` of eagernfs, and through `eagernfs mount` of nfs-ganesha
-# (with its lock manager). Prints a table of every case on every target.
+# baseline), through `eagernfs mount` of eagernfs over NFSv3 (`vers=3`) and over NFSv4.1
+# (`vers=4.1`, target eagernfs-v4), and through `eagernfs mount` of nfs-ganesha (with its
+# lock manager). Prints a table of every case on every target.
 #
-#   scripts/posix-suite.sh [--out FILE] [--check] [--no-ganesha] [--cephfs CONF]
+#   scripts/posix-suite.sh [--out FILE] [--check] [--no-ganesha] [--no-v4] [--cephfs CONF]
 #
-# --check: exit 1 if a case passes on the local directory but fails through the mount of
-# eagernfs, unless tests/posix/known-differences.txt names it with the reason (CI runs this).
+# --check: exit 1 if a case passes on the local directory but fails through a mount of
+# eagernfs (either version), unless tests/posix/known-differences.txt names it with the reason
+# (or, for NFSv4 only, tests/posix/known-differences-nfs4.txt) (CI runs this).
 # --cephfs CONF: also through `eagernfs mount` of a CephFS export (the file system `cephfs` of
 # the cluster CONF names, e.g. scripts/ceph-cluster.sh's); with --check, a case that passes
 # through the mount of the local export must pass there too, unless
@@ -22,14 +24,16 @@ all_args="$*"
 out=
 check=0
 ganesha=1
+v4=1
 cephfs_conf=
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) out=$2; shift 2 ;;
         --check) check=1; shift ;;
         --no-ganesha) ganesha=0; shift ;;
+        --no-v4) v4=0; shift ;;
         --cephfs) cephfs_conf=$2; shift 2 ;;
-        -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "posix-suite: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -79,9 +83,15 @@ until grep -q "listening on" "$work/server.out" 2>/dev/null; do
     sleep 0.1
 done
 mkdir -p "$work/export/e"
-"$bin" mount "nfs://127.0.0.1:$port$work/export" "$work/mnt-eagernfs"
+"$bin" mount "nfs://127.0.0.1:$port$work/export" "$work/mnt-eagernfs" -o vers=3
 run eagernfs "$work/mnt-eagernfs/e"
 "$bin" umount "$work/mnt-eagernfs"
+if [ "$v4" = 1 ]; then
+    mkdir -p "$work/export/e4" "$work/mnt-eagernfs-v4"
+    "$bin" mount "nfs://127.0.0.1:$port$work/export" "$work/mnt-eagernfs-v4" -o vers=4.1
+    run eagernfs-v4 "$work/mnt-eagernfs-v4/e4"
+    "$bin" umount "$work/mnt-eagernfs-v4"
+fi
 kill -TERM "$server_pid"
 wait "$server_pid" || true
 server_pid=
@@ -96,7 +106,7 @@ if [ -n "$cephfs_conf" ]; then
         kill -0 "$server_pid" 2>/dev/null || { cat "$work/server-cephfs.log" >&2; exit 1; }
         sleep 0.1
     done
-    "$bin" mount "nfs://127.0.0.1:$((port + 20))/" "$work/mnt-cephfs"
+    "$bin" mount "nfs://127.0.0.1:$((port + 20))/" "$work/mnt-cephfs" -o vers=3
     cdir="$work/mnt-cephfs/posix-$$-$RANDOM"
     mkdir "$cdir"
     chmod 777 "$cdir"
@@ -113,15 +123,23 @@ if [ "$ganesha" = 1 ]; then
     chmod 777 "$work/export/g"
     url=$(GANESHA_NLM=1 GANESHA_NLM_PORT=$((port + 12)) GANESHA_RUN_DIR=$work/ganesha \
         "$repo/scripts/ganesha.sh" start "$work/export" "$((port + 10))" vfs)
-    "$bin" mount "$url" "$work/mnt-ganesha"
+    "$bin" mount "$url" "$work/mnt-ganesha" -o vers=3
     run ganesha "$work/mnt-ganesha/g"
     "$bin" umount "$work/mnt-ganesha"
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
 fi
 
-targets="local eagernfs ganesha"
-header="| case | local ext4 | eagernfs mount of eagernfs | eagernfs mount of nfs-ganesha |"
-rule="| --- | --- | --- | --- |"
+targets="local eagernfs"
+header="| case | local ext4 | eagernfs mount of eagernfs (NFSv3) |"
+rule="| --- | --- | --- |"
+if [ "$v4" = 1 ]; then
+    targets="$targets eagernfs-v4"
+    header="$header eagernfs mount of eagernfs (NFSv4.1) |"
+    rule="$rule --- |"
+fi
+targets="$targets ganesha"
+header="$header eagernfs mount of nfs-ganesha |"
+rule="$rule --- |"
 if [ -n "$cephfs_conf" ]; then
     targets="$targets cephfs"
     header="$header eagernfs mount of eagernfs on CephFS |"
@@ -160,15 +178,21 @@ if [ "$check" = 1 ]; then
     known=$repo/tests/posix/known-differences.txt
     bad=0
     while IFS=$'\t' read -r target case result; do
-        [ "$target" = eagernfs ] && [ "$result" = FAIL ] || continue
+        [ "$target" = eagernfs ] || [ "$target" = eagernfs-v4 ] || continue
+        [ "$result" = FAIL ] || continue
         local_result=$(awk -F'\t' -v c="$case" '$1 == "local" && $2 == c { print $3 }' "$work/results.tsv")
         [ "$local_result" = PASS ] || continue
         if grep -q "^$case[[:space:]]" "$known" 2>/dev/null; then
-            log "known difference: $(grep "^$case[[:space:]]" "$known")"
+            log "known difference ($target): $(grep "^$case[[:space:]]" "$known")"
             continue
         fi
-        log "FAIL through the mount, PASS locally: $case"
-        sed -n "/--- FAIL: TestPosix\/$case/,/--- /p" "$work/eagernfs.log" | head -20 >&2
+        known4=$repo/tests/posix/known-differences-nfs4.txt
+        if [ "$target" = eagernfs-v4 ] && grep -q "^$case[[:space:]]" "$known4" 2>/dev/null; then
+            log "known NFSv4 difference: $(grep "^$case[[:space:]]" "$known4")"
+            continue
+        fi
+        log "FAIL through the mount ($target), PASS locally: $case"
+        sed -n "/--- FAIL: TestPosix\/$case/,/--- /p" "$work/$target.log" | head -20 >&2
         bad=1
     done <"$work/results.tsv"
     if [ -n "$cephfs_conf" ]; then

@@ -5,8 +5,9 @@
 #      to 10 MB, operations up to 200 KB), two at a time;
 #   2. fio: four writers (O_DIRECT, buffered, splice, mmap) and six readers (four O_DIRECT, two
 #      buffered) on the same four files for SECONDS; no job may report an error.
-# Through `eagernfs mount` (default options) of `eagernfs serve` on a fresh directory, both
-# started here. Prints one line per fsx run and a summary; exit 1 if anything failed.
+# Through `eagernfs mount` (default options: NFSv4.2; `--options vers=3` for NFSv3) of
+# `eagernfs serve` on a fresh directory, both started here. Prints one line per fsx run and a
+# summary; exit 1 if anything failed.
 #
 #   scripts/stress-mount.sh [--runs N] [--ops N] [--seconds N] [--options MOUNT_OPTIONS]
 #
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
         --ops) ops=$2; shift 2 ;;
         --seconds) seconds=$2; shift 2 ;;
         --options) options=$2; shift 2 ;;
-        -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "stress-mount: unknown argument $1" >&2; exit 2 ;;
     esac
 done
