@@ -285,7 +285,7 @@ run_nfs_peer() { # round peer
     if want tar; then
         mkdir -p "$work/mnt-$peer"
         local mnt="$work/mnt-$peer"
-        mount_it() { taskset -c 0 "$bin" mount "$url" "$mnt"; }
+        mount_it() { taskset -c 0 "$bin" mount "$url" "$mnt" -o vers=3; }
         mount_it
         tar_steps "$round" "$peer" "$mnt" "$bin umount $mnt" mount_it
         "$bin" umount "$mnt"

@@ -36,7 +36,7 @@ order=(a b g)
 for r in ${ROUNDS:-1 2 3}; do
  for t in "${order[@]}"; do
   case $t in a) url=nfs://127.0.0.1:$port$w/a;; b) url=nfs://127.0.0.1:$((port+3))$w/b;; g) url=$gurl;; esac
-  taskset -c 0 $bin mount "$url" $w/m$t ${MOPTS:+-o $MOPTS}
+  taskset -c 0 $bin mount "$url" $w/m$t -o vers=3${MOPTS:+,$MOPTS}
   sync; echo 3 > /proc/sys/vm/drop_caches; sleep "${SETTLE:-3}"
   d0=($(awk -v disk="$disk" '$3==disk{print $4, $6, $7}' /proc/diskstats))
   s=$(date +%s.%N); taskset -c 0 dd if=$w/m$t/big of=/dev/null bs=1M status=none; e=$(date +%s.%N)
@@ -44,7 +44,7 @@ for r in ${ROUNDS:-1 2 3}; do
   echo "round $r $t cold $(echo "$e - $s" | bc) disk reads $((d1[0]-d0[0])) sectors $((d1[1]-d0[1])) ms $((d1[2]-d0[2]))"
   s=$(date +%s.%N); taskset -c 0 dd if=$w/m$t/big of=/dev/null bs=1M status=none; e=$(date +%s.%N)
   echo "round $r $t warm-mount $(echo "$e - $s" | bc)"
-  $bin umount $w/m$t; taskset -c 0 $bin mount "$url" $w/m$t ${MOPTS:+-o $MOPTS}
+  $bin umount $w/m$t; taskset -c 0 $bin mount "$url" $w/m$t -o vers=3${MOPTS:+,$MOPTS}
   s=$(date +%s.%N); taskset -c 0 dd if=$w/m$t/big of=/dev/null bs=1M status=none; e=$(date +%s.%N)
   echo "round $r $t warm-server $(echo "$e - $s" | bc)"
   $bin umount $w/m$t

@@ -125,7 +125,7 @@ do_mount() {
         floor-cto) taskset -c 0 "$work/floorfs" "$s" "$m" -o "$rtt" ;;
         floor-cto-st) taskset -c 0 "$work/floorfs" "$s" "$m" -s -o "$rtt" ;;
         floor-1rt) taskset -c 0 "$work/floorfs" "$s" "$m" -o "$rtt1" ;;
-        eagernfs) taskset -c 0 "$bin" mount "nfs://127.0.0.1:$port$s" "$m" ;;
+        eagernfs) taskset -c 0 "$bin" mount "nfs://127.0.0.1:$port$s" "$m" -o vers=3 ;;
     esac
 }
 do_umount() {

@@ -102,7 +102,7 @@ start_heads() { # k: heads 1..k, pinned to CPU 1
 start_heads 1
 mnt=$work/mnt
 mkdir -p "$mnt"
-"$bin" mount "nfs://$(addr 1):$HEADS_PORT/" "$mnt" >&2
+"$bin" mount "nfs://$(addr 1):$HEADS_PORT/" "$mnt" -o vers=3 >&2
 top=bench-heads-$$
 for j in $(seq "$max_heads"); do
     mkdir -p "$mnt/$top/h$j"

@@ -122,7 +122,7 @@ until grep -q "listening on" "$work/server.out" 2>/dev/null; do
     kill -0 "$server_pid" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
     sleep 0.1
 done
-taskset -c 0 "$bin" mount "nfs://127.0.0.1:$port$work/export" "$work/mnt-eagernfs"
+taskset -c 0 "$bin" mount "nfs://127.0.0.1:$port$work/export" "$work/mnt-eagernfs" -o vers=3
 run "eagernfs" "$work/mnt-eagernfs/f"
 "$bin" umount "$work/mnt-eagernfs"
 
@@ -134,8 +134,8 @@ mkdir -p "$work/mnt-w" "$work/mnt-h"
 for mode in "GRANTED callback:" "polling:pmapport=1"; do
     name=${mode%%:*} opts=${mode#*:}
     url="nfs://127.0.0.1:$port$work/export${opts:+?$opts}"
-    taskset -c 0 "$bin" mount "$url" "$work/mnt-w"
-    taskset -c 0 "$bin" mount "$url" "$work/mnt-h"
+    taskset -c 0 "$bin" mount "$url" "$work/mnt-w" -o vers=3
+    taskset -c 0 "$bin" mount "$url" "$work/mnt-h" -o vers=3
     line=$(taskset -c 0 python3 "$work/handoff.py" "$work/mnt-h/h" "$work/mnt-w/h" 30)
     log "handoff, $name: $line"
     echo -e "$name\t$line" >>"$work/handoff.tsv"
@@ -148,7 +148,7 @@ server_pid=
 
 gport=$((port + 10))
 url=$(GANESHA_NLM=1 GANESHA_RUN_DIR=$work/ganesha taskset -c 1 "$repo/scripts/ganesha.sh" start "$work/export" "$gport" vfs)
-taskset -c 0 "$bin" mount "$url" "$work/mnt-ganesha"
+taskset -c 0 "$bin" mount "$url" "$work/mnt-ganesha" -o vers=3
 run "nfs-ganesha" "$work/mnt-ganesha/f"
 "$bin" umount "$work/mnt-ganesha"
 GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true

@@ -79,8 +79,8 @@ off) export SOAK_LIBNFS_VERIFIER=0 ;;
 esac
 
 case $server in
-eagernfs) heads_sh=$root/scripts/heads.sh suffix="" mount_opts=hard locks=1 mnt_port_off=0 ;;
-ganesha) heads_sh=$root/scripts/ganesha-heads.sh suffix=-ganesha mount_opts=hard,nolock locks=0 mnt_port_off=1 ;;
+eagernfs) heads_sh=$root/scripts/heads.sh suffix="" mount_opts=hard,vers=3 locks=1 mnt_port_off=0 ;;
+ganesha) heads_sh=$root/scripts/ganesha-heads.sh suffix=-ganesha mount_opts=hard,nolock,vers=3 locks=0 mnt_port_off=1 ;;
 *) echo "cluster-soak.sh: --server eagernfs or ganesha" >&2; exit 2 ;;
 esac
 out=${out:-$root/docs/benchmarks/cluster-soak$suffix-$(date -u +%F)}

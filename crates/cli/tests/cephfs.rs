@@ -150,7 +150,7 @@ fn files_are_byte_identical_through_eagernfs_and_ceph_fuse() {
     let _one = serial();
     let dir = CephDir::new(&conf, "bytes");
     let server = serve(&conf, &dir, &[]);
-    let nfs = FuseMount::new(&server.url(""), "");
+    let nfs = FuseMount::new(&server.url(""), "vers=3");
     let ceph = CephFuse::new(&conf, &dir.mount_path().display().to_string());
 
     // eagernfs → ceph-fuse: sizes around CephFS's 4 MiB objects and the client's 1 MiB blocks.
@@ -260,7 +260,7 @@ fn a_lock_through_eagernfs_excludes_ceph_fuse_and_the_other_way_round() {
     let _one = serial();
     let dir = CephDir::new(&conf, "locks");
     let server = serve(&conf, &dir, &[]);
-    let nfs = FuseMount::new(&server.url(""), "");
+    let nfs = FuseMount::new(&server.url(""), "vers=3");
     let ceph = CephFuse::new(&conf, &dir.mount_path().display().to_string());
     write_file(&nfs.path("f"), b"locked file");
 
@@ -660,7 +660,7 @@ fn locks_are_taken_again_in_the_session_that_replaces_an_evicted_one() {
     let _one = serial();
     let dir = CephDir::new(&conf, "evict-locks");
     let server = serve(&conf, &dir, &[]);
-    let nfs = FuseMount::new(&server.url(""), "");
+    let nfs = FuseMount::new(&server.url(""), "vers=3");
     let ceph = CephFuse::new(&conf, &dir.mount_path().display().to_string());
     write_file(&nfs.path("f"), b"locked file");
     let a = open_rw(&nfs.path("f"));
@@ -713,7 +713,7 @@ fn files_removed_while_open_are_gone_after_their_last_close_on_cephfs() {
     let _one = serial();
     let dir = CephDir::new(&conf, "silly");
     let server = serve(&conf, &dir, &[]);
-    let nfs = FuseMount::new(&server.url(""), "");
+    let nfs = FuseMount::new(&server.url(""), "vers=3");
     files_removed_while_open_leave_nothing(&nfs);
     let ceph = CephFuse::new(&conf, &dir.mount_path().display().to_string());
     let left: Vec<_> = fs::read_dir(ceph.path("")).unwrap().map(|e| e.unwrap().file_name()).collect();

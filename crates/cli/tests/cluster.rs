@@ -450,7 +450,8 @@ fn heads_killed_under_a_mount(test: &str, heads: usize, rounds: usize) {
         addrs.iter().enumerate().map(|(i, a)| Head::start(&conf, &ns, i as u32 + 1, a, grace_s)).collect();
     // `eager`: WRITEs go out (UNSTABLE) while the file is open, so the head holds
     // acknowledged, uncommitted data when it dies.
-    let m = FuseMount::new(&format!("nfs://{}/", addrs.join(",")), "eager");
+    // NFSv3: the heads share NLM and NSM state for a take-over, not NFSv4 sessions.
+    let m = FuseMount::new(&format!("nfs://{}/", addrs.join(",")), "eager,vers=3");
     let dir_name = format!("failover-{ns}");
     let dir = m.path(&dir_name);
     std::fs::create_dir(&dir).unwrap();
