@@ -28,6 +28,12 @@
 #                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-async
 #                                      ganesha ganesha-v4"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
+#                          [--settle-untar SECONDS]
+#
+# --settle-untar N syncs and waits N seconds before each untar: ext4's inode allocator skips
+# inodes freed in the last 60 s (300 s more while their table block is dirty) when it allocates
+# one (`recently_deleted`), at a cost that grows with the deletions before, so an untar that
+# follows another target's rm -r closely pays for it (docs/benchmarks/mount-v4-2026-11-28).
 #
 # --before BIN adds the target `before`: BIN's server and mount, in the same rounds (an A/B of
 # a change: build the old revision somewhere and name its binary).
@@ -47,6 +53,7 @@ tree=/usr/include
 dd_mib=1024
 mount_options=
 before_bin=
+settle_untar=0
 orig_args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -56,8 +63,9 @@ while [ $# -gt 0 ]; do
         --tree) tree=$2; shift 2 ;;
         --dd-mib) dd_mib=$2; shift 2 ;;
         --mount-options) mount_options=$2; shift 2 ;;
+        --settle-untar) settle_untar=$2; shift 2 ;;
         --before) before_bin=$(realpath "$2"); targets="$targets before"; shift 2 ;;
-        -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-mount: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -297,6 +305,10 @@ run_round() { # target round
     # synced where its files are; the NFS mounts' data is on stable storage at each close.
     local synced=$d
     [ "$t" = bindfs ] && synced=$work/bindfs-src
+    if [ "$settle_untar" != 0 ]; then
+        sync
+        sleep "$settle_untar"
+    fi
     step "$t" "$r" untar sh -c "tar -xf '$work/tree.tar' -C '$d' && sync -f '$synced'"
     if [ "$t" = eagernfs-async ]; then
         rm -rf "${d:?}/$(basename "$tree")"
