@@ -721,8 +721,8 @@ fn build_exports(
             let unsafe_async = export.clients.iter().all(|c| !c.options.sync);
             if unsafe_async {
                 tracing::warn!(
-                    "export {} is `async`: COMMIT and FILE_SYNC writes return before data is on disk; \
-                     a server crash loses data clients think is safe",
+                    "export {} is `async`: COMMIT, FILE_SYNC writes and changes of names and attributes \
+                     return before they are on disk; a server crash loses what clients think is safe",
                     export.path.display()
                 );
             }
@@ -732,8 +732,16 @@ fn build_exports(
                     root: export.path.clone(),
                     handle_key: key,
                     unsafe_async,
+                    sync_metadata: true,
                 })
                 .with_context(|| format!("cannot export {}", export.path.display()))?;
+                if !unsafe_async && args.journal.is_none() {
+                    tracing::info!(
+                        "export {}: changes of names and attributes are answered once on disk: {}",
+                        export.path.display(),
+                        backend.metadata_syncs().how
+                    );
+                }
                 match &args.journal {
                     None => Ok(Arc::new(backend)),
                     Some(path) => {

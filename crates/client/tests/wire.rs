@@ -288,9 +288,13 @@ async fn hard_mount_keeps_trying_and_completes_when_the_server_is_back() {
 }
 
 fn local_server(dir: &Path, key: [u8; 16], listen: SocketAddr) -> TestServer {
-    let backend =
-        LocalBackend::open(LocalConfig { root: dir.to_path_buf(), handle_key: key, unsafe_async: false })
-            .expect("local backend");
+    let backend = LocalBackend::open(LocalConfig {
+        root: dir.to_path_buf(),
+        handle_key: key,
+        unsafe_async: false,
+        sync_metadata: true,
+    })
+    .expect("local backend");
     TestServer::start_custom(
         ServerConfig::default(),
         vec![spec(7, &["/local"], "/local 127.0.0.0/8(rw,insecure,no_root_squash)", Arc::new(backend))],

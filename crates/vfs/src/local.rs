@@ -44,9 +44,16 @@
 //! write verifier is random per instance and changes whenever a sync or a
 //! write fails with possible loss of unstable data. A cached descriptor
 //! holding unstable data is synced before it is closed (see `fdcache.rs`).
+//! A change of names or attributes (CREATE, MKDIR, SYMLINK, MKNOD, LINK,
+//! RENAME, REMOVE, RMDIR, SETATTR, SETXATTR, REMOVEXATTR) returns once it is
+//! on stable storage, as knfsd's `commit_metadata` does on a `sync` export:
+//! the directories and objects it touched are synced, concurrent changes
+//! sharing syncs (`metasync.rs`; on ext4 one journal commit per group).
+//! [`LocalConfig::sync_metadata`] turns that off behind the intent journal,
+//! which logs the changes instead.
 //! [`LocalConfig::unsafe_async`] skips every sync while still answering as if
-//! it had happened: **unsafe**, a crash loses data the client was told is
-//! safe. Only for benchmarks and scratch exports.
+//! it had happened: **unsafe**, a crash loses data and changes the client was
+//! told are safe. Only for benchmarks and scratch exports.
 //!
 //! # Defaults
 //! CREATE without a mode makes files `0o644`, MKDIR directories `0o755`,
@@ -63,10 +70,12 @@
 //! - `creds`: per-thread fsuid/fsgid/groups with a cache.
 //! - `handle`: handle layout and MAC.
 //! - `fdcache`: open descriptors for I/O and the write verifier.
+//! - `metasync`: group commit of changes of names and attributes.
 
 mod creds;
 mod fdcache;
 mod handle;
+mod metasync;
 mod sys;
 
 use std::ffi::{CStr, CString};
@@ -81,6 +90,7 @@ use siphasher::sip128::SipHasher24;
 
 use self::fdcache::{FdCache, IoFile, WriteVerifier};
 use self::handle::HandleCodec;
+use self::metasync::{MetaSync, Strategy};
 use self::sys::{attr_from_stat, EMPTY};
 use crate::spliced::PipePool;
 use crate::{
@@ -116,9 +126,27 @@ pub struct LocalConfig {
     /// survive a restart only with the same key, and a different key per
     /// export makes one export's handles useless on another.
     pub handle_key: [u8; 16],
-    /// Skip `fsync`/`fdatasync` for stable writes and COMMIT while still
-    /// reporting them done. **Unsafe**: a crash loses acknowledged data.
+    /// Skip `fsync`/`fdatasync` for stable writes and COMMIT, and the syncs of
+    /// `sync_metadata`, while still reporting them done. **Unsafe**: a crash
+    /// loses acknowledged data and changes.
     pub unsafe_async: bool,
+    /// Answer a change of names or attributes (CREATE, MKDIR, SYMLINK, MKNOD,
+    /// LINK, RENAME, REMOVE, RMDIR, SETATTR, SETXATTR, REMOVEXATTR) only once it
+    /// is on stable storage, concurrent calls sharing syncs (see `metasync.rs`):
+    /// what a `sync` export promises. False behind the intent journal, which
+    /// logs those changes instead and syncs the files in the background.
+    pub sync_metadata: bool,
+}
+
+/// What [`LocalBackend::metadata_syncs`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataSyncs {
+    /// How a change is made durable before its reply, in words.
+    pub how: &'static str,
+    /// Changes made durable before their reply.
+    pub changes: u64,
+    /// Syncs that took (groups of concurrent changes).
+    pub syncs: u64,
 }
 
 /// A [`Backend`] over a local directory. Needs root (`CAP_DAC_READ_SEARCH`
@@ -135,6 +163,8 @@ pub struct LocalBackend {
     root_handle: FileHandle,
     codec: HandleCodec,
     unsafe_async: bool,
+    /// Group commit of changes of names and attributes (`LocalConfig::sync_metadata`).
+    meta: MetaSync,
     verifier: Arc<WriteVerifier>,
     /// See [`LocalBackend::readdir`] for why it is constant.
     cookieverf: Verifier,
@@ -336,6 +366,11 @@ impl LocalBackend {
         cookieverf.copy_from_slice(&cv[..8]);
 
         let verifier = Arc::new(WriteVerifier::new());
+        let meta = MetaSync::new(if cfg.unsafe_async || !cfg.sync_metadata {
+            Strategy::Off
+        } else {
+            metasync::strategy_for(&root_fd, st.st_dev)
+        });
         Ok(LocalBackend {
             root_fd,
             root_dev: st.st_dev,
@@ -344,6 +379,7 @@ impl LocalBackend {
             root_handle,
             codec,
             unsafe_async: cfg.unsafe_async,
+            meta,
             verifier,
             cookieverf,
             props,
@@ -353,6 +389,24 @@ impl LocalBackend {
             read_bufs: Arc::default(),
             pipes: PipePool::new(PIPES_KEPT),
         })
+    }
+
+    /// How changes of names and attributes are made durable, and how many
+    /// were, in how many syncs (see `LocalConfig::sync_metadata`).
+    pub fn metadata_syncs(&self) -> MetadataSyncs {
+        MetadataSyncs {
+            how: match self.meta.strategy() {
+                Strategy::Off => "not synced before the reply",
+                Strategy::OneCommit => {
+                    "one ext4 journal commit (fsync of the root) per group of concurrent changes"
+                }
+                Strategy::EachObject => {
+                    "fsync of each directory and object touched, per group of concurrent changes"
+                }
+            },
+            changes: self.meta.counters.changes.load(std::sync::atomic::Ordering::Relaxed),
+            syncs: self.meta.counters.syncs.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     fn is_root(&self, attr: &Attr) -> bool {
@@ -614,6 +668,7 @@ impl LocalBackend {
             }
         }
         self.apply_set(cred, &child.handle, &child.obj, set)?;
+        self.stable(&[(&dir.fd, FileType::Directory), (&child.obj.fd, child.obj.attr.ftype)])?;
         let attr = attr_from_stat(&sys::fstat(child.obj.fd.as_fd())?);
         Ok(Created { handle: child.handle, attr, dir_wcc: self.dir_wcc(dir) })
     }
@@ -664,6 +719,24 @@ impl LocalBackend {
         entry
     }
 
+    /// Return once the change just made to `objects` is on stable storage
+    /// (nothing to do for an `async` export or behind the journal). A failed
+    /// sync changes the write verifier: the file system may have lost
+    /// unstable data too.
+    fn stable(&self, objects: &[(&Arc<OwnedFd>, FileType)]) -> FsResult<()> {
+        match self.meta.strategy() {
+            Strategy::Off => return Ok(()),
+            // Reopening an object to sync it is the server's business, not the caller's.
+            Strategy::EachObject => creds::become_server()?,
+            Strategy::OneCommit => {}
+        }
+        self.meta.durable(&self.root_fd, objects).map_err(|e| {
+            tracing::error!("syncing a change of names or attributes failed: {e}");
+            self.verifier.regenerate();
+            FsError::from(e)
+        })
+    }
+
     /// Sync after a write or COMMIT as `how` asks; a failure changes the
     /// write verifier, because unstable data of this file may be lost.
     fn sync(&self, f: &IoFile, how: StableHow) -> FsResult<()> {
@@ -709,6 +782,7 @@ impl Backend for LocalBackend {
             return Err(FsError::NotSync);
         }
         self.apply_set(cred, fh, &obj, set)?;
+        self.stable(&[(&obj.fd, obj.attr.ftype)])?;
         let after = attr_from_stat(&sys::fstat(obj.fd.as_fd())?);
         Ok(Wcc { before: Some(WccAttr::from(&obj.attr)), after: Some(after) })
     }
@@ -1014,6 +1088,7 @@ impl Backend for LocalBackend {
         if let Some(v) = victim {
             self.forget(&v);
         }
+        self.stable(&[(&d.fd, FileType::Directory)])?;
         Ok(self.dir_wcc(&d))
     }
 
@@ -1022,6 +1097,7 @@ impl Backend for LocalBackend {
         let d = self.dir_object(dir)?;
         creds::become_caller(cred)?;
         sys::unlinkat(d.fd.as_fd(), &cname, libc::AT_REMOVEDIR)?;
+        self.stable(&[(&d.fd, FileType::Directory)])?;
         Ok(self.dir_wcc(&d))
     }
 
@@ -1043,6 +1119,24 @@ impl Backend for LocalBackend {
         if let Some(v) = victim {
             self.forget(&v);
         }
+        // A directory moved to another parent has a new `..`: where each
+        // object is synced on its own, it is one of the objects to sync.
+        let moved = match self.meta.strategy() {
+            Strategy::EachObject if from_dir != to_dir => {
+                sys::openat(td.fd.as_fd(), &to_c, libc::O_PATH | libc::O_NOFOLLOW)
+                    .ok()
+                    .filter(|m| {
+                        sys::fstat(m.as_fd()).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                    })
+                    .map(Arc::new)
+            }
+            _ => None,
+        };
+        let mut touched = vec![(&fd.fd, FileType::Directory), (&td.fd, FileType::Directory)];
+        if let Some(m) = &moved {
+            touched.push((m, FileType::Directory));
+        }
+        self.stable(&touched)?;
         Ok((self.dir_wcc(&fd), self.dir_wcc(&td)))
     }
 
@@ -1058,6 +1152,7 @@ impl Backend for LocalBackend {
         let d = self.dir_object(dir)?;
         creds::become_caller(cred)?;
         sys::linkat_fd(obj.fd.as_fd(), d.fd.as_fd(), &cname)?;
+        self.stable(&[(&d.fd, FileType::Directory), (&obj.fd, obj.attr.ftype)])?;
         let attr = sys::fstat(obj.fd.as_fd()).ok().map(|st| attr_from_stat(&st));
         Ok((attr, self.dir_wcc(&d)))
     }
@@ -1275,7 +1370,8 @@ impl Backend for LocalBackend {
             XattrSet::Replace => libc::XATTR_REPLACE,
         };
         creds::become_caller(cred)?;
-        sys::set_xattr(obj.fd.as_fd(), name, value, flags).map_err(xattr_err)
+        sys::set_xattr(obj.fd.as_fd(), name, value, flags).map_err(xattr_err)?;
+        self.stable(&[(&obj.fd, obj.attr.ftype)])
     }
 
     fn listxattr(&self, cred: &Credentials, fh: &FileHandle) -> FsResult<Vec<Bytes>> {
@@ -1287,7 +1383,8 @@ impl Backend for LocalBackend {
     fn removexattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<()> {
         let obj = self.object(fh)?;
         creds::become_caller(cred)?;
-        sys::remove_xattr(obj.fd.as_fd(), name).map_err(xattr_err)
+        sys::remove_xattr(obj.fd.as_fd(), name).map_err(xattr_err)?;
+        self.stable(&[(&obj.fd, obj.attr.ftype)])
     }
 
     fn sync_all(&self) -> FsResult<()> {

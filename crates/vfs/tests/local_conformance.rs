@@ -28,9 +28,13 @@ fn fresh() -> Fresh {
     let dir = tempfile::Builder::new().prefix("eagernfs-conf-").tempdir_in("/tmp").unwrap();
     // tempdir makes 0700; the suite's other users must reach their scratch dirs.
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let backend =
-        LocalBackend::open(LocalConfig { root: dir.path().into(), handle_key: [5; 16], unsafe_async: false })
-            .unwrap();
+    let backend = LocalBackend::open(LocalConfig {
+        root: dir.path().into(),
+        handle_key: [5; 16],
+        unsafe_async: false,
+        sync_metadata: true,
+    })
+    .unwrap();
     Fresh { backend, _dir: dir }
 }
 

@@ -53,8 +53,13 @@ fn export(tmpfs: bool) -> (TempDir, Option<Mount>, PathBuf) {
 }
 
 fn open(root: &Path) -> LocalBackend {
-    LocalBackend::open(LocalConfig { root: root.to_path_buf(), handle_key: [9; 16], unsafe_async: true })
-        .unwrap()
+    LocalBackend::open(LocalConfig {
+        root: root.to_path_buf(),
+        handle_key: [9; 16],
+        unsafe_async: true,
+        sync_metadata: false,
+    })
+    .unwrap()
 }
 
 fn populate(dir: &Path, prefix: &str, n: usize) {

@@ -425,6 +425,26 @@ pub(super) fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
     Ok(sf)
 }
 
+/// Open the object behind `fd` (an `O_PATH` descriptor) again with `flags`,
+/// through its `/proc/self/fd` link, as the current fsuid.
+pub(super) fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let path = proc_fd_path(fd.as_raw_fd());
+    retry(|| {
+        // SAFETY: the path is NUL-terminated and outlives the call.
+        cvt(unsafe { libc::open(path.as_ptr(), flags | libc::O_CLOEXEC) }).map(owned)
+    })
+}
+
+/// Whether the block device `dev` holds an ext4 file system with a journal
+/// (jbd2 lists each journal it runs in `/proc/fs/jbd2/NAME-INODE`, the
+/// journal's inode being 8). False when it cannot tell.
+pub(super) fn has_jbd2_journal(dev: u64) -> bool {
+    let sys_link = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
+    let Ok(target) = std::fs::read_link(sys_link) else { return false };
+    let Some(name) = target.file_name().and_then(|n| n.to_str()) else { return false };
+    std::path::Path::new(&format!("/proc/fs/jbd2/{name}-8")).exists()
+}
+
 /// `syncfs`: needs a real (not `O_PATH`) descriptor.
 pub(super) fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: plain call on a valid descriptor.
