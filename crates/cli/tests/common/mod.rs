@@ -367,6 +367,36 @@ impl Server {
         assert_eq!(self.port, old_port, "restarted server must listen on the same port");
     }
 
+    /// Kills an eagernfs server with SIGKILL (also when it is stopped with SIGSTOP) and waits for
+    /// it; [`Server::start_again`] starts it again. Between the two the test may change what is
+    /// mounted at the export's path (a power-cut test puts the disk image left behind there).
+    #[allow(dead_code)] // not every test binary kills servers
+    pub(crate) fn kill(&mut self) {
+        let Flavor::Eagernfs { child, .. } = &mut self.flavor else { panic!("not an eagernfs server") };
+        if let Some(mut c) = child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a server [`Server::kill`]ed before on the same port with the same state directory
+    /// and arguments.
+    #[allow(dead_code)] // not every test binary kills servers
+    pub(crate) fn start_again(&mut self) {
+        let old_port = self.port;
+        self.spawn_eagernfs(&format!("127.0.0.1:{old_port}"));
+        assert_eq!(self.port, old_port, "restarted server must listen on the same port");
+    }
+
+    /// The process id of a running eagernfs server.
+    #[allow(dead_code)] // not every test binary needs it
+    pub(crate) fn pid(&self) -> u32 {
+        let Flavor::Eagernfs { child: Some(child), .. } = &self.flavor else {
+            panic!("not a running eagernfs")
+        };
+        child.id()
+    }
+
     /// Send `sig` to an eagernfs server process.
     pub(crate) fn signal(&self, sig: libc::c_int) {
         let Flavor::Eagernfs { child: Some(child), .. } = &self.flavor else {
