@@ -732,7 +732,9 @@ fn build_exports(
                     root: export.path.clone(),
                     handle_key: key,
                     unsafe_async,
-                    sync_metadata: true,
+                    // Behind the journal, changes are durable once logged; the
+                    // files catch up in the background.
+                    sync_metadata: args.journal.is_none(),
                 })
                 .with_context(|| format!("cannot export {}", export.path.display()))?;
                 if !unsafe_async && args.journal.is_none() {
@@ -795,17 +797,27 @@ fn journaled(
         tracing::info!("journal {}: new, {} MiB", path.display(), size >> 20);
     } else {
         tracing::info!(
-            "journal {}: replayed {} records ({} bytes; {} of removed files) in {:.1} ms; write verifier {}",
+            "journal {}: replayed {} records ({} bytes; {} of removed files; {} names the file system had right) in {:.1} ms; write verifier {}",
             path.display(),
             replay.records,
             replay.bytes,
             replay.stale,
+            replay.already,
             replay.duration.as_secs_f64() * 1e3,
             if replay.verifier_kept {
                 "kept: clients resend nothing"
             } else {
                 "changed: clients resend unstable data"
             }
+        );
+    }
+    if replay.remade > 0 {
+        tracing::warn!(
+            "journal {}: {} files, directories or links created before the crash were lost by the file system \
+             and made again from the journal: same names, contents and attributes, new file handles \
+             (clients holding the old ones get ESTALE and look the names up again)",
+            path.display(),
+            replay.remade
         );
     }
     if replay.failed > 0 || replay.damaged {

@@ -96,7 +96,7 @@ struct Model {
 }
 
 /// A call, as the model applies it.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 enum Op {
     Create { path: String, mode: u32 },
     Mkdir { path: String, mode: u32 },
@@ -108,6 +108,25 @@ enum Op {
     Remove { path: String },
     Rmdir { path: String },
     Link { from: String, to: String },
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Create { path, mode } => write!(f, "create {path} {mode:o}"),
+            Op::Mkdir { path, mode } => write!(f, "mkdir {path} {mode:o}"),
+            Op::Symlink { path, target } => {
+                write!(f, "symlink {path} -> {}", String::from_utf8_lossy(target))
+            }
+            Op::Write { path, offset, data } => write!(f, "write {path} {} bytes at {offset}", data.len()),
+            Op::Chmod { path, mode } => write!(f, "chmod {path} {mode:o}"),
+            Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
+            Op::Rename { from, to } => write!(f, "rename {from} {to}"),
+            Op::Remove { path } => write!(f, "remove {path}"),
+            Op::Rmdir { path } => write!(f, "rmdir {path}"),
+            Op::Link { from, to } => write!(f, "link {from} {to}"),
+        }
+    }
 }
 
 fn parent_and_name(path: &str) -> (&str, &str) {
@@ -304,6 +323,8 @@ struct Client {
     acked: u64,
     /// Its MKDIR had a reply.
     made_dir: bool,
+    /// The last calls answered, for the report of a failure.
+    recent: std::collections::VecDeque<Op>,
 }
 
 // ----- the client ------------------------------------------------------------------------------
@@ -384,6 +405,7 @@ async fn client(
     seed: u64,
     state: Arc<Mutex<Client>>,
     acked: Arc<AtomicU64>,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let cred = c.default_cred();
     let export = c.root();
@@ -405,11 +427,17 @@ async fn client(
         };
         let made = match call(&c, &dir, &model, &op).await {
             Ok(made) => made,
+            // The test took the client down after the cut.
+            Err(_) if frozen.load(Ordering::SeqCst) => return,
             Err(e) => panic!("client {worker}: a call failed: {e}"),
         };
         let mut s = state.lock().unwrap();
         s.model.apply(&op, made);
         s.in_flight = None;
+        if s.recent.len() == 40 {
+            s.recent.pop_front();
+        }
+        s.recent.push_back(op);
         s.acked += 1;
         acked.fetch_add(1, Ordering::SeqCst);
     }
@@ -589,6 +617,20 @@ fn short(k: &Kind) -> String {
 /// Check one client's directory: it must match the acknowledged state, or that state with the
 /// call in flight applied. Returns the differences from the acknowledged state (none: passed).
 fn check_client(export: &Path, worker: usize, c: &Client) -> Vec<String> {
+    let missing = check_client_state(export, worker, c);
+    if !missing.is_empty() {
+        let recent: Vec<String> = c.recent.iter().map(|op| format!("{op:?}")).collect();
+        eprintln!(
+            "client {worker}: {}\n  in flight: {:?}; the calls answered before, oldest first:\n  {}",
+            missing.join("; "),
+            c.in_flight,
+            recent.join("\n  ")
+        );
+    }
+    missing
+}
+
+fn check_client_state(export: &Path, worker: usize, c: &Client) -> Vec<String> {
     let mut found = BTreeMap::new();
     let dir = export.join(format!("w{worker}"));
     if !dir.exists() {
@@ -700,11 +742,12 @@ fn one_round(scratch: &Path, mount: &Path, journal: bool, seed: u64) -> (u64, Ve
     let url: NfsUrl = server.url("").parse().expect("url");
     let c = Arc::new(rt.block_on(NfsClient::connect_url(&url)).expect("mount"));
     let acked = Arc::new(AtomicU64::new(0));
+    let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let states: Vec<Arc<Mutex<Client>>> = (0..WORKERS).map(|_| Arc::default()).collect();
     let tasks: Vec<_> = states
         .iter()
         .enumerate()
-        .map(|(w, s)| rt.spawn(client(c.clone(), w, seed, s.clone(), acked.clone())))
+        .map(|(w, s)| rt.spawn(client(c.clone(), w, seed, s.clone(), acked.clone(), frozen.clone())))
         .collect();
     // The moment of the cut: after a random number of replies.
     let cut_after = rng.gen_range(8..1500u64);
@@ -721,6 +764,7 @@ fn one_round(scratch: &Path, mount: &Path, journal: bool, seed: u64) -> (u64, Ve
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+    frozen.store(true, Ordering::SeqCst);
     server.signal(libc::SIGSTOP);
     disk.copy_when_quiet(&image, &copy);
     // What the clients were told by now; a reply still on its way counts as no reply.
@@ -749,10 +793,15 @@ fn one_round(scratch: &Path, mount: &Path, journal: bool, seed: u64) -> (u64, Ve
         // The intent journal is replayed before the server answers; a clean stop then syncs.
         server.start_again();
         server.stop();
-        let log = server.log_tail(30);
-        assert!(log.contains("journal") && !log.contains("could not be applied"), "seed {seed}: {log}");
     }
     let mut missing = Vec::new();
+    if journal {
+        let log = server.log_tail(30);
+        assert!(log.contains("journal"), "seed {seed}: {log}");
+        if log.contains("could not be applied") || log.contains("damaged") {
+            missing.push(format!("the replay failed:\n{log}"));
+        }
+    }
     for (w, c) in told.iter().enumerate() {
         missing.extend(check_client(&export, w, c).into_iter().map(|d| format!("w{w}/{d}")));
     }

@@ -12,6 +12,8 @@
 //!
 //! A record is a 28-byte head (magic, kind, handle length, total length, LSN,
 //! file offset), the file handle, the data, and a CRC-32 (IEEE, `crc32fast`) of all of it.
+//! A change of names or attributes is a record of its own kind with no handle
+//! and its description (`meta.rs`) as the data.
 //! A record never wraps: when one does not fit before the end of the area, a
 //! pad record fills the rest (or, when fewer than [`RECORD_MIN`] bytes are left,
 //! the rest is skipped by rule).
@@ -42,7 +44,12 @@ const PAGE: u64 = 4096;
 pub(crate) const AREA_MIN: u64 = 4 << 20;
 
 const MAGIC: &[u8; 8] = b"EAGRJNL1";
-const VERSION: u32 = 1;
+/// Written in new headers. Version 2 adds changes of names and attributes
+/// (`KIND_META`); a binary that knows only version 1 refuses such a journal
+/// (both headers look damaged) rather than replaying half of it.
+const VERSION: u32 = 2;
+/// Versions this binary replays.
+const VERSIONS_READ: [u32; 2] = [1, 2];
 const HEADER_BYTES: usize = 68;
 
 const RECORD_MAGIC: u32 = 0x4a52_4543;
@@ -63,13 +70,17 @@ const BUFFER_MAX: usize = 64 << 20;
 pub(crate) enum Op {
     /// Write `data` at `offset`.
     Write { offset: u64, data: Vec<u8> },
-    /// Set the file's size.
+    /// Set the file's size (written by version 1; version 2 records a
+    /// truncation as a change of attributes).
     Truncate { size: u64 },
+    /// A change of names or attributes, encoded by `meta.rs`.
+    Meta { payload: Vec<u8> },
 }
 
 const KIND_WRITE: u8 = 1;
 const KIND_TRUNCATE: u8 = 2;
 const KIND_PAD: u8 = 3;
+const KIND_META: u8 = 4;
 
 /// One header slot's contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +112,8 @@ impl Header {
             return None;
         }
         let crc = u32::from_le_bytes(b[64..68].try_into().ok()?);
-        if crc32fast::hash(&b[..64]) != crc || u32::from_le_bytes(b[8..12].try_into().ok()?) != VERSION {
+        let version = u32::from_le_bytes(b[8..12].try_into().ok()?);
+        if crc32fast::hash(&b[..64]) != crc || !VERSIONS_READ.contains(&version) {
             return None;
         }
         let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
@@ -154,7 +166,7 @@ fn encode_record(out: &mut Vec<u8>, lsn: u64, handle: &[u8], op: &RecordRef<'_>)
     let start = out.len();
     let (kind, offset, data): (u8, u64, &[u8]) = match *op {
         RecordRef::Write { offset, data } => (KIND_WRITE, offset, data),
-        RecordRef::Truncate { size } => (KIND_TRUNCATE, size, &[]),
+        RecordRef::Meta { payload } => (KIND_META, 0, payload),
     };
     let total = RECORD_HEAD + handle.len() + data.len() + 4;
     out.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
@@ -189,14 +201,13 @@ fn encode_pad(out: &mut Vec<u8>, lsn: u64, len: u64) {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum RecordRef<'a> {
     Write { offset: u64, data: &'a [u8] },
-    Truncate { size: u64 },
+    Meta { payload: &'a [u8] },
 }
 
 impl RecordRef<'_> {
     fn len(&self, handle: &[u8]) -> u64 {
         let data = match self {
-            RecordRef::Write { data, .. } => data.len(),
-            RecordRef::Truncate { .. } => 0,
+            RecordRef::Write { data, .. } | RecordRef::Meta { payload: data } => data.len(),
         };
         (RECORD_HEAD + handle.len() + data + 4) as u64
     }
@@ -247,7 +258,7 @@ pub(crate) fn read_record(
         }
         return Ok(Some((lsn + total, None)));
     }
-    if hlen > HANDLE_MAX || (kind != KIND_WRITE && kind != KIND_TRUNCATE) {
+    if hlen > HANDLE_MAX || !matches!(kind, KIND_WRITE | KIND_TRUNCATE | KIND_META) {
         return Ok(None);
     }
     let body_len = total as usize - RECORD_HEAD;
@@ -267,6 +278,7 @@ pub(crate) fn read_record(
     let offset = u64_at(20);
     let op = match kind {
         KIND_WRITE => Op::Write { offset, data: payload[hlen..].to_vec() },
+        KIND_META => Op::Meta { payload: payload[hlen..].to_vec() },
         _ if payload.len() == hlen => Op::Truncate { size: offset },
         _ => return Ok(None),
     };
