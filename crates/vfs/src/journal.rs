@@ -404,6 +404,9 @@ impl Journaled {
     /// Append a change of names or attributes; the LSN to wait for.
     fn append_meta(&self, m: &Meta) -> FsResult<u64> {
         let payload = m.encode();
+        // Handles and names come from the backend and the server's checks,
+        // within what a record holds: replay reads back what is logged.
+        debug_assert_eq!(Meta::decode(&payload).as_ref(), Some(m));
         self.core.log.append(&[], RecordRef::Meta { payload: &payload }).map_err(|e| {
             tracing::error!("{e}");
             FsError::Io
@@ -548,7 +551,12 @@ fn replay_into(
         }
         probe += 4096;
     }
-    let mut r = Replayer { inner, root: Credentials::root(), remade: HashMap::new() };
+    // The scratch directory's name: the same for a replay interrupted and run
+    // again (the header is rewritten only once replay is done), and one no
+    // client can name, being derived from the export's secret handle key.
+    let owner: String = h.owner[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let scratch = format!(".eagernfs-replay-{owner}-{}", h.seq).into_bytes();
+    let mut r = Replayer { inner, root: Credentials::root(), remade: HashMap::new(), scratch };
     r.reconcile(&changes, out);
     // Pass 2: data and attributes, in log order.
     let mut lsn = h.checkpoint;
@@ -581,12 +589,6 @@ fn replay_into(
     }
     Ok(end)
 }
-
-/// The directory replay works in, in the export's root: objects taken off a
-/// name wait there until they get their final one (or are removed), objects
-/// made again are made there first. Its entries are named by handle, so a
-/// replay interrupted by another crash finds them; it is gone when replay ends.
-const SCRATCH: &[u8] = b".eagernfs-journal-replay";
 
 /// Most directory levels replay walks (finding a directory's depth, emptying
 /// the scratch directory).
@@ -621,18 +623,28 @@ struct Replayer<'a> {
     root: Credentials,
     /// Old handle → the object made again in its place.
     remade: HashMap<Vec<u8>, FileHandle>,
+    /// The name of the directory replay works in, in the export's root:
+    /// objects taken off a name wait there until they get their final one
+    /// (or are removed), objects made again are made there first. Its entries
+    /// are named by handle, so a replay interrupted by another crash finds
+    /// them; it is gone when replay ends.
+    scratch: Vec<u8>,
 }
+
+/// A name: its directory's handle and the name in it.
+type Name = (Vec<u8>, Vec<u8>);
 
 /// Where the log leaves the names it touched.
 #[derive(Default)]
 struct Plan {
-    /// Touched names in the order first touched, and what each must name.
-    names: Vec<(Vec<u8>, Vec<u8>)>,
-    last: HashMap<(Vec<u8>, Vec<u8>), Option<Vec<u8>>>,
+    /// Touched names in the order first touched.
+    names: Vec<Name>,
+    /// What each touched name must name (by handle), or nothing.
+    last: HashMap<Name, Option<Vec<u8>>>,
     /// Objects the log created: how to make them again.
     created: HashMap<Vec<u8>, (What, SetAttr)>,
     /// Object → a touched name it ends with (a directory's only one).
-    named: HashMap<Vec<u8>, (Vec<u8>, Vec<u8>)>,
+    named: HashMap<Vec<u8>, Name>,
 }
 
 impl Plan {
@@ -669,12 +681,12 @@ impl Plan {
     }
 
     /// The final name of directory `dir` (a directory has one).
-    fn name_of(&self, dir: &[u8]) -> Option<&(Vec<u8>, Vec<u8>)> {
+    fn name_of(&self, dir: &[u8]) -> Option<&Name> {
         self.named.get(dir)
     }
 
     /// How deep a name lies below the directories that stay where they are.
-    fn depth(&self, key: &(Vec<u8>, Vec<u8>)) -> usize {
+    fn depth(&self, key: &Name) -> usize {
         let mut depth = 0;
         let mut dir = &key.0;
         while let Some(k) = self.name_of(dir) {
@@ -745,23 +757,26 @@ impl Replayer<'_> {
         let plan = Plan::of(changes);
         let (inner, root) = (self.inner, self.root.clone());
         let top = inner.root();
-        let scratch =
-            match inner.mkdir(&root, &top, SCRATCH, &SetAttr { mode: Some(0o700), ..SetAttr::default() }) {
-                Ok(c) => c.handle,
-                Err(FsError::Exist) => match self.at(&top, SCRATCH) {
-                    Some(h) => h,
-                    None => {
-                        tracing::error!("journal replay: cannot use {}", String::from_utf8_lossy(SCRATCH));
-                        out.failed += 1;
-                        return;
-                    }
-                },
-                Err(e) => {
-                    tracing::error!("journal replay: cannot make {}: {e}", String::from_utf8_lossy(SCRATCH));
+        let scratch_name = self.scratch.clone();
+        let shown = String::from_utf8_lossy(&scratch_name).into_owned();
+        let private = SetAttr { mode: Some(0o700), ..SetAttr::default() };
+        let scratch = match inner.mkdir(&root, &top, &scratch_name, &private) {
+            Ok(c) => c.handle,
+            // Left by a replay a crash interrupted.
+            Err(FsError::Exist) => match self.at(&top, &scratch_name) {
+                Some(h) => h,
+                None => {
+                    tracing::error!("journal replay: cannot use {shown}");
                     out.failed += 1;
                     return;
                 }
-            };
+            },
+            Err(e) => {
+                tracing::error!("journal replay: cannot make {shown}: {e}");
+                out.failed += 1;
+                return;
+            }
+        };
         // Objects an interrupted replay made again and left in the scratch directory.
         for obj in plan.created.keys() {
             if self.attr(obj).is_none() {
@@ -796,8 +811,7 @@ impl Replayer<'_> {
             }
         }
         // 2. Give every touched name its object, directories before what they hold.
-        let mut order: Vec<&(Vec<u8>, Vec<u8>)> =
-            plan.names.iter().filter(|k| plan.last[*k].is_some()).collect();
+        let mut order: Vec<&Name> = plan.names.iter().filter(|k| plan.last[*k].is_some()).collect();
         order.sort_by_key(|k| plan.depth(k));
         for key in order {
             let obj = plan.last[key].as_ref().expect("filtered");
@@ -838,12 +852,12 @@ impl Replayer<'_> {
         }
         // 3. What is left was removed.
         if let Err(e) = self.empty(&scratch, 0) {
-            tracing::error!("journal replay: cannot empty {}: {e}", String::from_utf8_lossy(SCRATCH));
+            tracing::error!("journal replay: cannot empty {shown}: {e}");
             out.failed += 1;
             return;
         }
-        if let Err(e) = inner.rmdir(&root, &top, SCRATCH) {
-            tracing::error!("journal replay: cannot remove {}: {e}", String::from_utf8_lossy(SCRATCH));
+        if let Err(e) = inner.rmdir(&root, &top, &scratch_name) {
+            tracing::error!("journal replay: cannot remove {shown}: {e}");
             out.failed += 1;
         }
     }
