@@ -166,9 +166,10 @@ pub(crate) struct ServeArgs {
     control: Option<PathBuf>,
 
     /// Intent journal (a file or block device, ideally on faster storage than
-    /// DIR): every WRITE is answered FILE_SYNC once it is in the journal, many
-    /// calls sharing one sync; data reaches DIR's files in the background and
-    /// the journal is replayed before serving after any crash. Created if missing.
+    /// DIR): every WRITE (answered FILE_SYNC) and every change of names or
+    /// attributes is answered once it is in the journal, many calls sharing one
+    /// sync; DIR's file system catches up in the background and the journal is
+    /// replayed before serving after any crash. Created if missing.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["memory", "exports"])]
     journal: Option<PathBuf>,
 
@@ -889,6 +890,9 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
             threads_min: args.threads_min,
             threads_max: args.threads_max,
             writes_block: args.journal.is_some(),
+            // Local `sync` exports sync every change of names or attributes before
+            // answering it (a journal commit, milliseconds on a disk).
+            metadata_blocks: args.journal.is_none() && !args.memory,
             remote_reply_after: seconds("--cluster-reply-after", args.ceph.cluster_reply_after)?,
             slots_per_cpu: match args.ceph.slots_per_cpu {
                 Some(n) if (1..=64).contains(&n) => n,

@@ -28,6 +28,10 @@ pub struct SvcConfig {
     /// Every WRITE may block (an export has an intent journal, which answers
     /// after a group commit): run them all on slow-call threads.
     pub writes_block: bool,
+    /// Every change of names or attributes may block (a local export syncs
+    /// each before answering it, a journal commit's wait): run them on
+    /// slow-call threads rather than hold a slot until the watchdog notices.
+    pub metadata_blocks: bool,
     /// Threads running quick calls at once, per CPU (slots). One suits calls
     /// that only use the CPU; calls that often wait on other machines (a
     /// cluster's round trips on a cache miss) need more, or every such wait
@@ -48,6 +52,7 @@ impl Default for SvcConfig {
             threads_max: 64,
             idle_exit: Duration::from_secs(10),
             writes_block: false,
+            metadata_blocks: false,
             slots_per_cpu: 1,
             remote_reply_after: Duration::from_secs(10),
         }

@@ -668,7 +668,7 @@ impl Svc {
                 return self.arm_input(c);
             }
             let last;
-            if peeked.may_block || self.waits_on_other_machines(&peeked) {
+            if self.may_block(&peeked) {
                 // A slow thread runs it and replies; this one reads on.
                 // Queued before anyone else can read the connection, so one
                 // connection's slow calls queue in arrival order, which the
@@ -705,6 +705,11 @@ impl Svc {
                 return;
             }
         }
+    }
+
+    /// Whether the call `p` describes should run on a slow-call thread.
+    fn may_block(&self, p: &peek::Peeked) -> bool {
+        p.may_block || (self.cfg.metadata_blocks && p.changes_metadata) || self.waits_on_other_machines(p)
     }
 
     /// Whether a call changing metadata, or a lock call, goes to an export
@@ -830,7 +835,7 @@ impl Svc {
             self.state.stats.count_udp_call();
             let record = bytes::Bytes::copy_from_slice(&buf[..len]);
             let peeked = peek::peek(&record, self.cfg.writes_block);
-            let may_block = peeked.may_block || self.waits_on_other_machines(&peeked);
+            let may_block = self.may_block(&peeked);
             self.inflight_total.fetch_add(1, Ordering::AcqRel);
             if may_block {
                 let remote = self.is_remote_call(&peeked);
