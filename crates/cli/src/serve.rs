@@ -733,9 +733,9 @@ fn build_exports(
                     root: export.path.clone(),
                     handle_key: key,
                     unsafe_async,
-                    // Behind the journal, changes are durable once logged; the
-                    // files catch up in the background.
-                    sync_metadata: args.journal.is_none(),
+                    // Behind the journal, changes and data are durable once logged;
+                    // the files catch up in the background.
+                    journaled: args.journal.is_some(),
                 })
                 .with_context(|| format!("cannot export {}", export.path.display()))?;
                 if !unsafe_async && args.journal.is_none() {

@@ -292,7 +292,7 @@ fn local_server(dir: &Path, key: [u8; 16], listen: SocketAddr) -> TestServer {
         root: dir.to_path_buf(),
         handle_key: key,
         unsafe_async: false,
-        sync_metadata: true,
+        journaled: false,
     })
     .expect("local backend");
     TestServer::start_custom(

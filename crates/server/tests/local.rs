@@ -27,7 +27,7 @@ fn local_spec(root: &Path, key: [u8; 16], options: &str) -> ExportSpec {
         root: root.to_path_buf(),
         handle_key: key,
         unsafe_async: false,
-        sync_metadata: true,
+        journaled: false,
     })
     .expect("the local backend needs root and a file system with file handles");
     spec(1, &["/local"], &format!("/local 127.0.0.0/8({options})"), Arc::new(backend))

@@ -26,7 +26,7 @@ fn local_export(dir: &std::path::Path) -> ExportSpec {
         root: dir.to_path_buf(),
         handle_key: *b"sequences-key-01",
         unsafe_async: false,
-        sync_metadata: true,
+        journaled: false,
     })
     .expect("the local backend needs root and a file system with file handles");
     spec(2, &["/local"], "/local 127.0.0.0/8(rw,insecure,no_root_squash)", Arc::new(backend))

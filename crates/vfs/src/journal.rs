@@ -17,7 +17,7 @@
 //! backend as before (so every later call sees them), recorded (`meta.rs`),
 //! and answered once their record is durable, sharing the log write of the
 //! calls in flight as WRITEs do: NetApp's NVRAM log for metadata. The backend
-//! is told not to sync them itself (`LocalConfig::sync_metadata`). A change
+//! is told not to sync them itself (`LocalConfig::journaled`). A change
 //! and its record reach the backend and the log in the same order for all
 //! changes of one directory, and a truncation and the file's writes for one
 //! file (stripe locks held across both).

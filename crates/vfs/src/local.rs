@@ -49,7 +49,7 @@
 //! on stable storage, as knfsd's `commit_metadata` does on a `sync` export:
 //! the directories and objects it touched are synced, concurrent changes
 //! sharing syncs (`metasync.rs`; on ext4 one journal commit per group).
-//! [`LocalConfig::sync_metadata`] turns that off behind the intent journal,
+//! [`LocalConfig::journaled`] turns that off behind the intent journal,
 //! which logs the changes instead.
 //! [`LocalConfig::unsafe_async`] skips every sync while still answering as if
 //! it had happened: **unsafe**, a crash loses data and changes the client was
@@ -127,15 +127,20 @@ pub struct LocalConfig {
     /// export makes one export's handles useless on another.
     pub handle_key: [u8; 16],
     /// Skip `fsync`/`fdatasync` for stable writes and COMMIT, and the syncs of
-    /// `sync_metadata`, while still reporting them done. **Unsafe**: a crash
+    /// changes of names and attributes, while still reporting them done. **Unsafe**: a crash
     /// loses acknowledged data and changes.
     pub unsafe_async: bool,
-    /// Answer a change of names or attributes (CREATE, MKDIR, SYMLINK, MKNOD,
-    /// LINK, RENAME, REMOVE, RMDIR, SETATTR, SETXATTR, REMOVEXATTR) only once it
-    /// is on stable storage, concurrent calls sharing syncs (see `metasync.rs`):
-    /// what a `sync` export promises. False behind the intent journal, which
-    /// logs those changes instead and syncs the files in the background.
-    pub sync_metadata: bool,
+    /// An intent journal (`crate::journal`) is in front of this backend and
+    /// makes every change and every byte written durable in its log before
+    /// they are answered; the journal's checkpoint (`sync_all`) syncs the
+    /// file system in the background. The backend then syncs neither a change
+    /// of names or attributes (CREATE, MKDIR, SYMLINK, MKNOD, LINK, RENAME,
+    /// REMOVE, RMDIR, SETATTR, SETXATTR, REMOVEXATTR), which without a journal
+    /// is answered only once on stable storage, concurrent calls sharing syncs
+    /// (`metasync.rs`: what a `sync` export promises), nor a cached file's
+    /// unstable data when the cache closes it (a write-back error then shows at
+    /// the checkpoint's `syncfs`, and the log keeps the data until one succeeds).
+    pub journaled: bool,
 }
 
 /// What [`LocalBackend::metadata_syncs`] reports.
@@ -163,7 +168,9 @@ pub struct LocalBackend {
     root_handle: FileHandle,
     codec: HandleCodec,
     unsafe_async: bool,
-    /// Group commit of changes of names and attributes (`LocalConfig::sync_metadata`).
+    /// `LocalConfig::journaled`.
+    journaled: bool,
+    /// Group commit of changes of names and attributes (off when `LocalConfig::journaled`).
     meta: MetaSync,
     verifier: Arc<WriteVerifier>,
     /// See [`LocalBackend::readdir`] for why it is constant.
@@ -366,7 +373,7 @@ impl LocalBackend {
         cookieverf.copy_from_slice(&cv[..8]);
 
         let verifier = Arc::new(WriteVerifier::new());
-        let meta = MetaSync::new(if cfg.unsafe_async || !cfg.sync_metadata {
+        let meta = MetaSync::new(if cfg.unsafe_async || cfg.journaled {
             Strategy::Off
         } else {
             metasync::strategy_for(&root_fd, st.st_dev)
@@ -379,6 +386,7 @@ impl LocalBackend {
             root_handle,
             codec,
             unsafe_async: cfg.unsafe_async,
+            journaled: cfg.journaled,
             meta,
             verifier,
             cookieverf,
@@ -392,7 +400,7 @@ impl LocalBackend {
     }
 
     /// How changes of names and attributes are made durable, and how many
-    /// were, in how many syncs (see `LocalConfig::sync_metadata`).
+    /// were, in how many syncs (see `LocalConfig::journaled`).
     pub fn metadata_syncs(&self) -> MetadataSyncs {
         MetadataSyncs {
             how: match self.meta.strategy() {
@@ -516,7 +524,10 @@ impl LocalBackend {
             }
             Err(e) => return Err(handle_err(e)),
         };
-        let file = Arc::new(IoFile::new(fd, write_errno, !self.unsafe_async, self.verifier.clone()));
+        // Unstable data is synced before its descriptor closes, unless nothing is
+        // promised (`async`) or the journal holds it.
+        let sync_on_close = !self.unsafe_async && !self.journaled;
+        let file = Arc::new(IoFile::new(fd, write_errno, sync_on_close, self.verifier.clone()));
         Ok(self.files.insert(&fh.0, file))
     }
 

@@ -60,7 +60,7 @@ impl Setup {
             root: self.dir().to_path_buf(),
             handle_key: *b"journal-meta-key",
             unsafe_async: false,
-            sync_metadata: false,
+            journaled: true,
         };
         Arc::new(LocalBackend::open(cfg).unwrap())
     }

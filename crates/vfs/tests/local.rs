@@ -18,7 +18,7 @@ use tempfile::TempDir;
 const KEY: [u8; 16] = *b"0123456789abcdef";
 
 fn config(root: &Path, key: [u8; 16]) -> LocalConfig {
-    LocalConfig { root: root.to_path_buf(), handle_key: key, unsafe_async: false, sync_metadata: true }
+    LocalConfig { root: root.to_path_buf(), handle_key: key, unsafe_async: false, journaled: false }
 }
 
 fn setup() -> (TempDir, LocalBackend) {
@@ -581,7 +581,7 @@ fn every_change_of_names_or_attributes_is_synced_before_it_returns() {
     a.rename(&cred, &a.root(), b"f", &a.root(), b"g").unwrap();
     assert_eq!(a.metadata_syncs().changes, 0, "an `async` export syncs nothing");
     let dir = tempfile::Builder::new().prefix("eagernfs-local-").tempdir_in("/tmp").unwrap();
-    let j = LocalBackend::open(LocalConfig { sync_metadata: false, ..config(dir.path(), KEY) }).unwrap();
+    let j = LocalBackend::open(LocalConfig { journaled: true, ..config(dir.path(), KEY) }).unwrap();
     create(&j, &cred, &j.root(), "f", 0o644);
     assert_eq!(j.metadata_syncs().changes, 0, "behind a journal, the journal makes changes durable");
 }

@@ -32,7 +32,7 @@ fn fresh() -> Fresh {
         root: dir.path().into(),
         handle_key: [5; 16],
         unsafe_async: false,
-        sync_metadata: true,
+        journaled: false,
     })
     .unwrap();
     Fresh { backend, _dir: dir }

@@ -20,7 +20,7 @@ fn backend() -> &'static (TempDir, LocalBackend) {
             root: dir.path().into(),
             handle_key: [3; 16],
             unsafe_async: true,
-            sync_metadata: false,
+            journaled: false,
         })
         .unwrap();
         (dir, b)

@@ -57,7 +57,7 @@ fn open(root: &Path) -> LocalBackend {
         root: root.to_path_buf(),
         handle_key: [9; 16],
         unsafe_async: true,
-        sync_metadata: false,
+        journaled: false,
     })
     .unwrap()
 }
