@@ -57,8 +57,10 @@
 //!
 //! # Defaults
 //! CREATE without a mode makes files `0o644`, MKDIR directories `0o755`,
-//! MKNOD nodes `0o644`. The process umask is undone: the requested rwx
-//! bits are applied exactly (the client has already applied its own umask),
+//! MKNOD nodes `0o644`. The process umask does not apply: objects are
+//! created with the umask at 0 on a thread that has its own (see
+//! `sys::mkdirat`), so the requested rwx bits are there from the first
+//! moment (the client has already applied its own umask),
 //! while setgid inheritance from a setgid directory works as on Linux.
 //! Symlink modes are ignored (Linux has none). SETATTR of a time to "now"
 //! needs only write permission, as with knfsd; a client-given time needs
@@ -655,6 +657,12 @@ impl LocalBackend {
     /// Finish a create: give back the permission bits the process umask
     /// took from `requested`, apply `set` (whose mode must be `None` for a
     /// new object), and describe the result.
+    ///
+    /// The create itself runs with the umask at 0 (`sys::mkdirat`,
+    /// `sys::mknodat`), so normally nothing is missing and no chmod runs: a
+    /// chmod after the create would leave a window in which a power cut
+    /// keeps the object with the wrong mode. It remains for threads that
+    /// cannot have their own umask (unshare refused by a seccomp filter).
     ///
     /// The umask only ever clears rwx bits, so only those are restored; the
     /// special bits stay as the kernel made them (setgid inherited from a

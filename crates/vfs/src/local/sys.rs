@@ -6,6 +6,7 @@
 //! where Linux has no descriptor-based call that works without
 //! `CAP_DAC_READ_SEARCH` (see [`linkat_fd`] and [`chmod_fd`]).
 
+use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -171,14 +172,73 @@ pub(super) fn open_by_handle_at(
     })
 }
 
-pub(super) fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
-    // SAFETY: `name` is NUL-terminated and only read.
-    cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) }).map(drop)
+thread_local! {
+    /// Whether this thread has its own umask (`unshare(CLONE_FS)` done):
+    /// `None` until the first create on the thread tries.
+    static OWN_UMASK: Cell<Option<bool>> = const { Cell::new(None) };
 }
 
+/// Set once a thread could not get its own umask, so the warning is logged once.
+static NO_OWN_UMASK_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Run `create` (one mkdirat/mknodat) with the umask at 0, so the object is
+/// born with exactly the mode asked for: restoring the bits afterwards with a
+/// chmod leaves a moment in which the object is on disk with a mode that is
+/// neither before nor after the call, which a power cut (another call's sync
+/// committing the file system's journal in between) can make permanent.
+///
+/// The umask belongs to the thread's file-system attributes (umask, cwd,
+/// root), which threads share unless a thread unshares them. So the first
+/// create on a thread gives that thread its own copy (`unshare(CLONE_FS)`),
+/// and the umask is cleared only around the call: the rest of the process,
+/// and this thread's other files, keep the process umask. The backend only
+/// uses descriptors and `/proc/self/fd` paths, never the cwd or root, so a
+/// thread that stops following a later `chdir` of the process loses nothing.
+/// Where unsharing is refused (a seccomp filter), the create runs under the
+/// process umask and the caller's chmod restores the bits, as before.
+fn without_umask<T>(create: impl FnOnce() -> T) -> T {
+    let own = OWN_UMASK.with(|c| {
+        *c.get().get_or_insert_with(|| {
+            // SAFETY: unshare takes flags and touches no memory; CLONE_FS
+            // changes only the calling thread's file-system attributes.
+            let ok = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
+            if !ok && !NO_OWN_UMASK_WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "unshare(CLONE_FS) failed ({}): objects are created under the process umask, \
+                     then given their mode, which a power cut between the two can undo; \
+                     allow unshare in the seccomp profile to avoid it",
+                    last_err()
+                );
+            }
+            ok
+        })
+    });
+    if !own {
+        return create();
+    }
+    // SAFETY: umask cannot fail and touches no memory; this thread's umask is
+    // its own (above), and is put back before returning.
+    let old = unsafe { libc::umask(0) };
+    let r = create();
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    r
+}
+
+/// `mkdirat` with exactly `mode` (no umask; see [`without_umask`]).
+pub(super) fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    without_umask(|| {
+        // SAFETY: `name` is NUL-terminated and only read.
+        cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) }).map(drop)
+    })
+}
+
+/// `mknodat` with exactly `mode` (no umask; see [`without_umask`]).
 pub(super) fn mknodat(dir: BorrowedFd<'_>, name: &CStr, mode: u32, dev: libc::dev_t) -> io::Result<()> {
-    // SAFETY: `name` is NUL-terminated and only read.
-    cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t, dev) }).map(drop)
+    without_umask(|| {
+        // SAFETY: `name` is NUL-terminated and only read.
+        cvt(unsafe { libc::mknodat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t, dev) }).map(drop)
+    })
 }
 
 pub(super) fn symlinkat(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
