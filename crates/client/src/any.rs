@@ -164,6 +164,16 @@ impl AnyClient {
         }
     }
 
+    /// Over NFSv4: ask for delegations and keep at most `max` of them, for
+    /// a caching layer that uses them ([`NfsOps::delegated`]); `on` false
+    /// returns every delegation a server grants. Nothing over NFSv3.
+    pub fn set_delegations(&self, on: bool, max: u32) {
+        if let AnyClient::V4(c) = self {
+            c.set_want_delegations(on);
+            c.set_delegations_max(max);
+        }
+    }
+
     pub fn set_read_only(&self, ro: bool) {
         match self {
             AnyClient::V3(c) => c.set_read_only(ro),
@@ -370,6 +380,13 @@ impl NfsOps for AnyClient {
 
     async fn close_file(&self, cred: &Cred, fh: &NfsFh3, access: OpenAccess) -> NfsResult<()> {
         both!(self, c => c.close_file(cred, fh, access))
+    }
+
+    fn delegated(&self, fh: &NfsFh3) -> bool {
+        match self {
+            AnyClient::V3(_) => false,
+            AnyClient::V4(c) => c.delegated(fh),
+        }
     }
 
     async fn create_open(

@@ -460,6 +460,17 @@ pub trait NfsOps: Send + Sync + 'static {
         }
     }
 
+    /// Whether the server has promised that no other client changes `fh`
+    /// until it says otherwise (an NFSv4 delegation, held and not
+    /// recalled): its cached attributes and data need no revalidation, and
+    /// an open for reading needs no call (its reads use the delegation).
+    /// Asked often: must answer at once. Default: never (NFSv3 has no such
+    /// promise).
+    fn delegated(&self, fh: &NfsFh3) -> bool {
+        let _ = fh;
+        false
+    }
+
     /// Remove `name` from `dir`, which the caller knows is a directory
     /// (`is_dir`) or is not, so the server need not check. Default: RMDIR
     /// or REMOVE.

@@ -7,7 +7,8 @@
 //! `resvport`, `ac`/`noac`, `acregmin`…`actimeo`, `cto`/`nocto`,
 //! `lookupcache`, `ro`/`rw`, `vers`/`nfsvers`/`minorversion`), libnfs where it has it (`nfsport`,
 //! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
-//! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `pmapport`, `srcaddr`).
+//! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `deleg`/`nodeleg`, `deleg_max`,
+//! `pmapport`, `srcaddr`).
 //!
 //! # Layout
 //! - [`MountOptions`]: the typed result, with nfs(5) defaults.
@@ -37,6 +38,12 @@ pub const TIMEO_UDP_DEFAULT: Duration = Duration::from_millis(1100);
 /// Largest rsize/wsize over UDP: a reply must fit one datagram (Linux's
 /// limit too).
 pub const UDP_TRANSFER_SIZE_MAX: u32 = 32 * 1024;
+/// Delegations a client holds at most unless `deleg_max=` says otherwise:
+/// enough for a source tree (/usr/include has about 8,000 files), a few
+/// hundred bytes each on either side.
+pub const DELEGATIONS_MAX_DEFAULT: u32 = 16384;
+/// The largest `deleg_max=` accepted.
+pub const DELEGATIONS_MAX_LIMIT: u32 = 1 << 20;
 /// nfs(5): "the maximum timeout is 600 seconds" for retransmissions.
 pub const TIMEO_MAX: Duration = Duration::from_secs(600);
 /// Attribute cache timeouts above this are refused: nfs(5) has no limit,
@@ -246,6 +253,14 @@ pub struct MountOptions {
     /// `eager` (ours): eager write-back (one in-order flusher per file that
     /// starts at once) instead of write-behind on close/fsync/pressure.
     pub eager: bool,
+    /// `deleg` (default) / `nodeleg` / `deleg=on|off` (ours): over NFSv4,
+    /// ask for delegations and use them as the cache (a file this client
+    /// holds a delegation of is opened, stat'ed and read with no round
+    /// trip until the server recalls it). No effect over NFSv3.
+    pub delegations: bool,
+    /// `deleg_max=N` (ours): delegations held at most; past it the least
+    /// recently used are returned. Default [`DELEGATIONS_MAX_DEFAULT`].
+    pub delegations_max: u32,
 
     // --- locks (consumed by the FUSE layer) -----------------------------
     /// `local_lock=none|all|flock|posix`; `lock` is `none`, `nolock` is `all`.
@@ -298,6 +313,8 @@ impl Default for MountOptions {
             cache_size_bytes_max: None,
             dirty_bytes_max: None,
             eager: false,
+            delegations: true,
+            delegations_max: DELEGATIONS_MAX_DEFAULT,
             local_lock: LocalLock::None,
             xprtsec: Xprtsec::None,
             tls_ca: None,
@@ -549,6 +566,24 @@ impl MountOptions {
                 flag(value)?;
                 self.eager = false
             }
+            "deleg" => {
+                self.delegations = match value {
+                    None | Some("on") => true,
+                    Some("off") => false,
+                    Some(v) => return Err(bad(name, v, "expected on or off")),
+                }
+            }
+            "nodeleg" => {
+                flag(value)?;
+                self.delegations = false
+            }
+            "deleg_max" => {
+                let v = need(name, value)?;
+                self.delegations_max = match v.parse::<u32>() {
+                    Ok(n) if (1..=DELEGATIONS_MAX_LIMIT).contains(&n) => n,
+                    _ => return Err(bad(name, v, "expected a count from 1 to 1048576")),
+                }
+            }
             _ => return Err(OptionError::Unknown(name.to_string())),
         }
         Ok(())
@@ -684,6 +719,12 @@ impl MountOptions {
         if self.eager {
             v.push("eager".into());
         }
+        if !self.delegations {
+            v.push("nodeleg".into());
+        }
+        if self.delegations_max != d.delegations_max {
+            v.push(format!("deleg_max={}", self.delegations_max));
+        }
         v
     }
 }
@@ -773,6 +814,26 @@ mod tests {
         assert_eq!(o.acregmin, Duration::from_secs(3));
         assert_eq!(o.acdirmin, Duration::from_secs(30));
         assert_eq!(o.to_string(), "");
+    }
+
+    #[test]
+    fn delegations_are_on_unless_turned_off_and_their_count_is_bounded() {
+        let d = MountOptions::default();
+        assert!(d.delegations);
+        assert_eq!(d.delegations_max, DELEGATIONS_MAX_DEFAULT);
+        for off in ["nodeleg", "deleg=off"] {
+            let o = MountOptions::parse(off).unwrap();
+            assert!(!o.delegations, "{off}");
+            assert_eq!(o.to_string(), "nodeleg");
+        }
+        assert!(MountOptions::parse("nodeleg,deleg").unwrap().delegations);
+        assert!(MountOptions::parse("deleg=on").unwrap().delegations);
+        assert!(MountOptions::parse("deleg=maybe").is_err());
+        let o = MountOptions::parse("deleg_max=100").unwrap();
+        assert_eq!(o.delegations_max, 100);
+        assert_eq!(MountOptions::parse(&o.to_string()).unwrap().delegations_max, 100);
+        assert!(MountOptions::parse("deleg_max=0").is_err());
+        assert!(MountOptions::parse("deleg_max=2000000").is_err());
     }
 
     #[test]
@@ -910,6 +971,8 @@ mod tests {
             proptest::option::of("/[a-z0-9_/.-]{1,20}"),
             proptest::option::of("/[a-z0-9_/.-]{1,20}"),
             proptest::option::of("[a-z0-9.-]{1,20}"),
+            any::<bool>(),
+            1u32..=DELEGATIONS_MAX_LIMIT,
         );
         (ports, transport, cache, security).prop_map(|(p, t, c, x)| MountOptions {
             nfsport: p.0,
@@ -952,6 +1015,8 @@ mod tests {
             tls_cert: x.3.map(PathBuf::from),
             tls_key: x.4.map(PathBuf::from),
             tls_name: x.5,
+            delegations: x.6,
+            delegations_max: x.7,
         })
     }
 

@@ -898,3 +898,85 @@ async fn a_soft_timeout_leaves_its_slot_uncertain_and_the_next_request_is_resequ
     assert_eq!(c.session_stats().resequenced.load(Ordering::Relaxed), 1);
     assert_eq!(c.session_stats().sessions.load(Ordering::Relaxed), 1, "the session was kept");
 }
+
+/// Issue 36, delegations as the cache: over a client that keeps delegations, a file read once
+/// is opened, stat'ed and read again with no COMPOUND at all while its read delegation is held;
+/// a change through NFSv3 recalls the delegation (the NFSv3 WRITE waits, JUKEBOX, until it is
+/// returned) and the next open revalidates and sees the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_delegation_makes_opens_free_until_a_change_elsewhere_recalls_it() {
+    let s = mem_server();
+    let c = connect(s.addr, "").await;
+    c.set_want_delegations(true);
+    let cr = root();
+    let f = handle(c.create(&cr, &c.root(), b"f", Createhow3::Guarded(mode(0o644))).await.unwrap().obj);
+    c.write(&cr, &f, 0, Bytes::from_static(b"version one"), StableHow::FileSync).await.unwrap();
+    let fs = within(CachedFs::new(c.clone(), &MountOptions::default())).await.unwrap();
+    let ino = within(fs.lookup(ROOT_INO, b"f", &cr)).await.unwrap().ino;
+    let read_all = |fs: CachedFs<Nfs4Client>| async move {
+        let o = fs.open_checked(ino, libc::O_RDONLY, libc::R_OK, &root()).await.unwrap();
+        let data = fs.read(o.fh, 0, 4096).await.unwrap();
+        let size = fs.getattr(ino, &root()).await.unwrap().attr.size;
+        fs.release(o.fh).await.unwrap();
+        (data, size)
+    };
+    // The first open: OPEN (a read delegation with it), GETATTR, READ and CLOSE in one COMPOUND.
+    assert_eq!(within(read_all(fs.clone())).await, (Bytes::from_static(b"version one"), 11));
+    assert!(c.delegated(&f), "the OPEN brought a read delegation, kept after its CLOSE");
+    let compounds = || c.session_stats().compounds.load(Ordering::Relaxed);
+    let before = compounds();
+    for _ in 0..3 {
+        assert_eq!(within(read_all(fs.clone())).await.0, Bytes::from_static(b"version one"));
+        assert!(fs.try_open_checked(ino, libc::O_RDONLY, libc::R_OK, &cr).is_some_and(|o| {
+            let fh = o.unwrap().fh;
+            fs.try_release(fh).is_some()
+        }));
+    }
+    assert_eq!(compounds() - before, 0, "opens, reads and stats under the delegation ask nothing");
+    assert!(fs.stats().delegated_opens >= 6);
+
+    // NFSv3 changes the file: the server recalls the delegation first.
+    let v3 = within(AnyClient::connect(&url(s.addr, "/export", "vers=3"))).await.unwrap();
+    v3.set_retry_jukebox(true);
+    within(v3.write(&cr, &f, 0, Bytes::from_static(b"version two!"), StableHow::FileSync)).await.unwrap();
+    assert_eq!(c.callback_stats().recalls.load(Ordering::Relaxed), 1);
+    assert!(!c.delegated(&f), "a recalled delegation promises nothing");
+    assert!(fs.try_open_checked(ino, libc::O_RDONLY, libc::R_OK, &cr).is_none(), "the next open asks");
+    // The change shows at the next open (close-to-open again), whatever the file's
+    // cached attributes' period says.
+    assert_eq!(within(read_all(fs.clone())).await, (Bytes::from_static(b"version two!"), 12));
+}
+
+/// A client keeps at most `deleg_max` delegations: past it the least recently used go back
+/// (DELEGRETURN), so neither the client's table nor the server's grows without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delegations_past_the_limit_are_returned_least_recently_used_first() {
+    let s = mem_server();
+    let c = connect(s.addr, "").await;
+    c.set_want_delegations(true);
+    c.set_delegations_max(8);
+    let cr = root();
+    let fs = within(CachedFs::new(c.clone(), &MountOptions::default())).await.unwrap();
+    let mut inos = Vec::new();
+    for i in 0..40 {
+        let name = format!("f{i}");
+        let f = handle(
+            c.create(&cr, &c.root(), name.as_bytes(), Createhow3::Guarded(mode(0o644))).await.unwrap().obj,
+        );
+        c.write(&cr, &f, 0, Bytes::from(name.clone()), StableHow::FileSync).await.unwrap();
+        let ino = within(fs.lookup(ROOT_INO, name.as_bytes(), &cr)).await.unwrap().ino;
+        let o = within(fs.open_checked(ino, libc::O_RDONLY, libc::R_OK, &cr)).await.unwrap();
+        assert_eq!(within(fs.read(o.fh, 0, 100)).await.unwrap(), Bytes::from(name));
+        within(fs.release(o.fh)).await.unwrap();
+        inos.push((ino, f));
+        assert!(c.delegations().len() <= 8, "{} delegations held", c.delegations().len());
+    }
+    // The newest are held; the oldest went back, and the server forgot them.
+    assert!(c.delegated(&inos[39].1));
+    assert!(!c.delegated(&inos[0].1));
+    let deadline = Instant::now() + WAIT;
+    while nfs4_ops(&s, "DELEGRETURN") < 32 {
+        assert!(Instant::now() < deadline, "{} DELEGRETURNs", nfs4_ops(&s, "DELEGRETURN"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

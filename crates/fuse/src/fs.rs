@@ -590,6 +590,22 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             // READ the file, as knfsd does.
             mask = libc::X_OK;
         }
+        // A file held under a delegation opens with no call: answered on
+        // this reader thread (see `CachedFs::try_write` for why that matters).
+        let done = {
+            let _rt = self.rt.enter();
+            self.fs.try_open_checked(ino.0, flags.0, mask, &self.cred(req))
+        };
+        if let Some(r) = done {
+            return match r {
+                Ok(o) => {
+                    let keep = if o.keep_cache { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+                    reply.opened(FileHandle(o.fh), keep)
+                }
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
+        let kernel = self.kernel.clone();
         self.start(req, move |fs, cred| async move {
             // CachedFs remembers ACCESS answers per caller while the file's
             // attributes are trusted, and an ACCESS it sends brings the
@@ -598,9 +614,19 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                 // The kernel keeps its pages of the file only if nothing but
                 // its own writes changed the file since it cached them;
                 // otherwise they go at open, and reads come to our cache,
-                // which open has just revalidated (close-to-open).
+                // which open has just revalidated (close-to-open). Its
+                // cached attributes go too: their period may still run, and
+                // a read stops at the size they say (another client's
+                // longer file would read short).
                 Ok(o) => {
-                    let keep = if o.keep_cache { FopenFlags::FOPEN_KEEP_CACHE } else { FopenFlags::empty() };
+                    let keep = if o.keep_cache {
+                        FopenFlags::FOPEN_KEEP_CACHE
+                    } else {
+                        if let Some(k) = kernel.get() {
+                            let _ = k.inval_inode(ino, -1, 0);
+                        }
+                        FopenFlags::empty()
+                    };
                     reply.opened(FileHandle(o.fh), keep)
                 }
                 Err(e) => reply.error(errno(&e)),

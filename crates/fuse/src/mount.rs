@@ -147,6 +147,10 @@ pub async fn connect(spec: &MountSpec) -> Result<(CachedFs<AnyClient>, AnyClient
     let client = AnyClient::connect_url(&spec.url).await.map_err(server_err)?;
     // As a kernel mount: a server's "busy, try later" (JUKEBOX) is waited out, not an error.
     client.set_retry_jukebox(true);
+    // Over NFSv4 delegations are the cache (`-o nodeleg` turns them off):
+    // a file this mount holds one of is opened and read with no round trip.
+    let opts = &spec.url.options;
+    client.set_delegations(opts.delegations, opts.delegations_max);
     let inside = client.path_inside().to_string();
     // A URL below the export: the mount's root is that directory, served
     // by a client whose root handle is it, over the same connections (a

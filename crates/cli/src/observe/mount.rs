@@ -58,6 +58,9 @@ pub(crate) struct Nfs4Snapshot {
     pub(crate) renewals: u64,
     pub(crate) binds: u64,
     pub(crate) delegreturns: u64,
+    /// Delegations held now (issue 36: the files opened with no round trip).
+    #[serde(default)]
+    pub(crate) delegations: u64,
     /// Back channel: CB_NULL, CB_COMPOUND (replays among them), CB_RECALL,
     /// CB_GETATTR, refused calls.
     pub(crate) callback_nulls: u64,
@@ -112,6 +115,9 @@ pub(crate) struct MountSnapshot {
     pub(crate) dirty_bytes_peak: u64,
     pub(crate) writes_waited: u64,
     pub(crate) resent_bytes: u64,
+    /// Opens answered with no call because a delegation vouched for the file.
+    #[serde(default)]
+    pub(crate) delegated_opens: u64,
 }
 
 /// The mount daemon's view of itself.
@@ -202,6 +208,7 @@ impl MountObserver {
             (c.read_chunk_hits, c.read_chunk_misses, c.readahead_chunks, c.disk_hits);
         (s.dirty_bytes_peak, s.writes_waited, s.resent_bytes) =
             (c.dirty_bytes_peak, c.writes_waited, c.resent_bytes);
+        s.delegated_opens = c.delegated_opens;
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
@@ -231,6 +238,7 @@ fn nfs4_snapshot(v4: &eagernfs_client::Nfs4Client) -> Nfs4Snapshot {
         renewals: st.renewals.load(Relaxed),
         binds: st.binds.load(Relaxed),
         delegreturns: st.delegreturns.load(Relaxed),
+        delegations: v4.delegation_count() as u64,
         callback_nulls: cb.nulls.load(Relaxed),
         callback_compounds: cb.compounds.load(Relaxed),
         callback_replays: cb.replays.load(Relaxed),
@@ -319,6 +327,11 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
                 o,
                 "recovery: {} opens and {} locks reclaimed · {} made again · {} locks lost · {} delegations returned",
                 v4.reclaimed_opens, v4.reclaimed_locks, v4.reopened, v4.lost_locks, v4.delegreturns
+            );
+            let _ = writeln!(
+                o,
+                "delegations: {} held · {} opens answered under one with no call",
+                v4.delegations, s.delegated_opens
             );
             let _ = writeln!(
                 o,

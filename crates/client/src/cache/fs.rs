@@ -106,6 +106,8 @@ pub struct CacheStats {
     /// Chunks a read found in memory, and those it had to fetch (disk or server).
     pub read_chunk_hits: u64,
     pub read_chunk_misses: u64,
+    /// Opens answered with no call because a delegation vouched for the file.
+    pub delegated_opens: u64,
 }
 
 #[derive(Default)]
@@ -125,6 +127,7 @@ pub(crate) struct Counters {
     pub(crate) lookup_misses: AtomicU64,
     pub(crate) read_chunk_hits: AtomicU64,
     pub(crate) read_chunk_misses: AtomicU64,
+    pub(crate) delegated_opens: AtomicU64,
 }
 
 /// An open file.
@@ -544,6 +547,7 @@ impl<C: NfsOps> CachedFs<C> {
             lookup_misses: c.lookup_misses.load(Ordering::Relaxed),
             read_chunk_hits: c.read_chunk_hits.load(Ordering::Relaxed),
             read_chunk_misses: c.read_chunk_misses.load(Ordering::Relaxed),
+            delegated_opens: c.delegated_opens.load(Ordering::Relaxed),
         }
     }
 
@@ -664,7 +668,7 @@ impl<C: NfsOps> CachedFs<C> {
             Some(Dentry::Positive(fh)) => {
                 let child = s.inodes.by_fh(fh)?;
                 drop(st);
-                if !child.state.lock().attr_valid(now) {
+                if !s.trusted(&child, &child.state.lock(), now) {
                     return None;
                 }
                 s.counters.lookup_hits.fetch_add(1, Ordering::Relaxed);
@@ -686,7 +690,7 @@ impl<C: NfsOps> CachedFs<C> {
     pub fn try_getattr(&self, ino: u64) -> Option<Entry> {
         let s = &self.shared;
         let inode = s.inodes.get(ino)?;
-        if !inode.state.lock().attr_valid(Instant::now()) {
+        if !s.trusted(&inode, &inode.state.lock(), Instant::now()) {
             return None;
         }
         s.counters.attr_hits.fetch_add(1, Ordering::Relaxed);
@@ -934,7 +938,8 @@ impl<C: NfsOps> CachedFs<C> {
         if mask & libc::W_OK != 0 && s.read_only.load(Ordering::Relaxed) {
             return Err(FsError::ReadOnly);
         }
-        let cached = inode.state.lock().cached_access(cred, want, Instant::now());
+        let delegated = s.delegated(&inode);
+        let cached = inode.state.lock().cached_access(cred, want, Instant::now(), delegated);
         let (granted, revalidated) = match cached {
             Some(granted) => (granted, false),
             None => {
@@ -981,6 +986,42 @@ impl<C: NfsOps> CachedFs<C> {
         Ok(Opened { fh, keep_cache })
     }
 
+    /// [`CachedFs::open_checked`] when it needs no call: a file held under
+    /// a delegation, opened for reading by a caller whose access is cached.
+    /// `None` (having changed nothing): use [`CachedFs::open_checked`].
+    /// For callers on a thread of their own (see [`CachedFs::try_write`]).
+    pub fn try_open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> Option<FsResult<Opened>> {
+        let s = &self.shared;
+        let inode = s.inodes.get(ino)?;
+        if OpenAccess::of_flags(flags) != OpenAccess::Read
+            || flags & (libc::O_TRUNC | libc::O_DIRECT) != 0
+            || mask & libc::W_OK != 0
+            || !s.delegated(&inode)
+        {
+            return None;
+        }
+        let mask = Some(mask).filter(|m| *m != libc::F_OK);
+        let want_bits = mask.map_or(0, |m| access_bits(&inode, m).0);
+        if !inode.state.lock().vouched(true) {
+            return None;
+        }
+        if mask.is_some() {
+            let granted = inode.state.lock().cached_access(cred, want_bits, Instant::now(), true)?;
+            if granted & want_bits != want_bits {
+                return Some(Err(NfsError::Nfs(Nfsstat3::Acces).into()));
+            }
+        }
+        s.counters.delegated_opens.fetch_add(1, Ordering::Relaxed);
+        let fh = s.open_handle(&inode, cred, flags, &FileOpened::default());
+        let keep_cache = {
+            let mut st = inode.state.lock();
+            let keep = st.kernel_epoch == Some(st.data_epoch);
+            st.kernel_epoch = Some(st.data_epoch);
+            keep
+        };
+        Some(Ok(Opened { fh, keep_cache }))
+    }
+
     /// Open `ino` (after checking `mask`, if given): one `NfsOps::open_file`
     /// asks what is not known (the caller's access, fresh attributes) and
     /// opens it on the server if the protocol has opens.
@@ -1008,15 +1049,20 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let now = Instant::now();
         let access = OpenAccess::of_flags(flags);
-        let (want_bits, check, attrs, read_whole) = {
+        // A delegation vouches for the cached attributes and data: an open
+        // for reading needs neither close-to-open's check nor an open on
+        // the server (its reads use the delegation).
+        let delegated = s.delegated(&inode);
+        let (want_bits, check, attrs, read_whole, delegated) = {
             let st = inode.state.lock();
+            let delegated = st.vouched(delegated);
             let (want_bits, asked) = mask.map_or((0, 0), |m| access_bits(&inode, m));
-            let cached = mask.and_then(|_| st.cached_access(cred, want_bits, now));
+            let cached = mask.and_then(|_| st.cached_access(cred, want_bits, now, delegated));
             if cached.is_some_and(|granted| granted & want_bits != want_bits) {
                 return Err(NfsError::Nfs(Nfsstat3::Acces).into());
             }
             let check = (mask.is_some() && cached.is_none()).then_some(asked);
-            let attrs = s.cfg.cto || !st.attr_valid(now);
+            let attrs = !delegated && (s.cfg.cto || !st.attr_valid(now));
             // A small file opened for reading is read whole with its open (a
             // client that can do that in the same round trip does; the data
             // is then here when the kernel asks for it), when its open checks
@@ -1029,12 +1075,16 @@ impl<C: NfsOps> CachedFs<C> {
                 && st.file.clean()
                 && s.disk.is_none())
             .then_some(s.cfg.rsize.min(READ_AT_OPEN_BYTES_MAX as u32));
-            (want_bits, check, attrs, read_whole)
+            (want_bits, check, attrs, read_whole, delegated)
         };
         if !s.cfg.cto {
             // nocto: the attributes were used from the cache if trusted.
             let counter = if attrs { &s.counters.attr_misses } else { &s.counters.attr_hits };
             counter.fetch_add(1, Ordering::Relaxed);
+        }
+        if delegated && access == OpenAccess::Read && check.is_none() && flags & libc::O_TRUNC == 0 {
+            s.counters.delegated_opens.fetch_add(1, Ordering::Relaxed);
+            return Ok((s.open_handle(&inode, cred, flags, &FileOpened::default()), inode));
         }
         let gen = s.clock.tick();
         let file_gen = inode.state.lock().file.gen;
@@ -1087,7 +1137,13 @@ impl<C: NfsOps> CachedFs<C> {
             return Ok(());
         }
         let want = OpenWant { access: of.access, check: None, attrs: false, read_whole: None };
+        let gen = s.clock.tick();
         let opened = s.client.open_file(&of.cred, &of.inode.fh, want).await?;
+        // Attributes that came anyway are the freshest (and those a
+        // delegation the OPEN brought vouches for from now on).
+        if let Some(a) = opened.attrs {
+            s.fresh_attrs(&of.inode, a, gen, false);
+        }
         if opened.held && !of.hold_server_open(opened.preserve_unlinked) {
             // Another call made it hold one meanwhile: one is enough.
             s.client.close_file(&of.cred, &of.inode.fh, of.access).await?;
@@ -1684,7 +1740,7 @@ impl<C: NfsOps> Shared<C> {
 
     /// Ask the server for attributes if the cached ones have expired.
     pub(crate) async fn revalidate(&self, inode: &Arc<Inode>, cred: &Cred) -> FsResult<()> {
-        if inode.state.lock().attr_valid(Instant::now()) {
+        if self.trusted(inode, &inode.state.lock(), Instant::now()) {
             self.counters.attr_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
@@ -1693,6 +1749,20 @@ impl<C: NfsOps> Shared<C> {
         let a = self.client.getattr(cred, &inode.fh).await?;
         self.fresh_attrs(inode, a, gen, true);
         Ok(())
+    }
+
+    /// Whether the server promised that no other client changes `inode`
+    /// (a delegation of a regular file: see `NfsOps::delegated`).
+    pub(crate) fn delegated(&self, inode: &Inode) -> bool {
+        inode.ftype == Ftype3::Reg && self.client.delegated(&inode.fh)
+    }
+
+    /// Whether `inode`'s cached attributes (`st`) may be used without
+    /// asking: within their period, or held under a delegation, which
+    /// vouches for them (nothing but this client can change the file)
+    /// until it is recalled.
+    pub(crate) fn trusted(&self, inode: &Inode, st: &InodeState, now: Instant) -> bool {
+        st.attr_valid(now) || (!st.attr_timeout.is_zero() && self.delegated(inode))
     }
 
     /// Attributes `a` from a call sent at clock tick `gen` (not one of our

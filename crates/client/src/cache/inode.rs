@@ -522,13 +522,16 @@ impl InodeState {
 
     /// The server's cached answer to `cred` asking for `want` (ACCESS3
     /// bits): `Some(granted & want)` if an answer covering every bit of
-    /// `want` is still trusted.
-    pub(crate) fn cached_access(&self, cred: &Cred, want: u32, now: Instant) -> Option<u32> {
-        if !self.attr_valid(now) {
+    /// `want` is still trusted. `delegated`: the file is held under a
+    /// delegation, so no other client can change its mode or owner, and
+    /// answers are trusted until it is recalled (as Linux's client does).
+    pub(crate) fn cached_access(&self, cred: &Cred, want: u32, now: Instant, delegated: bool) -> Option<u32> {
+        let delegated = self.vouched(delegated);
+        if !delegated && !self.attr_valid(now) {
             return None;
         }
         let e = self.access.iter().find(|e| e.cred == *cred)?;
-        (now < e.until && want & !e.asked == 0).then_some(e.granted & want)
+        ((delegated || now < e.until) && want & !e.asked == 0).then_some(e.granted & want)
     }
 
     /// Remember the server's ACCESS answer for `cred`, trusted as long as
@@ -544,6 +547,15 @@ impl InodeState {
             self.access.remove(0);
         }
         self.access.push(AccessEntry { cred: cred.clone(), asked, granted: granted & asked, until });
+    }
+
+    /// Whether a delegation (`delegated`: one is held) vouches for the
+    /// cached attributes: it does unless they were dropped (a zero period:
+    /// one of our namespace changes moved the link count or ctime, which
+    /// no reply told us; or `noac`, which trusts nothing). The delegation
+    /// only says no one *else* changes the file.
+    pub(crate) fn vouched(&self, delegated: bool) -> bool {
+        delegated && !self.attr_timeout.is_zero()
     }
 
     /// Whether the attributes may be used without asking the server.
@@ -1063,11 +1075,11 @@ mod tests {
         let mut s = InodeState::new(a, now, Duration::from_secs(3), Arc::default(), Arc::default());
         let cred = |uid| Cred { uid, gid: uid, groups: vec![] };
         s.remember_access(&cred(1), 0b11, 0b01);
-        assert_eq!(s.cached_access(&cred(1), 0b01, now), Some(0b01));
-        assert_eq!(s.cached_access(&cred(1), 0b10, now), Some(0), "a refusal is an answer too");
-        assert_eq!(s.cached_access(&cred(1), 0b100, now), None, "never asked about that bit");
-        assert_eq!(s.cached_access(&cred(2), 0b01, now), None, "another caller");
-        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(3)), None, "expired");
+        assert_eq!(s.cached_access(&cred(1), 0b01, now, false), Some(0b01));
+        assert_eq!(s.cached_access(&cred(1), 0b10, now, false), Some(0), "a refusal is an answer too");
+        assert_eq!(s.cached_access(&cred(1), 0b100, now, false), None, "never asked about that bit");
+        assert_eq!(s.cached_access(&cred(2), 0b01, now, false), None, "another caller");
+        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(3), false), None, "expired");
         // The attributes were revalidated unchanged: the answer still
         // expires when the attributes it came with did.
         s.fresh_attrs(
@@ -1077,7 +1089,7 @@ mod tests {
             (Duration::from_secs(3), Duration::from_secs(60)),
             true,
         );
-        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(4)), None);
+        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(4), false), None);
         // A new mode drops every answer.
         s.remember_access(&cred(1), 0b11, 0b11);
         let mut chmodded = a;
@@ -1089,14 +1101,14 @@ mod tests {
             (Duration::from_secs(3), Duration::from_secs(60)),
             false,
         );
-        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(2)), None);
+        assert_eq!(s.cached_access(&cred(1), 0b01, now + Duration::from_secs(2), false), None);
         // Bounded: the oldest caller goes first.
         for uid in 0..(ACCESS_ENTRIES_MAX as u32 + 1) {
             s.remember_access(&cred(uid), 1, 1);
         }
         assert_eq!(s.access.len(), ACCESS_ENTRIES_MAX);
-        assert_eq!(s.cached_access(&cred(0), 1, now + Duration::from_secs(2)), None);
-        assert_eq!(s.cached_access(&cred(1), 1, now + Duration::from_secs(2)), Some(1));
+        assert_eq!(s.cached_access(&cred(0), 1, now + Duration::from_secs(2), false), None);
+        assert_eq!(s.cached_access(&cred(1), 1, now + Duration::from_secs(2), false), Some(1));
         // noac: nothing is kept.
         let mut noac = InodeState::new(a, now, Duration::ZERO, Arc::default(), Arc::default());
         noac.remember_access(&cred(1), 1, 1);

@@ -58,7 +58,7 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let inode = &of.inode;
         let mut st = inode.state.lock();
-        if !st.attr_valid(Instant::now()) {
+        if !s.trusted(inode, &st, Instant::now()) {
             return None;
         }
         let file_size = st.visible_attr().size;

@@ -63,6 +63,11 @@ pub(crate) trait Owner: Send + Sync {
     fn minor(&self) -> u32;
     /// Give delegation `stateid` of `fh` back (DELEGRETURN, from a task).
     fn return_delegation(&self, fh: NfsFh4, stateid: Stateid4);
+    /// The server recalled delegation `stateid`: from now on it promises
+    /// nothing (called before the hooks, so no open trusts it meanwhile).
+    fn recalled(&self, stateid: &Stateid4) {
+        let _ = stateid;
+    }
 }
 
 /// Counters of the back channel.
@@ -289,6 +294,7 @@ impl CallbackService {
                 }
                 CbOp::Std(CbArgOp::Recall(r)) => {
                     self.stats.recalls.fetch_add(1, Ordering::Relaxed);
+                    owner.recalled(&r.stateid);
                     let hooks = self.hooks.read().clone();
                     let taken = hooks.is_some_and(|h| h.recall(&r.fh, &r.stateid, r.truncate));
                     if !taken {

@@ -42,7 +42,7 @@ use eagernfs_xdr::Opaque;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// The NFS port a v4 client uses when the URL names none (RFC 8881: no portmapper).
@@ -82,9 +82,12 @@ struct Inner {
     wsize: u32,
     read_only: AtomicBool,
     ids: Arc<IdMapper>,
-    /// Ask for delegations when opening (off until the caching layer uses
-    /// them: a delegation nobody uses only costs recalls).
-    want_delegations: AtomicBool,
+    /// Ask for delegations when opening (off unless the caching layer uses
+    /// them, as the mount does: a delegation nobody uses only costs
+    /// recalls). Shared with the clients [`Nfs4Client::rooted_at`] makes.
+    want_delegations: Arc<AtomicBool>,
+    /// Delegations held at most (the least recently used go back past it).
+    delegations_max: Arc<AtomicUsize>,
     /// OPEN and CLOSE of one file and owner go one at a time, so the
     /// server's open and the table agree.
     open_locks: Arc<Mutex<HashMap<OpenKey, Arc<tokio::sync::Mutex<()>>>>>,
@@ -382,7 +385,10 @@ impl Nfs4Client {
                 wsize,
                 read_only,
                 ids,
-                want_delegations: AtomicBool::new(false),
+                want_delegations: share.map(|i| i.want_delegations.clone()).unwrap_or_default(),
+                delegations_max: share.map(|i| i.delegations_max.clone()).unwrap_or_else(|| {
+                    Arc::new(AtomicUsize::new(crate::options::DELEGATIONS_MAX_DEFAULT as usize))
+                }),
                 open_locks: share.map(|i| i.open_locks.clone()).unwrap_or_default(),
                 closes: share.map(|i| i.closes.clone()).unwrap_or_default(),
                 closer: share.map(|i| i.closer.clone()).unwrap_or_default(),
@@ -404,7 +410,6 @@ impl Nfs4Client {
             Some(i),
         )
         .await?;
-        c.inner.want_delegations.store(i.want_delegations.load(Ordering::Relaxed), Ordering::Relaxed);
         Ok(c)
     }
 
@@ -510,11 +515,37 @@ impl Nfs4Client {
         self.inner.core.retry_delay.store(on, Ordering::Relaxed);
     }
 
-    /// Ask for delegations with OPEN (issue 36's cache will); recalls then
-    /// go to the hooks of [`Nfs4Client::set_callback_hooks`], or the
-    /// delegation is returned at once.
+    /// Ask for delegations with OPEN and keep them (the mount's cache uses
+    /// them: [`Nfs4Client::delegated`]); recalls go to the hooks of
+    /// [`Nfs4Client::set_callback_hooks`], or the delegation is returned at
+    /// once. Off: every delegation a server grants anyway is returned.
     pub fn set_want_delegations(&self, on: bool) {
         self.inner.want_delegations.store(on, Ordering::Relaxed);
+    }
+
+    /// Hold at most `max` delegations: past it the least recently used are
+    /// returned (DELEGRETURN), so neither side's table grows without bound.
+    pub fn set_delegations_max(&self, max: u32) {
+        self.inner.delegations_max.store(max.max(1) as usize, Ordering::Relaxed);
+    }
+
+    /// Whether this client holds a delegation of `fh` that still promises
+    /// that no other client changes the file: granted, not recalled, and
+    /// the lease known to hold (a client whose lease lapsed may have lost
+    /// its delegations without being told). Counts as a use of it.
+    pub fn delegated(&self, fh: &NfsFh3) -> bool {
+        self.delegation_stateid(fh, false).is_some()
+    }
+
+    /// The stateid of the delegation of `fh` this client may use (see
+    /// [`Nfs4Client::delegated`]); `write`: only a write delegation.
+    fn delegation_stateid(&self, fh: &NfsFh3, write: bool) -> Option<Stateid4> {
+        if !self.inner.want_delegations.load(Ordering::Relaxed) || !self.inner.core.lease_held() {
+            return None;
+        }
+        let mut st = self.inner.core.state.lock();
+        let d = st.delegation_for(&fh.data)?;
+        (!write || d.write).then_some(d.stateid)
     }
 
     /// Who handles recalls and CB_GETATTR (see [`CallbackHooks`]).
@@ -526,6 +557,11 @@ impl Nfs4Client {
     pub fn delegations(&self) -> Vec<(NfsFh4, Stateid4, bool)> {
         let st = self.inner.core.state.lock();
         st.delegations.values().map(|d| (d.fh.clone(), d.stateid, d.write)).collect()
+    }
+
+    /// How many delegations are held now.
+    pub fn delegation_count(&self) -> usize {
+        self.inner.core.state.lock().delegations.len()
     }
 
     /// Give delegation `stateid` of `fh` back (DELEGRETURN).
@@ -613,17 +649,40 @@ impl Nfs4Client {
             OpenDelegation4::Write(w) => (w.stateid, true),
             OpenDelegation4::None | OpenDelegation4::NoneExt(_) => return,
         };
+        use super::callback::Owner;
         if self.inner.want_delegations.load(Ordering::Relaxed) {
-            let mut st = self.inner.core.state.lock();
-            st.delegations.insert(stateid.other, super::state::Delegation { fh: fh4(fh), stateid, write });
+            let max = self.inner.delegations_max.load(Ordering::Relaxed);
+            let evicted = self.inner.core.state.lock().add_delegation(fh4(fh), stateid, write, max);
+            for (fh, stateid) in evicted {
+                self.inner.core.return_delegation(fh, stateid);
+            }
         } else {
-            use super::callback::Owner;
             self.inner.core.return_delegation(fh4(fh), stateid);
         }
     }
 
+    /// The stateid for I/O on `fh`: an open's (see `StateTable::io_stateid`),
+    /// else a delegation's that covers it, else the anonymous one.
     fn io_stateid(&self, fh: &NfsFh3, uid: u32, write: bool) -> Stateid4 {
-        self.inner.core.state.lock().io_stateid(&fh.data, uid, write)
+        let s = self.inner.core.state.lock().io_stateid(&fh.data, uid, write);
+        if s != Stateid4::ANONYMOUS {
+            return s;
+        }
+        match self.delegation_stateid(fh, write) {
+            Some(d) => Stateid4 { seqid: 0, other: d.other },
+            None => s,
+        }
+    }
+
+    /// `stateid` was `fh`'s delegation's and the server refused it: forget
+    /// that delegation. Whether it was one.
+    fn forget_delegation_of(&self, fh: &NfsFh3, stateid: &Stateid4) -> bool {
+        let mut st = self.inner.core.state.lock();
+        let ours = st.delegations.get(&stateid.other).is_some_and(|d| d.fh.data[..] == fh.data[..]);
+        if ours {
+            st.remove_delegation(&stateid.other);
+        }
+        ours
     }
 
     /// One async lock per open key, held while its OPEN or CLOSE runs.
@@ -1645,17 +1704,36 @@ impl NfsOps for Nfs4Client {
     }
 
     async fn read(&self, cred: &Cred, fh: &NfsFh3, offset: u64, count: u32) -> NfsResult<Read3ResOk> {
-        // READ last: a server may send its data straight from the file.
-        let build = || {
-            vec![
-                putfh(fh),
-                ArgOp::Read(Read4Args { stateid: self.io_stateid(fh, cred.uid, false), offset, count }),
-            ]
-        };
-        let mut r = self.run(cred, false, &build).await?;
-        r.ok(OP_PUTFH)?;
-        let rd = r.read()?;
-        Ok(Read3ResOk { file_attributes: None, count: rd.data.len() as u32, eof: rd.eof, data: rd.data })
+        let mut tries = 0;
+        loop {
+            let used = Mutex::new(Stateid4::ANONYMOUS);
+            // READ last: a server may send its data straight from the file.
+            let build = || {
+                let stateid = self.io_stateid(fh, cred.uid, false);
+                *used.lock() = stateid;
+                vec![putfh(fh), ArgOp::Read(Read4Args { stateid, offset, count })]
+            };
+            let mut r = self.run(cred, false, &build).await?;
+            r.ok(OP_PUTFH)?;
+            match r.read() {
+                Ok(rd) => {
+                    let count = rd.data.len() as u32;
+                    return Ok(Read3ResOk { file_attributes: None, count, eof: rd.eof, data: rd.data });
+                }
+                // A delegation returned or revoked while this READ was on its
+                // way: forget it, and read with what is held now.
+                Err(NfsError::Nfs4(
+                    Nfsstat4::BadStateid
+                    | Nfsstat4::DelegRevoked
+                    | Nfsstat4::AdminRevoked
+                    | Nfsstat4::Expired
+                    | Nfsstat4::OldStateid,
+                )) if tries == 0 && self.forget_delegation_of(fh, &used.lock()) => {
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     async fn write(
@@ -1950,6 +2028,10 @@ impl NfsOps for Nfs4Client {
         self.close_soon(cred, &OpenFile { fh: fh.clone(), uid: cred.uid, access }).await
     }
 
+    fn delegated(&self, fh: &NfsFh3) -> bool {
+        Nfs4Client::delegated(self, fh)
+    }
+
     async fn create_open(
         &self,
         cred: &Cred,
@@ -2027,13 +2109,10 @@ impl Nfs4Client {
             if let Some(mask) = want.check {
                 ops.push(ArgOp::Access(Access4Args { access: mask }));
             }
-            ops.push(std_getattr());
             if need_open {
-                let share_access = if transient {
-                    share | OPEN4_SHARE_ACCESS_WANT_NO_DELEG
-                } else {
-                    self.share_access(share)
-                };
+                // A delegation outlives the CLOSE of an open read whole: the
+                // next open of the file asks nothing.
+                let share_access = self.share_access(share);
                 ops.push(ArgOp::Open(Open4Args {
                     seqid: 0,
                     share_access,
@@ -2043,6 +2122,10 @@ impl Nfs4Client {
                     claim: OpenClaim4::Fh,
                 }));
             }
+            // After the OPEN: the attributes a delegation it brings vouches
+            // for from then on (a change between a GETATTR before it and
+            // the OPEN would be missed for as long as the delegation lasts).
+            ops.push(std_getattr());
             if let Some(count) = want.read_whole {
                 let stateid =
                     if need_open { Stateid4::CURRENT } else { self.io_stateid(fh, cred.uid, false) };
@@ -2064,13 +2147,18 @@ impl Nfs4Client {
             let a = r.access()?;
             out.access = Some(a.access & a.supported & mask);
         }
-        out.attrs = Some(self.fattr3(&r.getattr()?)?);
         let mut opened = None;
         if need_open {
             let ok = r.open()?;
             out.preserve_unlinked = ok.rflags & OPEN4_RESULT_PRESERVE_UNLINKED != 0;
             self.got_delegation(fh, &ok.delegation);
             opened = Some(ok.stateid);
+        }
+        // Without them (a GETATTR that failed after the OPEN) the open is
+        // still recorded below, for the caller to close.
+        out.attrs = r.getattr().ok().and_then(|a| self.fattr3(&a).ok());
+        if opened.is_none() && out.attrs.is_none() {
+            return Err(NfsError::BadReply("OPEN's GETATTR brought no attributes".into()));
         }
         let mut closed = false;
         if want.read_whole.is_some() {

@@ -612,6 +612,14 @@ impl Core {
         Ok(Reply::new(res))
     }
 
+    /// Whether the lease is known to hold now: the last SEQUENCE that
+    /// succeeded was sent less than a lease ago. Past that the server may
+    /// have revoked this client's delegations without a word (it expired
+    /// us), so none may be trusted until the lease is renewed.
+    pub(crate) fn lease_held(&self) -> bool {
+        self.current.lock().is_some() && self.renewed.lock().elapsed() < self.lease()
+    }
+
     fn renewed_at(&self, at: Instant) {
         let mut r = self.renewed.lock();
         if at > *r {
@@ -647,6 +655,9 @@ impl Core {
                 "NFSv4 server {} revoked some of this client's state (flags {flags:#x})",
                 self.rpc.server()
             );
+            // Which delegations went is not said: trust none of them (the
+            // caching layer revalidates at the next open, as without one).
+            self.state.lock().clear_delegations();
         }
         if flags & SEQ4_STATUS_RESTART_RECLAIM_NEEDED != 0 {
             if let Some(me) = self.me.upgrade() {
@@ -837,7 +848,7 @@ impl Core {
         let (opens, locks) = {
             let mut st = self.state.lock();
             // Delegations are not reclaimed: the server recalls nothing of ours now.
-            st.delegations.clear();
+            st.clear_delegations();
             let opens: Vec<_> = st.opens.iter().map(|(k, o)| (k.clone(), o.clone())).collect();
             let locks: Vec<_> = st.locks.iter().map(|(k, l)| (k.clone(), l.clone())).collect();
             (opens, locks)
@@ -1027,7 +1038,7 @@ impl Core {
             ]
         };
         let mut r = self.run(&cred, true, &build).await?;
-        self.state.lock().delegations.remove(&stateid.other);
+        self.state.lock().remove_delegation(&stateid.other);
         r.ok(OP_PUTFH)?;
         match r.op(OP_DELEGRETURN) {
             // Already gone (revoked, or returned by an earlier try): nothing to give back.
@@ -1075,7 +1086,13 @@ impl Owner for Core {
         self.cfg.minor
     }
 
+    fn recalled(&self, stateid: &Stateid4) {
+        self.state.lock().recalled(&stateid.other);
+    }
+
     fn return_delegation(&self, fh: NfsFh4, stateid: Stateid4) {
+        // No longer a promise from the moment it is given back.
+        self.state.lock().recalled(&stateid.other);
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
             if let Err(e) = me.delegreturn(fh, stateid).await {

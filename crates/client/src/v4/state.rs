@@ -148,6 +148,11 @@ pub(crate) struct Delegation {
     pub(crate) fh: NfsFh4,
     pub(crate) stateid: Stateid4,
     pub(crate) write: bool,
+    /// The server recalled it: no longer a promise (it is being returned).
+    pub(crate) recalled: bool,
+    /// When it was last used ([`StateTable::delegation_for`]'s tick), for
+    /// returning the least recently used beyond the limit.
+    used: u64,
 }
 
 /// Everything this client holds on the server.
@@ -157,6 +162,10 @@ pub(crate) struct StateTable {
     pub(crate) locks: HashMap<LockKey, Locks>,
     /// By the stateid's `other` field.
     pub(crate) delegations: HashMap<[u8; NFS4_OTHER_SIZE], Delegation>,
+    /// The delegation of each file (its handle), at most one.
+    deleg_by_fh: HashMap<Bytes, [u8; NFS4_OTHER_SIZE]>,
+    /// Counts delegation uses (the LRU order).
+    deleg_tick: u64,
     generation: u64,
 }
 
@@ -186,6 +195,72 @@ impl StateTable {
             Some(o) => Stateid4 { seqid: 0, other: o.stateid.other },
             None => Stateid4::ANONYMOUS,
         }
+    }
+
+    /// Keep delegation `stateid` of `fh` (replacing any other of the file)
+    /// and, past `max` held, give up the least recently used ones: returned
+    /// for the caller to DELEGRETURN (an eighth of `max` at once, so the
+    /// cost of choosing is spread over many grants).
+    pub(crate) fn add_delegation(
+        &mut self,
+        fh: NfsFh4,
+        stateid: Stateid4,
+        write: bool,
+        max: usize,
+    ) -> Vec<(NfsFh4, Stateid4)> {
+        self.deleg_tick += 1;
+        let key = fh.data.0.clone();
+        if let Some(old) = self.deleg_by_fh.insert(key, stateid.other) {
+            if old != stateid.other {
+                self.delegations.remove(&old);
+            }
+        }
+        self.delegations
+            .insert(stateid.other, Delegation { fh, stateid, write, recalled: false, used: self.deleg_tick });
+        if self.delegations.len() <= max.max(1) {
+            return Vec::new();
+        }
+        let mut by_age: Vec<([u8; NFS4_OTHER_SIZE], u64)> =
+            self.delegations.iter().map(|(o, d)| (*o, d.used)).collect();
+        by_age.sort_unstable_by_key(|(_, used)| *used);
+        let excess = self.delegations.len() - max.max(1);
+        let n = excess.max(max / 8).min(by_age.len() - 1);
+        by_age[..n].iter().filter_map(|(o, _)| self.remove_delegation(o)).map(|d| (d.fh, d.stateid)).collect()
+    }
+
+    /// The delegation held on `fh` that is still a promise (not recalled),
+    /// counted as used now.
+    pub(crate) fn delegation_for(&mut self, fh: &[u8]) -> Option<&Delegation> {
+        let o = self.deleg_by_fh.get(fh)?;
+        self.deleg_tick += 1;
+        let d = self.delegations.get_mut(o)?;
+        if d.recalled {
+            return None;
+        }
+        d.used = self.deleg_tick;
+        Some(d)
+    }
+
+    /// The server recalled delegation `other`: it promises nothing from now on.
+    pub(crate) fn recalled(&mut self, other: &[u8; NFS4_OTHER_SIZE]) {
+        if let Some(d) = self.delegations.get_mut(other) {
+            d.recalled = true;
+        }
+    }
+
+    /// Forget delegation `other` (returned, revoked or evicted).
+    pub(crate) fn remove_delegation(&mut self, other: &[u8; NFS4_OTHER_SIZE]) -> Option<Delegation> {
+        let d = self.delegations.remove(other)?;
+        if self.deleg_by_fh.get(&d.fh.data.0) == Some(other) {
+            self.deleg_by_fh.remove(&d.fh.data.0);
+        }
+        Some(d)
+    }
+
+    /// Forget every delegation (the server lost or revoked them).
+    pub(crate) fn clear_delegations(&mut self) {
+        self.delegations.clear();
+        self.deleg_by_fh.clear();
     }
 
     /// Count one more local open of `key`; the access the server's open
@@ -331,6 +406,36 @@ mod tests {
         t.opened(key.clone(), fh(b"f"), Bytes::new(), &Cred::root(), OpenAccess::Read, sid(2, 1));
         assert_eq!(t.opens[&key].stateid.seqid, 3);
         assert!(newer(1, u32::MAX), "wraps");
+    }
+
+    #[test]
+    fn delegations_are_found_by_file_and_the_least_recently_used_go_past_the_limit() {
+        let mut t = StateTable::default();
+        let fhn = |i: u32| NfsFh4 { data: Opaque(Bytes::from(i.to_be_bytes().to_vec())) };
+        let sidn = |i: u32| Stateid4 { seqid: 1, other: [i as u8; 12] };
+        for i in 0..16 {
+            assert!(t.add_delegation(fhn(i), sidn(i), false, 16).is_empty());
+        }
+        // File 0 is used again: the oldest is file 1 now.
+        assert_eq!(t.delegation_for(&0u32.to_be_bytes()).unwrap().stateid, sidn(0));
+        let gone = t.add_delegation(fhn(16), sidn(16), false, 16);
+        assert_eq!(gone.len(), 2, "an eighth of the limit at once: {gone:?}");
+        assert_eq!(gone.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(), vec![fhn(1), fhn(2)]);
+        assert_eq!(t.delegations.len(), 15);
+        assert!(t.delegation_for(&1u32.to_be_bytes()).is_none());
+        assert!(t.delegation_for(&0u32.to_be_bytes()).is_some());
+        // A recalled delegation is no promise, though kept until returned.
+        t.recalled(&sidn(3).other);
+        assert!(t.delegation_for(&3u32.to_be_bytes()).is_none());
+        assert!(t.delegations.contains_key(&sidn(3).other));
+        // A new delegation of the same file replaces the old one.
+        t.add_delegation(fhn(4), sidn(40), false, 16);
+        assert_eq!(t.delegation_for(&4u32.to_be_bytes()).unwrap().stateid, sidn(40));
+        assert!(!t.delegations.contains_key(&sidn(4).other));
+        assert!(t.remove_delegation(&sidn(40).other).is_some());
+        assert!(t.delegation_for(&4u32.to_be_bytes()).is_none());
+        t.clear_delegations();
+        assert!(t.delegation_for(&0u32.to_be_bytes()).is_none());
     }
 
     #[test]
