@@ -262,3 +262,35 @@ fn a_file_made_longer_elsewhere_reads_whole_at_the_next_open() {
         assert_eq!(fs::read(m.path(&name)).unwrap(), b"much longer than before", "-o {opts}");
     }
 }
+
+/// An unmount gives every delegation back before it ends its session and client id: a
+/// client id that still holds some cannot be destroyed (CLIENTID_BUSY), and the server would
+/// keep them, making the next writer wait on a recall no one answers until the lease ran out.
+#[test]
+fn an_unmount_returns_its_delegations_and_keeps_no_writer_waiting() {
+    require_fuse!("an_unmount_returns_its_delegations_and_keeps_no_writer_waiting");
+    const LEASE: Duration = Duration::from_secs(30);
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    for i in 0..50 {
+        fs::write(export.path().join(format!("f{i}")), format!("file {i}")).unwrap();
+    }
+    let lease = LEASE.as_secs().to_string();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--lease-time", &lease]);
+    if eagernfs_only(&server, "an_unmount_returns_its_delegations") {
+        return;
+    }
+    let a = FuseMount::new(&server.url(""), "");
+    for i in 0..50 {
+        assert_eq!(fs::read_to_string(a.path(&format!("f{i}"))).unwrap(), format!("file {i}"));
+    }
+    assert_eq!(delegations(&a).0, 50);
+    drop(a);
+    let b = FuseMount::new(&server.url(""), "");
+    let started = Instant::now();
+    for i in 0..50 {
+        fs::write(b.path(&format!("f{i}")), b"rewritten").unwrap();
+    }
+    let waited = started.elapsed();
+    assert!(waited < LEASE / 3, "50 writes after the holder's unmount took {waited:?}");
+}

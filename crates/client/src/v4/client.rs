@@ -58,6 +58,10 @@ const OPEN_LOCKS_KEPT: usize = 1024;
 const CLOSE_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 /// CLOSEs riding on one COMPOUND at most.
 const CLOSES_PER_COMPOUND: usize = 8;
+/// DELEGRETURNs in one COMPOUND when all are given back (at unmount).
+const DELEGRETURNS_PER_COMPOUND: usize = 32;
+/// Such COMPOUNDs in flight at once.
+const DELEGRETURN_COMPOUNDS_IN_FLIGHT: usize = 8;
 /// CLOSEs kept waiting at most: past this they go at once.
 const CLOSES_WAITING_MAX: usize = 256;
 
@@ -571,9 +575,69 @@ impl Nfs4Client {
 
     /// End the session (and the client id, if no state is held). The
     /// client can still be used: the next call makes a new session.
+    /// Delegations are given back first: a client id that holds some
+    /// cannot be destroyed, and the server would keep them until our lease
+    /// ran out, making any other client that wants one of those files wait
+    /// on a recall no one answers.
     pub async fn unmount(&self) -> NfsResult<()> {
         self.send_closes().await;
+        self.return_all_delegations().await;
         self.inner.core.destroy().await
+    }
+
+    /// Give every delegation back (DELEGRETURN), many per COMPOUND and
+    /// several COMPOUNDs at once. Each stops being a promise at once.
+    pub async fn return_all_delegations(&self) {
+        use futures::stream::{self, StreamExt};
+        let all: Vec<(NfsFh4, Stateid4)> = {
+            let mut st = self.inner.core.state.lock();
+            let all: Vec<_> = st.delegations.values().map(|d| (d.fh.clone(), d.stateid)).collect();
+            for (_, s) in &all {
+                st.recalled(&s.other);
+            }
+            all
+        };
+        if all.is_empty() {
+            return;
+        }
+        let max_ops = match self.inner.core.fore_channel().await {
+            Ok(f) => f.ca_maxoperations.clamp(4, OPS_MAX) as usize,
+            Err(_) => 4,
+        };
+        let per = ((max_ops - 1) / 2).min(DELEGRETURNS_PER_COMPOUND);
+        let cred = self.inner.core.cfg.machine.clone();
+        let batches = all.chunks(per).map(|batch| {
+            let cred = cred.clone();
+            async move {
+                let build = || {
+                    batch
+                        .iter()
+                        .flat_map(|(fh, stateid)| {
+                            [
+                                ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+                                ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: *stateid }),
+                            ]
+                        })
+                        .collect()
+                };
+                // The COMPOUND stops at a refused one (revoked meanwhile): the rest go alone.
+                let mut done = 0;
+                if let Ok(mut r) = self.inner.core.run(&cred, true, &build).await {
+                    while done < batch.len() && r.ok(OP_PUTFH).is_ok() && r.op(OP_DELEGRETURN).is_ok() {
+                        self.inner.core.state.lock().remove_delegation(&batch[done].1.other);
+                        self.inner.core.stats.delegreturns.fetch_add(1, Ordering::Relaxed);
+                        done += 1;
+                    }
+                }
+                for (fh, stateid) in &batch[done..] {
+                    if let Err(e) = self.inner.core.delegreturn(fh.clone(), *stateid).await {
+                        tracing::debug!("DELEGRETURN at unmount: {e}");
+                        self.inner.core.state.lock().remove_delegation(&stateid.other);
+                    }
+                }
+            }
+        });
+        stream::iter(batches).buffer_unordered(DELEGRETURN_COMPOUNDS_IN_FLIGHT).collect::<Vec<()>>().await;
     }
 
     fn writable(&self) -> NfsResult<()> {
