@@ -40,6 +40,7 @@ pub(crate) fn read(ctx: &mut Ctx, a: &Read4Args) -> Result<(bool, Piece), Nfssta
     let o = file(ctx)?;
     let stateid = ctx.stateid(&a.stateid)?;
     super::state::check_io(ctx, &o, &stateid, false)?;
+    super::state::break_delegations(ctx, &o, false)?;
     let cfg = &ctx.call.state.config;
     let count =
         a.count.min(cfg.read_max_bytes).min(ctx.reply_room.saturating_sub(READ_OVERHEAD_BYTES + 4) as u32);
@@ -216,6 +217,7 @@ pub(crate) fn copy(ctx: &mut Ctx, a: &Copy4Args) -> Result<Copy4ResOk, Nfsstat4>
     let dst_state = ctx.stateid(&a.dst_stateid)?;
     super::state::check_io(ctx, &src, &src_state, false)?;
     super::state::check_io(ctx, &dst, &dst_state, true)?;
+    super::state::break_delegations(ctx, &src, false)?;
     super::state::break_delegations(ctx, &dst, true)?;
     let len = if a.count == 0 { COPY_MAX_BYTES } else { a.count.min(COPY_MAX_BYTES) };
     let to_end = a.count == 0;
@@ -249,6 +251,7 @@ pub(crate) fn clone(ctx: &mut Ctx, a: &Clone4Args) -> Result<(), Nfsstat4> {
     let dst_state = ctx.stateid(&a.dst_stateid)?;
     super::state::check_io(ctx, &src, &src_state, false)?;
     super::state::check_io(ctx, &dst, &dst_state, true)?;
+    super::state::break_delegations(ctx, &src, false)?;
     super::state::break_delegations(ctx, &dst, true)?;
     match dst.backend().clone_range(&dst.cred, &src.fh, a.src_offset, &dst.fh, a.dst_offset, a.count) {
         Ok(()) => Ok(()),
