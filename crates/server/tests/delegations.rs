@@ -147,6 +147,7 @@ enum Access {
     V4Remove,
     V4Rename,
     V4Link,
+    V4Lockt,
     V3Read,
     V3Write,
     V3Setattr,
@@ -157,7 +158,7 @@ enum Access {
 }
 
 impl Access {
-    const ALL: [Access; 14] = [
+    const ALL: [Access; 15] = [
         Access::V4Open,
         Access::V4Read,
         Access::V4Write,
@@ -165,6 +166,7 @@ impl Access {
         Access::V4Remove,
         Access::V4Rename,
         Access::V4Link,
+        Access::V4Lockt,
         Access::V3Read,
         Access::V3Write,
         Access::V3Setattr,
@@ -233,6 +235,22 @@ impl Access {
                 ArgOp::Putfh(Putfh4Args { object: root }),
                 ArgOp::Link(Link4Args { newname: name_of(&link_name) }),
             ])),
+            Access::V4Lockt => {
+                let r = v.compound(vec![
+                    put,
+                    ArgOp::Lockt(Lockt4Args {
+                        locktype: NfsLockType4::WriteLt,
+                        offset: 0,
+                        length: 10,
+                        owner: StateOwner4 { clientid: v.clientid, owner: Opaque::from_static(b"tester") },
+                    }),
+                ]);
+                match r.resarray.last() {
+                    Some(ResOp::Lockt(Lockt4Res::Ok)) => true,
+                    Some(ResOp::Lockt(Lockt4Res::Err(Nfsstat4::Delay))) => false,
+                    other => panic!("{self:?}: {other:?}"),
+                }
+            }
             Access::V3Read => v3(c3.read(fh, 0, 8).status()),
             Access::V3Write => v3(c3.write(fh, 0, b"v3", StableHow::FileSync).status()),
             Access::V3Setattr => {

@@ -178,6 +178,8 @@ pub(crate) fn seek(ctx: &mut Ctx, a: &Seek4Args) -> Result<Seek4ResOk, Nfsstat4>
     let o = file(ctx)?;
     let stateid = ctx.stateid(&a.stateid)?;
     super::state::check_io(ctx, &o, &stateid, false)?;
+    // Where data and holes are depends on a write delegation's unwritten data.
+    super::state::break_delegations(ctx, &o, false)?;
     let what = match a.what {
         DataContent4::Data => SeekWhat::Data,
         DataContent4::Hole => SeekWhat::Hole,
@@ -297,6 +299,8 @@ pub(crate) fn getxattr(ctx: &mut Ctx, a: &Getxattr4Args) -> Result<Xattrvalue4, 
 
 pub(crate) fn setxattr(ctx: &mut Ctx, a: &Setxattr4Args) -> Result<ChangeInfo4, Nfsstat4> {
     let o = xattr_obj(ctx, true)?;
+    // It changes the file (its ctime): others' delegations go first.
+    super::state::break_delegations(ctx, &o, true)?;
     let how = match a.option {
         SetxattrOption4::Either => XattrSet::Either,
         SetxattrOption4::Create => XattrSet::Create,
@@ -309,6 +313,7 @@ pub(crate) fn setxattr(ctx: &mut Ctx, a: &Setxattr4Args) -> Result<ChangeInfo4, 
 
 pub(crate) fn removexattr(ctx: &mut Ctx, a: &Removexattr4Args) -> Result<ChangeInfo4, Nfsstat4> {
     let o = xattr_obj(ctx, true)?;
+    super::state::break_delegations(ctx, &o, true)?;
     let before = o.backend().getattr(&o.fh).map_err(status)?;
     o.backend().removexattr(&o.cred, &o.fh, xattr_name(&a.name)?).map_err(xattr_status)?;
     Ok(change_around(&o, &before))

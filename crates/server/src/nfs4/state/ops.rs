@@ -1059,6 +1059,10 @@ pub(crate) fn lockt(ctx: &mut Ctx, a: &Lockt4Args) -> Lockt4Res {
     if v4.sessions.in_grace(v4.clock.now_ns()) || v4_nlm_grace(ctx) {
         return Lockt4Res::Err(Nfsstat4::Grace);
     }
+    // Another client's write delegation: its holder may hold locks it has not told us of.
+    if let Err(s) = break_delegations(ctx, &o, false) {
+        return Lockt4Res::Err(s);
+    }
     let want = Held {
         owner: lock_owner(client, &a.owner.owner.0),
         exclusive: a.locktype.is_write(),
