@@ -28,7 +28,14 @@
 #                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-async
 #                                      ganesha ganesha-v4"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
-#                          [--settle-untar SECONDS]
+#                          [--settle-untar SECONDS] [--server-args "ARGS"]
+#
+# --server-args adds ARGS to `eagernfs serve` for the eagernfs targets (and `before`), e.g.
+# "--journal /dev/shm/{state}.journal": metadata and data committed at log speed (issue 36);
+# {state} becomes each server's state directory's name, so servers never share a journal.
+#
+# After `cat` (a remount first, so it is cold), `cat-again` cats the same tree once more with
+# no remount: over NFSv4 the mount holds read delegations of the files by then (issue 36).
 #
 # --settle-untar N syncs and waits N seconds before each untar: ext4's inode allocator skips
 # inodes freed in the last 60 s (300 s more while their table block is dirty) when it allocates
@@ -54,6 +61,7 @@ dd_mib=1024
 mount_options=
 before_bin=
 settle_untar=0
+server_args=
 orig_args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -64,8 +72,9 @@ while [ $# -gt 0 ]; do
         --dd-mib) dd_mib=$2; shift 2 ;;
         --mount-options) mount_options=$2; shift 2 ;;
         --settle-untar) settle_untar=$2; shift 2 ;;
+        --server-args) server_args=$2; shift 2 ;;
         --before) before_bin=$(realpath "$2"); targets="$targets before"; shift 2 ;;
-        -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-mount: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -139,7 +148,9 @@ mkdir -p "$work/export-before" "$work/state-before" "$work/mnt-before"
 chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export" "$work/ganesha-v4-export" "$work/export-before"
 port=$((20000 + RANDOM % 20000))
 start_server() { # export state port options [binary] -> pid in $started
-    taskset -c 1 "${5:-$bin}" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" >"$2/server.out" 2>"$2/server.log" &
+    local extra=${server_args//\{state\}/$(basename "$2")}
+    # shellcheck disable=SC2086 # --server-args is a list of words
+    taskset -c 1 "${5:-$bin}" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" $extra >"$2/server.out" 2>"$2/server.log" &
     started=$!
     until grep -q "listening on" "$2/server.out" 2>/dev/null; do
         kill -0 "$started" 2>/dev/null || { cat "$2/server.log" >&2; exit 1; }
@@ -319,6 +330,7 @@ run_round() { # target round
     step "$t" "$r" find find "$d" -printf '%s\n'
     remount "$t"
     step "$t" "$r" cat sh -c "find '$d' -type f -exec cat {} + > /dev/null"
+    step "$t" "$r" cat-again sh -c "find '$d' -type f -exec cat {} + > /dev/null"
     step "$t" "$r" rm-r rm -rf "$d/$(basename "$tree")"
     dd_steps "$t" "$r" "$d"
     tar -xf "$work/proj.tar" -C "$d"
@@ -390,13 +402,13 @@ for step in steps:
     cells = []
     for t in nfs_targets:
         c = med(calls[(t, step)])
-        per = f" ({c / files:.2f} per file)" if step in ("untar", "cat", "rm-r") else ""
+        per = f" ({c / files:.2f} per file)" if step in ("untar", "cat", "cat-again", "rm-r") else ""
         cells.append(f"{c:.0f}{per}" if calls.get((t, step)) else "–")
     lines.append(f"| {step} | " + " | ".join(cells) + " |")
 lines.append("")
 lines.append("Calls per file by procedure (median over rounds):")
 lines.append("")
-for step in ("untar", "cat", "rm-r"):
+for step in ("untar", "cat", "cat-again", "rm-r"):
     for t in nfs_targets:
         if not byop.get((t, step)):
             continue

@@ -126,9 +126,11 @@ fn what_one_mount_writes_the_other_reads_at_its_next_open() {
     let b = FuseMount::new(&server.url(""), "");
     // One file per round, so the server's pause after a recall (no new delegation of that
     // file for a few seconds) never keeps a round from starting under a delegation.
+    // Made on the server's side: a file made through a mount would bring that mount a write
+    // delegation, which the other's first read would recall.
     let name = |i: usize| format!("f{i}");
     for i in 0..rounds {
-        fs::write(a.path(&name(i)), format!("first version of {i}")).unwrap();
+        fs::write(export.path().join(name(i)), format!("first version of {i}")).unwrap();
     }
     for i in 0..rounds {
         for m in [&a, &b] {

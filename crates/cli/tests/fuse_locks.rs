@@ -388,13 +388,16 @@ fn a_killed_nfsv4_client_s_locks_are_freed_when_its_lease_ends() {
     let (a, b) = two_mounts(&server, "vers=4.1");
     let fa = open(&a.path("f"));
     setlk(&fa, libc::F_WRLCK, 0, 0, false).unwrap();
+    // B opens before the kill: A, the file's sole opener, may hold a write delegation, which
+    // B's open recalls; after the kill that recall would go unanswered and B's open itself would
+    // wait out A's lease (fuse_deleg.rs tests that), which is not what this test is about.
+    let fb = open(&b.path("f"));
     let daemons = mount_daemons(&a.path);
     assert_eq!(daemons.len(), 1, "one daemon serves mount A");
     let killed = std::time::Instant::now();
     // SAFETY: plain kill(2) of a process this test started.
     unsafe { libc::kill(daemons[0] as libc::pid_t, libc::SIGKILL) };
     drop(fa);
-    let fb = open(&b.path("f"));
     assert_eq!(setlk(&fb, libc::F_WRLCK, 0, 1, false), Err(libc::EAGAIN), "the lease still holds");
     // Poll as a program would, bounded well past the lease.
     let deadline = killed + Duration::from_secs(lease_s * 10);
