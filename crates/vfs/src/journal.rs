@@ -71,11 +71,13 @@
 //!   NFS3ERR_NOENT), as with any NFSv3 server restart. WRITEs are not cached
 //!   and need not be (executing one again writes the same bytes).
 
+mod deferred;
 mod device;
 mod log;
 mod meta;
 mod stats;
 
+pub use deferred::DeferredDurability;
 pub use device::LogDevice;
 pub use stats::JournalStats;
 
@@ -92,6 +94,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::{Mutex, MutexGuard};
 
+use self::deferred::Durable;
 use self::log::{HeaderState, Log, Op, RecordRef};
 use self::meta::{Meta, What};
 use crate::{
@@ -225,6 +228,12 @@ struct Core {
     stop: AtomicBool,
 }
 
+impl Durable for Core {
+    fn wait_durable(&self, lsn: u64) -> io::Result<()> {
+        self.log.wait_durable(lsn)
+    }
+}
+
 impl Core {
     /// Make the backend durable and free the log up to what that covered.
     fn checkpoint(&self) -> io::Result<()> {
@@ -279,6 +288,8 @@ impl Core {
 /// A backend whose writes are made durable by an intent journal. See the module docs.
 pub struct Journaled {
     core: Arc<Core>,
+    /// The same core, as what a [`DeferredDurability`] scope waits for.
+    log_handle: Arc<dyn Durable>,
     stripes: Box<[Mutex<()>]>,
     verifier: Verifier,
     checkpointer: Mutex<Option<JoinHandle<()>>>,
@@ -372,7 +383,11 @@ impl Journaled {
             .name("journal-ckpt".into())
             .spawn(move || worker.run_checkpointer(interval))?;
         let stripes = (0..STRIPES).map(|_| Mutex::new(())).collect();
-        Ok((Journaled { core, stripes, verifier, checkpointer: Mutex::new(Some(checkpointer)) }, replay))
+        let log_handle: Arc<dyn Durable> = core.clone();
+        Ok((
+            Journaled { core, log_handle, stripes, verifier, checkpointer: Mutex::new(Some(checkpointer)) },
+            replay,
+        ))
     }
 
     /// Counters and fill level.
@@ -448,7 +463,16 @@ impl Journaled {
         &*self.core.inner
     }
 
+    /// Wait until the record ending at `lsn` is durable, or, inside a
+    /// [`DeferredDurability`] scope of this thread, leave that to its end.
     fn durable(&self, lsn: u64) -> FsResult<()> {
+        if deferred::defer(&self.log_handle, lsn) {
+            return Ok(());
+        }
+        self.durable_now(lsn)
+    }
+
+    fn durable_now(&self, lsn: u64) -> FsResult<()> {
         self.core.log.wait_durable(lsn).map_err(|e| {
             tracing::error!("{e}");
             FsError::Io
@@ -1234,7 +1258,7 @@ impl Backend for Journaled {
         }
         // Every WRITE was answered FILE_SYNC; one still being journaled has
         // been appended, so waiting for the log's end covers it.
-        self.durable(self.core.log.appended())?;
+        self.durable_now(self.core.log.appended())?;
         Ok((Wcc { before: Some(WccAttr::from(&attr)), after: Some(attr) }, self.verifier))
     }
 
@@ -1244,7 +1268,7 @@ impl Backend for Journaled {
 
     fn sync_all(&self) -> FsResult<()> {
         // Everything appended is synced, then the backend, then the log is empty.
-        self.durable(self.core.log.appended())?;
+        self.durable_now(self.core.log.appended())?;
         self.core.checkpoint().map_err(|e| {
             tracing::error!("journal checkpoint: {e}");
             FsError::Io
