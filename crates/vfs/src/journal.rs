@@ -17,7 +17,10 @@
 //! backend as before (so every later call sees them), recorded (`meta.rs`),
 //! and answered once their record is durable, sharing the log write of the
 //! calls in flight as WRITEs do: NetApp's NVRAM log for metadata. The backend
-//! is told not to sync them itself (`LocalConfig::journaled`). A change
+//! is told not to sync them itself (`LocalConfig::journaled`). The changes
+//! of one NFSv4 COMPOUND wait for the log once, before its reply
+//! ([`DeferredDurability`], `deferred.rs`), so a small file's WRITE, SETATTR
+//! and CLOSE cost one log write even when nobody else is writing. A change
 //! and its record reach the backend and the log in the same order for all
 //! changes of one directory, and a truncation and the file's writes for one
 //! file (stripe locks held across both).
