@@ -150,6 +150,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 90)]
     lease_time: u32,
 
+    /// Grant NFSv4 read delegations only: a client that alone has a file
+    /// open for writing then sends every write and attribute change as it
+    /// makes it, instead of keeping them until it is asked.
+    #[arg(long)]
+    no_write_delegations: bool,
+
     /// NFSv4 id domain: owners written `name@DOMAIN` are looked up in the
     /// system's user and group databases (numeric owners always work).
     #[arg(long, value_name = "DOMAIN", default_value = "localdomain")]
@@ -350,6 +356,7 @@ fn nfs4_config(args: &ServeArgs, state_dir: &Path) -> Result<eagernfs_server::Nf
         lease: std::time::Duration::from_secs(args.lease_time as u64),
         grace_period: std::time::Duration::from_secs_f64(args.grace_period),
         id_domain: args.nfs4_domain.clone(),
+        write_delegations: !args.no_write_delegations,
         ..Nfs4Config::default()
     };
     if args.no_nfs4 {

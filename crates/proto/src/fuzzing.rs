@@ -131,6 +131,8 @@ pub fn decode_nfs4_callback(data: &[u8]) -> Result<(), Error> {
     let a = check(data, |b| Ok(crate::nfs4::CbCompound4Args::decode(b)?));
     let r = check(data, |b| Ok(crate::nfs4::CbCompound4Res::decode(b)?));
     let g = check(data, |b| Ok(crate::nfs4::CbGetattr4Args::decode(b)?));
+    // A server reads CB_GETATTR's answer (it never encodes one): it must not panic.
+    let _ = crate::nfs4::CbGetattrCompound4Res::decode(&mut Bytes::copy_from_slice(data));
     a.or(r).or(g)
 }
 

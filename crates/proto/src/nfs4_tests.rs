@@ -164,6 +164,19 @@ fn delegation() -> impl Strategy<Value = OpenDelegation4> {
             let later = matches!(why, 1 | 2).then_some(f);
             OpenDelegation4::NoneExt(OpenNoneDelegation4 { why, later })
         }),
+        (stateid(), any::<bool>(), ace()).prop_map(|(stateid, recall, permissions)| {
+            OpenDelegation4::ReadAttrsDeleg(OpenReadDelegation4 { stateid, recall, permissions })
+        }),
+        (stateid(), any::<bool>(), any::<u32>(), any::<u32>(), ace()).prop_map(
+            |(stateid, recall, num_blocks, bytes_per_block, permissions)| {
+                OpenDelegation4::WriteAttrsDeleg(OpenWriteDelegation4 {
+                    stateid,
+                    recall,
+                    space_limit: NfsSpaceLimit4::Blocks { num_blocks, bytes_per_block },
+                    permissions,
+                })
+            }
+        ),
     ]
 }
 

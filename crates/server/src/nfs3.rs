@@ -122,6 +122,15 @@ fn delegated(call: &Call, r: &Resolved, fh: &eagernfs_vfs::FileHandle) -> bool {
     call.state.nfs4.as_ref().is_some_and(|v4| v4.v3_change(&crate::nfs4::wire_of(r.export.id, fh)))
 }
 
+/// An NFSv4 client holds a write delegation of `fh`: it is being recalled,
+/// and this READ must wait (JUKEBOX).
+fn write_delegated(call: &Call, r: &Resolved, fh: &eagernfs_vfs::FileHandle) -> bool {
+    call.state
+        .nfs4
+        .as_ref()
+        .is_some_and(|v4| v4.has_write_delegations() && v4.v3_read(&crate::nfs4::wire_of(r.export.id, fh)))
+}
+
 /// As [`delegated`], for the object `name` in directory `r` (REMOVE, RENAME).
 fn delegated_child(call: &Call, r: &Resolved, name: &[u8]) -> bool {
     call.state.nfs4.as_ref().is_some_and(|v4| v4.has_delegations())
@@ -168,7 +177,15 @@ fn getattr(call: &Call, a: Getattr3Args) -> Getattr3Res {
         Err(s) => return Getattr3Res::Fail(s, ()),
     };
     match r.export.backend.getattr(&r.fh) {
-        Ok(attr) => Getattr3Res::Ok(Getattr3ResOk { obj_attributes: fattr(&attr) }),
+        Ok(mut attr) => {
+            // Under another client's write delegation the holder knows the size, change and times.
+            if let Some(v4) = call.state.nfs4.as_ref().filter(|v4| v4.has_write_delegations()) {
+                if !v4.v3_getattr(&crate::nfs4::wire_of(r.export.id, &r.fh), &mut attr) {
+                    return Getattr3Res::Fail(Nfsstat3::Jukebox, ());
+                }
+            }
+            Getattr3Res::Ok(Getattr3ResOk { obj_attributes: fattr(&attr) })
+        }
         Err(e) => Getattr3Res::Fail(status(e), ()),
     }
 }
@@ -248,6 +265,9 @@ fn read(call: &Call, a: Read3Args) -> Result<(Read3ResOk, Piece), Box<Read3Res>>
         Ok(r) => r,
         Err(s) => return Err(Box::new(Read3Res::Fail(s, Default::default()))),
     };
+    if write_delegated(call, &r, &r.fh) {
+        return Err(Box::new(Read3Res::Fail(Nfsstat3::Jukebox, Read3ResFail { file_attributes: r.attr() })));
+    }
     let count = a.count.min(call.io_max(call.state.config.read_max_bytes));
     // Only a stream takes spliced pages; a datagram needs one buffer.
     let splice = call.state.config.splice_reads.for_peer(call.conn.peer.addr.ip())
@@ -488,6 +508,9 @@ fn link(call: &Call, a: Link3Args) -> Link3Res {
     }
     if let Err(s) = check_new_name(&a.link.name) {
         return fail(s);
+    }
+    if delegated(call, &file, &file.fh) {
+        return fail(Nfsstat3::Jukebox);
     }
     match file.export.backend.link(&file.cred, &file.fh, &dir.fh, &a.link.name) {
         Ok((attr, w)) => {

@@ -608,11 +608,7 @@ impl Nfs4Client {
 
     /// Keep a delegation an OPEN brought (if delegations are wanted), or give it back.
     fn got_delegation(&self, fh: &NfsFh3, d: &OpenDelegation4) {
-        let (stateid, write) = match d {
-            OpenDelegation4::Read(r) => (r.stateid, false),
-            OpenDelegation4::Write(w) => (w.stateid, true),
-            OpenDelegation4::None | OpenDelegation4::NoneExt(_) => return,
-        };
+        let Some((stateid, write)) = d.granted() else { return };
         if self.inner.want_delegations.load(Ordering::Relaxed) {
             let mut st = self.inner.core.state.lock();
             st.delegations.insert(stateid.other, super::state::Delegation { fh: fh4(fh), stateid, write });

@@ -79,6 +79,21 @@ macro_rules! attributes {
 }
 
 eagernfs_xdr::xdr_struct! {
+    /// What OPEN supports (`open_arguments4`, RFC 9754 §3): each bitmap has bit
+    /// `n` set for the value `n` of its kind (`open_args_share_access4`, …,
+    /// `open_args_createmode4`) the server accepts.
+    #[doc(alias = "open_arguments4")]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+    pub struct OpenArguments4 {
+        pub oa_share_access: Bitmap4,
+        pub oa_share_deny: Bitmap4,
+        pub oa_share_access_want: Bitmap4,
+        pub oa_open_claim: Bitmap4,
+        pub oa_create_mode: Bitmap4,
+    }
+}
+
+eagernfs_xdr::xdr_struct! {
     /// Mode bits to change under a mask (`mode_masked4`).
     #[doc(alias = "mode_masked4")]
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -144,6 +159,27 @@ attributes! {
     77 FATTR4_CLONE_BLKSIZE clone_blksize: u32;
     79 FATTR4_CHANGE_ATTR_TYPE change_attr_type: u32;
     82 FATTR4_XATTR_SUPPORT xattr_support: bool;
+    84 FATTR4_TIME_DELEG_ACCESS time_deleg_access: Nfstime4;
+    85 FATTR4_TIME_DELEG_MODIFY time_deleg_modify: Nfstime4;
+    86 FATTR4_OPEN_ARGUMENTS open_arguments: OpenArguments4;
+}
+
+/// `open_args_share_access_want4`: bit numbers in `oa_share_access_want` (RFC 9754 §3).
+pub mod open_args_want {
+    /// OPEN4_SHARE_ACCESS_WANT_ANY_DELEG.
+    pub const ANY_DELEG: u32 = 3;
+    /// OPEN4_SHARE_ACCESS_WANT_NO_DELEG.
+    pub const NO_DELEG: u32 = 4;
+    /// OPEN4_SHARE_ACCESS_WANT_CANCEL.
+    pub const CANCEL: u32 = 5;
+    /// OPEN4_SHARE_ACCESS_WANT_SIGNAL_DELEG_WHEN_RESRC_AVAIL.
+    pub const SIGNAL_DELEG_WHEN_RESRC_AVAIL: u32 = 17;
+    /// OPEN4_SHARE_ACCESS_WANT_PUSH_DELEG_WHEN_UNCONTENDED.
+    pub const PUSH_DELEG_WHEN_UNCONTENDED: u32 = 18;
+    /// OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS.
+    pub const DELEG_TIMESTAMPS: u32 = 20;
+    /// OPEN4_SHARE_ACCESS_WANT_OPEN_XOR_DELEGATION.
+    pub const OPEN_XOR_DELEGATION: u32 = 21;
 }
 
 /// Attribute number of `acl` (not modelled).
@@ -180,6 +216,8 @@ pub fn is_read_only(attr: u32) -> bool {
             | FATTR4_TIME_CREATE
             | FATTR4_TIME_MODIFY_SET
             | FATTR4_MODE_SET_MASKED
+            | FATTR4_TIME_DELEG_ACCESS
+            | FATTR4_TIME_DELEG_MODIFY
     ) && attr != 58 // dacl
         && attr != 59 // sacl
         && attr != 70 // retention_set

@@ -251,6 +251,63 @@ impl Decode for CbResOp {
 /// Most operations in a CB_COMPOUND decoded.
 pub const CB_COMPOUND_OPS_MAX: usize = 16;
 
+/// A CB_COMPOUND of CB_SEQUENCE and CB_GETATTR (RFC 8881 §20.1), the one
+/// way a server asks for a file's attributes: kept apart from [`CbArgOp`],
+/// which does not model CB_GETATTR (its result carries a `fattr4`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CbGetattrCompound4Args {
+    pub tag: Utf8Str,
+    pub minorversion: u32,
+    pub callback_ident: u32,
+    pub sequence: CbSequence4Args,
+    pub getattr: CbGetattr4Args,
+}
+
+impl Encode for CbGetattrCompound4Args {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        self.tag.encode(buf);
+        self.minorversion.encode(buf);
+        self.callback_ident.encode(buf);
+        2u32.encode(buf);
+        OP_CB_SEQUENCE.encode(buf);
+        self.sequence.encode(buf);
+        OP_CB_GETATTR.encode(buf);
+        self.getattr.encode(buf);
+    }
+}
+
+/// The answer to a [`CbGetattrCompound4Args`]: the compound's status, and
+/// CB_GETATTR's result if the client got that far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CbGetattrCompound4Res {
+    pub status: Nfsstat4,
+    pub getattr: Option<Res4<Fattr4>>,
+}
+
+impl Decode for CbGetattrCompound4Res {
+    fn decode(buf: &mut Bytes) -> Result<Self> {
+        let status = Nfsstat4::decode(buf)?;
+        let _tag = Utf8Str::decode(buf)?;
+        let n = u32::decode(buf)? as usize;
+        if n > CB_COMPOUND_OPS_MAX {
+            return Err(Error::TooLong { len: n, max: CB_COMPOUND_OPS_MAX });
+        }
+        let mut getattr = None;
+        for _ in 0..n {
+            if buf.len() >= 4 && buf[..4] == OP_CB_GETATTR.to_be_bytes() {
+                let _ = u32::decode(buf)?;
+                getattr = Some(Res4::<Fattr4>::decode(buf)?);
+                break;
+            }
+            let op = CbResOp::decode(buf)?;
+            if !op.status().is_ok() {
+                break;
+            }
+        }
+        Ok(CbGetattrCompound4Res { status, getattr })
+    }
+}
+
 /// CB_COMPOUND arguments (`CB_COMPOUND4args`).
 #[doc(alias = "CB_COMPOUND4args")]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -473,6 +473,13 @@ pub const OPEN4_SHARE_ACCESS_WANT_CANCEL: u32 = 0x0500;
 pub const OPEN4_SHARE_ACCESS_WANT_SIGNAL_DELEG_WHEN_RESRC_AVAIL: u32 = 0x10000;
 /// Push a delegation when uncontended.
 pub const OPEN4_SHARE_ACCESS_WANT_PUSH_DELEG_WHEN_UNCONTENDED: u32 = 0x20000;
+/// Wants the file's access and modify times delegated too (RFC 9754 §5): an
+/// `OPEN_DELEGATE_*_ATTRS_DELEG` delegation, whose holder sets them itself.
+pub const OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS: u32 = 0x10_0000;
+/// Wants a delegation instead of an open stateid when one is granted (RFC 9754 §6).
+pub const OPEN4_SHARE_ACCESS_WANT_OPEN_XOR_DELEGATION: u32 = 0x20_0000;
+/// OPEN result flag: no open stateid came, only a delegation (RFC 9754 §6).
+pub const OPEN4_RESULT_NO_OPEN_STATEID: u32 = 0x10;
 /// OPEN result flag: byte-range locks are POSIX locks.
 pub const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 0x04;
 /// OPEN result flag: a file removed while open stays readable.
@@ -757,7 +764,8 @@ impl Decode for OpenNoneDelegation4 {
     }
 }
 
-/// The delegation OPEN or WANT_DELEGATION gives (`open_delegation4`).
+/// The delegation OPEN or WANT_DELEGATION gives (`open_delegation4`; RFC 9754 adds the
+/// `_ATTRS_DELEG` kinds, whose holder also keeps the file's access and modify times).
 #[doc(alias = "open_delegation4")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenDelegation4 {
@@ -765,6 +773,21 @@ pub enum OpenDelegation4 {
     Read(OpenReadDelegation4),
     Write(OpenWriteDelegation4),
     NoneExt(OpenNoneDelegation4),
+    /// OPEN_DELEGATE_READ_ATTRS_DELEG (RFC 9754): a read delegation with the access time delegated.
+    ReadAttrsDeleg(OpenReadDelegation4),
+    /// OPEN_DELEGATE_WRITE_ATTRS_DELEG (RFC 9754): a write delegation with both times delegated.
+    WriteAttrsDeleg(OpenWriteDelegation4),
+}
+
+impl OpenDelegation4 {
+    /// The delegation's stateid and whether it is a write delegation, if one was granted.
+    pub fn granted(&self) -> Option<(Stateid4, bool)> {
+        match self {
+            OpenDelegation4::Read(r) | OpenDelegation4::ReadAttrsDeleg(r) => Some((r.stateid, false)),
+            OpenDelegation4::Write(w) | OpenDelegation4::WriteAttrsDeleg(w) => Some((w.stateid, true)),
+            OpenDelegation4::None | OpenDelegation4::NoneExt(_) => None,
+        }
+    }
 }
 
 impl Encode for OpenDelegation4 {
@@ -783,6 +806,14 @@ impl Encode for OpenDelegation4 {
                 3u32.encode(buf);
                 n.encode(buf)
             }
+            OpenDelegation4::ReadAttrsDeleg(r) => {
+                4u32.encode(buf);
+                r.encode(buf)
+            }
+            OpenDelegation4::WriteAttrsDeleg(w) => {
+                5u32.encode(buf);
+                w.encode(buf)
+            }
         }
     }
 }
@@ -793,6 +824,8 @@ impl Decode for OpenDelegation4 {
             1 => OpenDelegation4::Read(OpenReadDelegation4::decode(buf)?),
             2 => OpenDelegation4::Write(OpenWriteDelegation4::decode(buf)?),
             3 => OpenDelegation4::NoneExt(OpenNoneDelegation4::decode(buf)?),
+            4 => OpenDelegation4::ReadAttrsDeleg(OpenReadDelegation4::decode(buf)?),
+            5 => OpenDelegation4::WriteAttrsDeleg(OpenWriteDelegation4::decode(buf)?),
             value => return Err(Error::BadEnum { name: "open_delegation_type4", value }),
         })
     }

@@ -69,7 +69,31 @@ pub(crate) const SUPPORTED: &[u32] = &[
     FATTR4_MOUNTED_ON_FILEID,
     FATTR4_SUPPATTR_EXCLCREAT,
     FATTR4_XATTR_SUPPORT,
+    FATTR4_TIME_DELEG_ACCESS,
+    FATTR4_TIME_DELEG_MODIFY,
+    FATTR4_OPEN_ARGUMENTS,
 ];
+
+/// What OPEN accepts (`open_arguments`, RFC 9754 §3): every access and deny,
+/// the wishes about delegations it honours (a write or read delegation is
+/// asked for by the access wanted; delegated timestamps), every claim but
+/// the two of a delegation from before a restart, every create mode.
+pub(crate) fn open_arguments() -> OpenArguments4 {
+    OpenArguments4 {
+        oa_share_access: Bitmap4::from_bits(&[1, 2, 3]),
+        oa_share_deny: Bitmap4::from_bits(&[0, 1, 2, 3]),
+        oa_share_access_want: Bitmap4::from_bits(&[
+            open_args_want::ANY_DELEG,
+            open_args_want::NO_DELEG,
+            open_args_want::CANCEL,
+            open_args_want::DELEG_TIMESTAMPS,
+        ]),
+        // CLAIM_NULL, _PREVIOUS, _DELEGATE_CUR, _FH, _DELEG_CUR_FH.
+        oa_open_claim: Bitmap4::from_bits(&[0, 1, 2, 4, 5]),
+        // UNCHECKED4, GUARDED4, EXCLUSIVE4, EXCLUSIVE4_1.
+        oa_create_mode: Bitmap4::from_bits(&[0, 1, 2, 3]),
+    }
+}
 
 /// What an EXCLUSIVE4_1 create may set besides its verifier (the times
 /// hold the verifier until the first SETATTR).
@@ -290,6 +314,15 @@ pub(crate) fn encode(v4: &Nfs4, call: &Call, src: &Source, want: &Bitmap4) -> Fa
     if has(FATTR4_SUPPATTR_EXCLCREAT) {
         f.suppattr_exclcreat = Some(Bitmap4::from_bits(EXCLCREAT));
     }
+    if has(FATTR4_TIME_DELEG_ACCESS) {
+        f.time_deleg_access = Some(time4(a.atime));
+    }
+    if has(FATTR4_TIME_DELEG_MODIFY) {
+        f.time_deleg_modify = Some(time4(a.mtime));
+    }
+    if has(FATTR4_OPEN_ARGUMENTS) {
+        f.open_arguments = Some(open_arguments());
+    }
     f.to_fattr()
 }
 
@@ -321,10 +354,22 @@ pub(crate) struct ToSet {
     pub(crate) set: SetAttr,
     /// The attributes named (SETATTR's `attrsset` when it succeeds).
     pub(crate) mask: Bitmap4,
+    /// Delegated times (RFC 9754: SETATTR by a write delegation's holder only).
+    pub(crate) deleg_atime: Option<Nfstime4>,
+    pub(crate) deleg_mtime: Option<Nfstime4>,
 }
 
-/// Decode attributes to set (SETATTR, CREATE, OPEN's create).
+/// Decode attributes to set (CREATE, OPEN's create): no delegated times.
 pub(crate) fn decode_set(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
+    let t = decode_setattr(v4, f)?;
+    if t.deleg_atime.is_some() || t.deleg_mtime.is_some() {
+        return Err(Nfsstat4::Inval);
+    }
+    Ok(t)
+}
+
+/// Decode attributes to set by SETATTR (delegated times included: the caller checks the stateid).
+pub(crate) fn decode_setattr(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
     let supported = supported();
     for n in f.attrmask.iter() {
         if !supported.contains(n) {
@@ -346,7 +391,7 @@ pub(crate) fn decode_set(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
     set.mtime = a.time_modify_set.map(settime).transpose()?.unwrap_or(SetTime::DontChange);
     let mut mask = f.attrmask.clone();
     mask.trim();
-    Ok(ToSet { set, mask })
+    Ok(ToSet { set, mask, deleg_atime: a.time_deleg_access, deleg_mtime: a.time_deleg_modify })
 }
 
 fn settime(t: Settime4) -> Result<SetTime, Nfsstat4> {

@@ -8,7 +8,8 @@
 //! answers, so no service thread ever waits for a client: CB_NULL probes a
 //! newly bound back channel (a session without a working one is reported to
 //! its client in every SEQUENCE as SEQ4_STATUS_CB_PATH_DOWN), CB_RECALL
-//! asks for a delegation back.
+//! asks for a delegation back, CB_GETATTR asks a write delegation's holder
+//! for the file's size and change (its answer goes to a [`Probe`]).
 //!
 //! # Layout
 //! - this file: what a session keeps of its back channel ([`BackState`],
@@ -24,8 +25,61 @@ use bytes::Bytes;
 use eagernfs_proto::nfs4::*;
 use eagernfs_rpc::{AuthSys, OpaqueAuth};
 use eagernfs_xdr::Opaque;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One CB_GETATTR (RFC 8881 §20.1) and its answer, shared by every GETATTR
+/// of another client that waits for it: the write delegation's holder is
+/// asked once, however many callers want the file's size and change.
+pub(crate) struct Probe {
+    /// `None` until answered; then the attributes, or `None` if the call failed.
+    answer: Mutex<Option<Option<FileAttrs>>>,
+    done: Condvar,
+    /// When it was sent: its answer counts only until this plus the wait.
+    pub(crate) sent: Instant,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe")
+            .field("sent", &self.sent)
+            .field("answered", &self.answer.lock().is_some())
+            .finish()
+    }
+}
+
+impl Probe {
+    pub(crate) fn new() -> Arc<Probe> {
+        Arc::new(Probe { answer: Mutex::new(None), done: Condvar::new(), sent: Instant::now() })
+    }
+
+    /// The answer came (or `None`: the call failed or went unanswered).
+    pub(crate) fn finish(&self, attrs: Option<FileAttrs>) {
+        let mut a = self.answer.lock();
+        if a.is_none() {
+            *a = Some(attrs);
+            self.done.notify_all();
+        }
+    }
+
+    /// Whether the answer (or the failure) came.
+    pub(crate) fn answered(&self) -> bool {
+        self.answer.lock().is_some()
+    }
+
+    /// Wait for the answer until `until`: `None` if none came by then.
+    pub(crate) fn wait_until(&self, until: Instant) -> Option<Option<FileAttrs>> {
+        let mut a = self.answer.lock();
+        while a.is_none() {
+            if self.done.wait_until(&mut a, until).timed_out() {
+                break;
+            }
+        }
+        a.clone()
+    }
+}
 
 /// How calls reach a client's connection: the service threads.
 pub(crate) trait BackChannel: Send + Sync {

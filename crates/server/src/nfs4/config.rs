@@ -48,8 +48,12 @@ pub struct Nfs4Config {
     /// it, lapsed clients' state goes first, then OPEN and LOCK answer
     /// NFS4ERR_DELAY.
     pub max_stateids: usize,
-    /// Hand out read delegations to clients with a working back channel.
+    /// Hand out delegations to clients with a working back channel.
     pub delegations: bool,
+    /// Hand out write delegations too (with `delegations`): a client that
+    /// alone has a file open for writing then writes, and changes its size
+    /// and times, without telling the server until it is asked.
+    pub write_delegations: bool,
     /// The NFSv4 id domain: an owner `name@domain` with this domain is
     /// looked up in the password and group databases (numeric owners, and
     /// `number@any-domain`, are always accepted; owners are sent as numbers).
@@ -72,6 +76,7 @@ impl Default for Nfs4Config {
             max_ops: 64,
             max_stateids: 1 << 20,
             delegations: true,
+            write_delegations: true,
             id_domain: "localdomain".into(),
         }
     }
@@ -88,6 +93,7 @@ impl std::fmt::Debug for Nfs4Config {
             .field("max_clients", &self.max_clients)
             .field("max_slots", &self.max_slots)
             .field("delegations", &self.delegations)
+            .field("write_delegations", &self.write_delegations)
             .field("id_domain", &self.id_domain)
             .finish()
     }

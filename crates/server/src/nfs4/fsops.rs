@@ -183,10 +183,15 @@ pub(crate) fn secinfo_no_name(ctx: &mut Ctx, style: SecinfoStyle4) -> Result<Sec
 pub(crate) fn getattr(ctx: &mut Ctx, want: &Bitmap4) -> Result<Fattr4, Nfsstat4> {
     attrs::check_readable(want)?;
     let c = ctx.cur()?;
-    let a = match (&ctx.fresh, c) {
+    let mut a = match (&ctx.fresh, c) {
         (Some(a), Cur::Obj(_)) => a.clone(),
         _ => attr_of(ctx, c)?,
     };
+    if let Cur::Obj(o) = c {
+        // Another client's write delegation: its holder knows the size, change and times.
+        let me = ctx.client().ok().map(|c| c.id);
+        super::state::delegated_attrs(ctx.v4, &o.wire, me, want, &mut a)?;
+    }
     let mounted_on = match c {
         Cur::Obj(o) => mounted_on(ctx, o),
         Cur::Pseudo(_) => None,
@@ -200,7 +205,7 @@ pub(crate) fn setattr(ctx: &mut Ctx, a: &Setattr4Args) -> Setattr4Res {
         Ok(o) => o.clone(),
         Err(s) => return fail(s),
     };
-    let to = match attrs::decode_set(ctx.v4, &a.obj_attributes) {
+    let mut to = match attrs::decode_setattr(ctx.v4, &a.obj_attributes) {
         Ok(t) => t,
         Err(s) => return fail(s),
     };
@@ -208,6 +213,23 @@ pub(crate) fn setattr(ctx: &mut Ctx, a: &Setattr4Args) -> Setattr4Res {
         Ok(s) => s,
         Err(s) => return fail(s),
     };
+    if to.deleg_atime.is_some() || to.deleg_mtime.is_some() {
+        // RFC 9754: times the holder of a write delegation kept itself.
+        let times = ctx.client().and_then(|c| {
+            super::state::check_deleg_times(ctx.v4, c.id, &stateid, &o.wire, to.deleg_atime, to.deleg_mtime)
+        });
+        match times {
+            Ok((atime, mtime)) => {
+                if to.deleg_atime.is_some() {
+                    to.set.atime = atime;
+                }
+                if to.deleg_mtime.is_some() {
+                    to.set.mtime = mtime;
+                }
+            }
+            Err(s) => return fail(s),
+        }
+    }
     if to.set.size.is_some() {
         let attr = match o.backend().getattr(&o.fh) {
             Ok(a) => a,
@@ -533,6 +555,8 @@ pub(crate) fn link(ctx: &mut Ctx, newname: &Component4) -> Result<ChangeInfo4, N
         return Err(Nfsstat4::Isdir);
     }
     let name = check_name(newname)?;
+    // A new name changes the file (its link count and ctime).
+    super::state::break_delegations(ctx, &file, true)?;
     let (_, w) = file.backend().link(&file.cred, &file.fh, &dir.fh, name).map_err(status)?;
     Ok(cinfo(&w))
 }

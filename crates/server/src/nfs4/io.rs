@@ -40,6 +40,7 @@ pub(crate) fn read(ctx: &mut Ctx, a: &Read4Args) -> Result<(bool, Piece), Nfssta
     let o = file(ctx)?;
     let stateid = ctx.stateid(&a.stateid)?;
     super::state::check_io(ctx, &o, &stateid, false)?;
+    super::state::break_delegations(ctx, &o, false)?;
     let cfg = &ctx.call.state.config;
     let count =
         a.count.min(cfg.read_max_bytes).min(ctx.reply_room.saturating_sub(READ_OVERHEAD_BYTES + 4) as u32);
@@ -177,6 +178,8 @@ pub(crate) fn seek(ctx: &mut Ctx, a: &Seek4Args) -> Result<Seek4ResOk, Nfsstat4>
     let o = file(ctx)?;
     let stateid = ctx.stateid(&a.stateid)?;
     super::state::check_io(ctx, &o, &stateid, false)?;
+    // Where data and holes are depends on a write delegation's unwritten data.
+    super::state::break_delegations(ctx, &o, false)?;
     let what = match a.what {
         DataContent4::Data => SeekWhat::Data,
         DataContent4::Hole => SeekWhat::Hole,
@@ -216,6 +219,7 @@ pub(crate) fn copy(ctx: &mut Ctx, a: &Copy4Args) -> Result<Copy4ResOk, Nfsstat4>
     let dst_state = ctx.stateid(&a.dst_stateid)?;
     super::state::check_io(ctx, &src, &src_state, false)?;
     super::state::check_io(ctx, &dst, &dst_state, true)?;
+    super::state::break_delegations(ctx, &src, false)?;
     super::state::break_delegations(ctx, &dst, true)?;
     let len = if a.count == 0 { COPY_MAX_BYTES } else { a.count.min(COPY_MAX_BYTES) };
     let to_end = a.count == 0;
@@ -249,6 +253,7 @@ pub(crate) fn clone(ctx: &mut Ctx, a: &Clone4Args) -> Result<(), Nfsstat4> {
     let dst_state = ctx.stateid(&a.dst_stateid)?;
     super::state::check_io(ctx, &src, &src_state, false)?;
     super::state::check_io(ctx, &dst, &dst_state, true)?;
+    super::state::break_delegations(ctx, &src, false)?;
     super::state::break_delegations(ctx, &dst, true)?;
     match dst.backend().clone_range(&dst.cred, &src.fh, a.src_offset, &dst.fh, a.dst_offset, a.count) {
         Ok(()) => Ok(()),
@@ -294,6 +299,8 @@ pub(crate) fn getxattr(ctx: &mut Ctx, a: &Getxattr4Args) -> Result<Xattrvalue4, 
 
 pub(crate) fn setxattr(ctx: &mut Ctx, a: &Setxattr4Args) -> Result<ChangeInfo4, Nfsstat4> {
     let o = xattr_obj(ctx, true)?;
+    // It changes the file (its ctime): others' delegations go first.
+    super::state::break_delegations(ctx, &o, true)?;
     let how = match a.option {
         SetxattrOption4::Either => XattrSet::Either,
         SetxattrOption4::Create => XattrSet::Create,
@@ -306,6 +313,7 @@ pub(crate) fn setxattr(ctx: &mut Ctx, a: &Setxattr4Args) -> Result<ChangeInfo4, 
 
 pub(crate) fn removexattr(ctx: &mut Ctx, a: &Removexattr4Args) -> Result<ChangeInfo4, Nfsstat4> {
     let o = xattr_obj(ctx, true)?;
+    super::state::break_delegations(ctx, &o, true)?;
     let before = o.backend().getattr(&o.fh).map_err(status)?;
     o.backend().removexattr(&o.cred, &o.fh, xattr_name(&a.name)?).map_err(xattr_status)?;
     Ok(change_around(&o, &before))

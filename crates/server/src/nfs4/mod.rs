@@ -29,7 +29,8 @@
 //!   COMMIT and the NFSv4.2 data operations.
 //! - `state`: opens with share reservations, byte-range locks on the lock
 //!   table NLM uses (so NFSv3 and NFSv4 clients exclude each other), and
-//!   read delegations (the table; `state/ops`: the operations);
+//!   read and write delegations (the table; `state/ops`: the operations;
+//!   `state/deleg`: CB_GETATTR for others' GETATTRs, delegated timestamps);
 //!   `callback`: the back channel (CB_RECALL; `callback/service`: its thread).
 //!
 //! The tables and the shared state stand below `Call`; the operations above

@@ -19,6 +19,13 @@
 //!   the conflicting request answered NFS4ERR_DELAY, or NFSv3's JUKEBOX) when
 //!   another client opens it for writing or changes it, by any protocol;
 //!   revoked when not returned within a lease.
+//! - Write delegations: granted to a client with a working back channel that
+//!   opens a file for writing when no other client has it open; recalled
+//!   the same way when anyone else opens, reads, changes, renames, removes,
+//!   links or locks it (NFSv3 and NLM included). Another client's GETATTR of
+//!   its size or change is answered with what the holder reports in
+//!   CB_GETATTR (a holder that cannot say has it recalled); with RFC 9754's
+//!   delegated timestamps the holder also sets atime and mtime itself.
 //! - A client whose lease ran out keeps its state (a courteous server)
 //!   until another client's request runs into it: then the lapsed client is
 //!   expired and the request goes ahead.
@@ -32,9 +39,14 @@
 //!   everything that names the NFSv4 service.
 //! - `ops`: the operations, the I/O checks and delegation recalls, which
 //!   work on the table through the service ([`super::Nfs4`]).
+//! - `deleg`: what a write delegation changes for others: GETATTR answered
+//!   through CB_GETATTR, and the holder's delegated timestamps.
 
 mod ops;
 
+mod deleg;
+
+pub(crate) use deleg::{check_deleg_times, delegated_attrs};
 pub(crate) use ops::{
     break_delegations, check_io, check_stateid_valid, close, delegreturn, free_stateid, lock, lockt, locku,
     open, open_downgrade, resend_recalls, test_stateid, want_delegation,
@@ -74,7 +86,40 @@ enum Kind {
         recalled_ns: Option<u64>,
         /// Not returned in time: only FREE_STATEID is left to do with it.
         revoked: bool,
+        /// A write delegation's own state; `None` for a read delegation.
+        write: Option<Box<WriteDeleg>>,
     },
+}
+
+/// What a write delegation needs besides its stateid: while the holder
+/// writes and changes the file without telling the server, another
+/// client's GETATTR is answered with what the holder says in CB_GETATTR
+/// (RFC 8881 §10.4.3), and with RFC 9754's delegated timestamps the holder
+/// sets the file's times itself.
+#[derive(Debug, Clone)]
+struct WriteDeleg {
+    /// OPEN_DELEGATE_WRITE_ATTRS_DELEG: the holder keeps atime and mtime.
+    times: bool,
+    /// The file's ctime when it was granted: the change attribute an
+    /// unmodified file reports in CB_GETATTR.
+    granted_ctime: eagernfs_vfs::Timestamp,
+    /// Its access and modify times then: delegated times must be later to count.
+    granted_atime: eagernfs_vfs::Timestamp,
+    granted_mtime: eagernfs_vfs::Timestamp,
+    /// What other clients were shown since CB_GETATTR first reported a change.
+    shown: Option<Shown>,
+    /// The CB_GETATTR in flight, or last answered.
+    probe: Option<Arc<crate::nfs4::callback::Probe>>,
+}
+
+/// The attributes of a file modified under a write delegation, as shown to other clients.
+#[derive(Debug, Clone, Copy)]
+struct Shown {
+    /// The holder's change attribute these were made for (a new one is a new modification).
+    holder_change: u64,
+    size: u64,
+    ctime: eagernfs_vfs::Timestamp,
+    mtime: eagernfs_vfs::Timestamp,
 }
 
 #[derive(Debug, Clone)]
@@ -115,6 +160,8 @@ pub(crate) struct StateTable {
     next: AtomicU32,
     /// Delegations granted and not returned (so NFSv3 calls skip the lookup when there are none).
     delegations: AtomicUsize,
+    /// Of those, write delegations (so reads and GETATTRs skip the lookup when there are none).
+    write_delegations: AtomicUsize,
     /// Where the stateid gauge goes.
     stats: Arc<crate::Stats>,
 }
@@ -160,6 +207,7 @@ impl StateTable {
             max,
             next: AtomicU32::new(1),
             delegations: AtomicUsize::new(0),
+            write_delegations: AtomicUsize::new(0),
             stats,
         }
     }
@@ -204,7 +252,6 @@ impl StateTable {
 
 /// Remove stateid `o` everywhere.
 fn remove(t: &StateTable, inner: &mut Inner, o: &Other) -> Option<Entry> {
-    let delegations = &t.delegations;
     let e = inner.ids.remove(o)?;
     inner.recalling.remove(o);
     t.gauge(inner);
@@ -214,7 +261,7 @@ fn remove(t: &StateTable, inner: &mut Inner, o: &Other) -> Option<Entry> {
         let before = f.delegs.len();
         f.delegs.retain(|x| x != o);
         if f.delegs.len() < before {
-            delegations.fetch_sub(1, Ordering::Relaxed);
+            t.count_gone(&e.kind);
         }
         if f.opens.is_empty() && f.locks.is_empty() && f.delegs.is_empty() && f.recalled_ns == 0 {
             inner.files.remove(&e.file);
@@ -231,18 +278,35 @@ fn remove(t: &StateTable, inner: &mut Inner, o: &Other) -> Option<Entry> {
 
 /// Revoke delegation `o`: it leaves its file but its stateid stays (DELEG_REVOKED until freed).
 fn revoke(t: &StateTable, inner: &mut Inner, o: &Other) {
-    let delegations = &t.delegations;
     inner.recalling.remove(o);
     let Some(e) = inner.ids.get_mut(o) else { return };
     if let Kind::Deleg { revoked, .. } = &mut e.kind {
         *revoked = true;
     }
-    let file = e.file.clone();
+    let (file, kind) = (e.file.clone(), e.kind.clone());
     if let Some(f) = inner.files.get_mut(&file) {
         let before = f.delegs.len();
         f.delegs.retain(|x| x != o);
         if f.delegs.len() < before {
-            delegations.fetch_sub(1, Ordering::Relaxed);
+            t.count_gone(&kind);
+        }
+    }
+}
+
+impl StateTable {
+    /// A delegation of kind `k` was granted.
+    fn count_granted(&self, k: &Kind) {
+        self.delegations.fetch_add(1, Ordering::Relaxed);
+        if matches!(k, Kind::Deleg { write: Some(_), .. }) {
+            self.write_delegations.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A delegation of kind `k` left its file (returned, revoked, or its client's state dropped).
+    fn count_gone(&self, k: &Kind) {
+        self.delegations.fetch_sub(1, Ordering::Relaxed);
+        if matches!(k, Kind::Deleg { write: Some(_), .. }) {
+            self.write_delegations.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

@@ -56,7 +56,7 @@ pub(crate) fn dispatch(call: &Call, mut body: Bytes, out: &mut BytesMut) -> Outc
     match args {
         NlmArgs::Null => {}
         NlmArgs::Test(a) => {
-            let stat = if in_grace(call, lm) {
+            let stat = if in_grace(call, lm) || write_delegated(call, &a.alock.fh) {
                 Nlm4TestReply::Other(Nlm4Stats::DeniedGracePeriod)
             } else {
                 match check_file(call, &a.alock.fh) {
@@ -124,6 +124,13 @@ fn in_grace(call: &Call, lm: &LockManager) -> bool {
     lm.in_grace() || call.state.nfs4.as_ref().is_some_and(|v4| v4.in_grace())
 }
 
+/// An NFSv4 client holds a write delegation of the file (and may hold locks
+/// on it no one else sees): it is recalled, and the caller is told to try
+/// again as in a grace period (NLM has no JUKEBOX; clients retry after a while).
+fn write_delegated(call: &Call, fh: &Netobj) -> bool {
+    call.state.nfs4.as_ref().is_some_and(|v4| v4.has_write_delegations() && v4.v3_read(&fh.0))
+}
+
 fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
     lm.reclaim_progress(&a.alock.caller_name.0, call.conn.peer.addr.ip(), a.reclaim);
     if in_grace(call, lm) && !a.reclaim {
@@ -133,6 +140,9 @@ fn lock(call: &Call, lm: &LockManager, a: &Nlm4LockArgs) -> Nlm4Stats {
         Ok(m) => m,
         Err(s) => return s,
     };
+    if !a.reclaim && write_delegated(call, &a.alock.fh) {
+        return Nlm4Stats::DeniedGracePeriod;
+    }
     if a.alock.l_offset > i64::MAX as u64 {
         return Nlm4Stats::Fbig;
     }

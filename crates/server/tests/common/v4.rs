@@ -17,6 +17,8 @@ pub const CB_PROG: u32 = 0x4000_0000;
 pub enum Callback {
     Null,
     Compound(CbCompound4Args),
+    /// A CB_COMPOUND of CB_SEQUENCE and CB_GETATTR.
+    Getattr(CbGetattr4Args),
 }
 
 /// A client with a session.
@@ -31,6 +33,8 @@ pub struct V4 {
     pub callbacks: Vec<Callback>,
     /// The owner id it was made with.
     pub owner: Vec<u8>,
+    /// What CB_GETATTR is answered with (`None`: NFS4ERR_BADHANDLE).
+    pub cb_getattr: Option<FileAttrs>,
 }
 
 fn o<const N: usize>(b: &[u8]) -> Opaque<N> {
@@ -48,12 +52,32 @@ pub fn compound(minor: u32, ops: Vec<ArgOp>) -> Compound4Args {
 
 /// Send a COMPOUND on `c` and wait for its reply, answering callbacks that come first.
 pub fn call(c: &mut Client, args: &Compound4Args, callbacks: &mut Vec<Callback>) -> Compound4Res {
+    call_with(c, args, callbacks, None)
+}
+
+/// As [`call`], answering CB_GETATTR with `getattr`.
+pub fn call_with(
+    c: &mut Client,
+    args: &Compound4Args,
+    callbacks: &mut Vec<Callback>,
+    getattr: Option<&FileAttrs>,
+) -> Compound4Res {
     let xid = c.send_call(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, args);
-    wait_reply(c, xid, callbacks)
+    wait_reply_with(c, xid, callbacks, getattr)
 }
 
 /// Wait for the reply to `xid`, answering callbacks meanwhile.
 pub fn wait_reply(c: &mut Client, xid: u32, callbacks: &mut Vec<Callback>) -> Compound4Res {
+    wait_reply_with(c, xid, callbacks, None)
+}
+
+/// As [`wait_reply`], answering CB_GETATTR with `getattr`.
+pub fn wait_reply_with(
+    c: &mut Client,
+    xid: u32,
+    callbacks: &mut Vec<Callback>,
+    getattr: Option<&FileAttrs>,
+) -> Compound4Res {
     loop {
         let (m, body) = c.recv_any().expect("server closed the connection");
         match m {
@@ -66,7 +90,7 @@ pub fn wait_reply(c: &mut Client, xid: u32, callbacks: &mut Vec<Callback>) -> Co
                 );
                 return eagernfs_xdr::decode_exact(body).expect("COMPOUND4res decodes");
             }
-            Message::Call(h) => answer_callback(c, h, body, callbacks),
+            Message::Call(h) => answer_callback_with(c, h, body, callbacks, getattr),
         }
     }
 }
@@ -75,12 +99,58 @@ pub fn wait_reply(c: &mut Client, xid: u32, callbacks: &mut Vec<Callback>) -> Co
 pub fn answer_callback(
     c: &mut Client,
     h: eagernfs_rpc::CallHeader,
+    body: Bytes,
+    callbacks: &mut Vec<Callback>,
+) {
+    answer_callback_with(c, h, body, callbacks, None)
+}
+
+/// The CB_GETATTR of a CB_COMPOUND `body` holds (it comes after CB_SEQUENCE), if any.
+fn cb_getattr_of(body: &Bytes) -> Option<(CbCompound4Args, CbSequence4Args, CbGetattr4Args)> {
+    let mut b = body.clone();
+    let tag = Utf8Str::decode(&mut b).ok()?;
+    let minorversion = u32::decode(&mut b).ok()?;
+    let callback_ident = u32::decode(&mut b).ok()?;
+    let n = u32::decode(&mut b).ok()?;
+    let CbArgOp::Sequence(seq) = CbArgOp::decode(&mut b).ok()? else { return None };
+    if n != 2 || u32::decode(&mut b).ok()? != OP_CB_GETATTR {
+        return None;
+    }
+    let g = CbGetattr4Args::decode(&mut b).ok()?;
+    Some((CbCompound4Args { tag, minorversion, callback_ident, argarray: vec![] }, seq, g))
+}
+
+/// Answer one callback (CB_GETATTR with `getattr`, the rest with success), and remember it.
+pub fn answer_callback_with(
+    c: &mut Client,
+    h: eagernfs_rpc::CallHeader,
     mut body: Bytes,
     callbacks: &mut Vec<Callback>,
+    getattr: Option<&FileAttrs>,
 ) {
     let mut out = BytesMut::new();
     ReplyHeader::success(h.xid).encode(&mut out);
-    if h.proc_ == CB_COMPOUND {
+    if let Some((args, s, g)) = (h.proc_ == CB_COMPOUND).then(|| cb_getattr_of(&body)).flatten() {
+        let res = match getattr {
+            Some(a) => Res4::Ok(a.to_fattr()),
+            None => Res4::Err(Nfsstat4::Badhandle),
+        };
+        let status = res.status();
+        status.encode(&mut out);
+        args.tag.encode(&mut out);
+        2u32.encode(&mut out);
+        CbResOp::Sequence(Res4::Ok(CbSequence4ResOk {
+            sessionid: s.sessionid,
+            sequenceid: s.sequenceid,
+            slotid: s.slotid,
+            highest_slotid: s.highest_slotid,
+            target_highest_slotid: s.highest_slotid,
+        }))
+        .encode(&mut out);
+        OP_CB_GETATTR.encode(&mut out);
+        res.encode(&mut out);
+        callbacks.push(Callback::Getattr(g));
+    } else if h.proc_ == CB_COMPOUND {
         let args = CbCompound4Args::decode(&mut body).expect("CB_COMPOUND decodes");
         let resarray = args
             .argarray
@@ -154,6 +224,7 @@ impl V4 {
             minor,
             callbacks,
             owner: owner.as_bytes().to_vec(),
+            cb_getattr: None,
         };
         if complete {
             v.ok(vec![ArgOp::ReclaimComplete(ReclaimComplete4Args { one_fs: false })]);
@@ -190,7 +261,7 @@ impl V4 {
 
     /// Exactly these operations (no SEQUENCE added).
     pub fn raw(&mut self, ops: Vec<ArgOp>) -> Compound4Res {
-        call(&mut self.c, &compound(self.minor, ops), &mut self.callbacks)
+        call_with(&mut self.c, &compound(self.minor, ops), &mut self.callbacks, self.cb_getattr.as_ref())
     }
 
     /// Wait up to WAIT for a callback `want` accepts to have arrived

@@ -1,8 +1,8 @@
-//! The callback thread: CB_NULL probes and CB_RECALLs over the back channels sessions bound,
+//! The callback thread: CB_NULL probes, CB_RECALLs and CB_GETATTRs over the back channels sessions bound,
 //! sent and matched to their answers on one thread that waits for no client.
 
 use super::super::session::Session;
-use super::{BackChannel, CbSec, PATH_DOWN, PATH_UP};
+use super::{BackChannel, CbSec, Probe, PATH_DOWN, PATH_UP};
 use bytes::{Bytes, BytesMut};
 use eagernfs_proto::nfs4::*;
 use eagernfs_rpc::record::{begin_record, finish_record};
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 enum Job {
     Probe(Arc<Session>),
     Recall { session: Arc<Session>, stateid: Stateid4, fh: NfsFh4 },
+    Getattr { session: Arc<Session>, fh: NfsFh4, mask: Bitmap4, probe: Arc<Probe> },
 }
 
 /// What the callback thread is told.
@@ -89,6 +90,12 @@ impl Callbacks {
         self.submit(Job::Recall { session, stateid, fh });
     }
 
+    /// Ask the client holding a write delegation of `fh` for the attributes in `mask`
+    /// (CB_GETATTR), in the background: the answer goes to `probe`.
+    pub(crate) fn getattr(&self, session: Arc<Session>, fh: NfsFh4, mask: Bitmap4, probe: Arc<Probe>) {
+        self.submit(Job::Getattr { session, fh, mask, probe });
+    }
+
     fn submit(&self, job: Job) {
         let mut events = self.events.lock();
         if events.is_none() {
@@ -109,17 +116,29 @@ impl Callbacks {
             }
         }
         if let Some(tx) = events.as_ref() {
-            if let Err(TrySendError::Full(_)) = tx.try_send(Event::Job(job)) {
+            if let Err(TrySendError::Full(Event::Job(job))) = tx.try_send(Event::Job(job)) {
                 tracing::debug!("NFSv4 callback queue full: a callback was dropped");
+                if let Job::Getattr { probe, .. } = job {
+                    probe.finish(None);
+                }
             }
         }
     }
 }
 
+/// What a call sent was.
+enum Sent {
+    /// CB_NULL.
+    Probe,
+    Recall,
+    /// CB_GETATTR, whose answer goes here.
+    Getattr(Arc<Probe>),
+}
+
 /// A call sent and not answered yet.
 struct Pending {
     session: Arc<Session>,
-    probe: bool,
+    sent: Sent,
     deadline: Instant,
 }
 
@@ -184,11 +203,33 @@ impl Worker {
 
     /// The outcome of a call (`None`: no answer in time, or an RPC error).
     fn answered(&self, p: Pending, results: Option<Bytes>) {
-        if p.probe {
-            let ok = results.is_some();
-            p.session.back.path.store(if ok { PATH_UP } else { PATH_DOWN }, Ordering::Relaxed);
-            tracing::debug!(up = ok, "NFSv4 back channel probed");
-            return;
+        match &p.sent {
+            Sent::Probe => {
+                let ok = results.is_some();
+                p.session.back.path.store(if ok { PATH_UP } else { PATH_DOWN }, Ordering::Relaxed);
+                tracing::debug!(up = ok, "NFSv4 back channel probed");
+                return;
+            }
+            Sent::Getattr(probe) => {
+                let Some(mut body) = results else {
+                    p.session.back.path.store(PATH_DOWN, Ordering::Relaxed);
+                    probe.finish(None);
+                    return;
+                };
+                p.session.back.path.store(PATH_UP, Ordering::Relaxed);
+                let attrs = match CbGetattrCompound4Res::decode(&mut body) {
+                    Ok(CbGetattrCompound4Res { status: Nfsstat4::Ok, getattr: Some(Res4::Ok(f)) }) => {
+                        FileAttrs::from_fattr(&f).ok()
+                    }
+                    other => {
+                        tracing::info!(?other, "CB_GETATTR failed: the write delegation is recalled");
+                        None
+                    }
+                };
+                probe.finish(attrs);
+                return;
+            }
+            Sent::Recall => {}
         }
         let status = results.and_then(|mut b| CbCompound4Res::decode(&mut b).ok()).map(|r| r.status);
         match status {
@@ -210,42 +251,55 @@ impl Worker {
     }
 
     fn send(&mut self, job: Job) {
-        let (session, probe, proc_, args) = match job {
-            Job::Probe(s) => (s, true, CB_NULL, Bytes::new()),
+        /// The CB_SEQUENCE of the next callback on the back channel's one slot.
+        fn sequence(session: &Session) -> CbSequence4Args {
+            let mut b = session.back.inner.lock();
+            b.seqid = b.seqid.wrapping_add(1);
+            CbSequence4Args {
+                sessionid: session.id,
+                sequenceid: b.seqid,
+                slotid: 0,
+                highest_slotid: 0,
+                cachethis: false,
+                referring_call_lists: Vec::new(),
+            }
+        }
+        let (session, what, proc_, args) = match job {
+            Job::Probe(s) => (s, Sent::Probe, CB_NULL, Bytes::new()),
             Job::Recall { session, stateid, fh } => {
-                let seqid = {
-                    let mut b = session.back.inner.lock();
-                    b.seqid = b.seqid.wrapping_add(1);
-                    b.seqid
-                };
                 let args = CbCompound4Args {
                     tag: Opaque::default(),
                     minorversion: session.minor,
                     callback_ident: 0,
                     argarray: vec![
-                        CbArgOp::Sequence(CbSequence4Args {
-                            sessionid: session.id,
-                            sequenceid: seqid,
-                            slotid: 0,
-                            highest_slotid: 0,
-                            cachethis: false,
-                            referring_call_lists: Vec::new(),
-                        }),
+                        CbArgOp::Sequence(sequence(&session)),
                         CbArgOp::Recall(CbRecall4Args { stateid, truncate: false, fh }),
                     ],
                 };
                 let mut body = BytesMut::new();
                 args.encode(&mut body);
-                (session, false, CB_COMPOUND, body.freeze())
+                (session, Sent::Recall, CB_COMPOUND, body.freeze())
+            }
+            Job::Getattr { session, fh, mask, probe } => {
+                let args = CbGetattrCompound4Args {
+                    tag: Opaque::default(),
+                    minorversion: session.minor,
+                    callback_ident: 0,
+                    sequence: sequence(&session),
+                    getattr: CbGetattr4Args { fh, attr_request: mask },
+                };
+                let mut body = BytesMut::new();
+                args.encode(&mut body);
+                (session, Sent::Getattr(probe), CB_COMPOUND, body.freeze())
             }
         };
         let sent = self.transmit(&session, proc_, &args);
         match sent {
             Some(xid) => {
                 self.pending
-                    .insert(xid, Pending { session, probe, deadline: Instant::now() + ANSWER_WITHIN });
+                    .insert(xid, Pending { session, sent: what, deadline: Instant::now() + ANSWER_WITHIN });
             }
-            None => self.answered(Pending { session, probe, deadline: Instant::now() }, None),
+            None => self.answered(Pending { session, sent: what, deadline: Instant::now() }, None),
         }
     }
 

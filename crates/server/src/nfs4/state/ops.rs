@@ -4,7 +4,7 @@
 
 use super::{
     bump, find, insert, lock_owner, range, remove, revoke, special, Entry, Inner, Kind, Other, StateTable,
-    RECALL_COOLDOWN_NS,
+    WriteDeleg, RECALL_COOLDOWN_NS,
 };
 use crate::nfs4::convert::{check_name, cinfo, status};
 use crate::nfs4::ctx::Ctx;
@@ -31,7 +31,7 @@ impl StateTable {
                 .filter_map(|k| {
                     let e = inner.ids.get(k)?;
                     match e.kind {
-                        Kind::Deleg { recalled_ns: Some(t), revoked: false }
+                        Kind::Deleg { recalled_ns: Some(t), revoked: false, .. }
                             if now.saturating_sub(t) > lease =>
                         {
                             Some((*k, e.client))
@@ -158,7 +158,9 @@ pub(crate) fn check_io(ctx: &Ctx, o: &Obj, stateid: &Stateid4, write: bool) -> R
                 _ => return Err(Nfsstat4::BadStateid),
             }
         }
-        // A read delegation covers reads; a write through it has no open behind it.
+        // A write delegation covers both; a read delegation covers reads (a
+        // write through it has no open behind it).
+        Kind::Deleg { write: Some(_), .. } => OPEN4_SHARE_ACCESS_BOTH,
         Kind::Deleg { .. } if !write => OPEN4_SHARE_ACCESS_READ,
         Kind::Deleg { .. } => return Err(Nfsstat4::Openmode),
     };
@@ -184,20 +186,37 @@ pub(crate) fn check_stateid_valid(ctx: &Ctx, stateid: &Stateid4) -> Result<(), N
 
 // ------------------------------------------------------------ delegations
 
-/// A change to `o` by this COMPOUND's client (or without a session): recall
-/// other clients' delegations of it. NFS4ERR_DELAY while any is outstanding.
-pub(crate) fn break_delegations(ctx: &Ctx, o: &Obj, _write: bool) -> Result<(), Nfsstat4> {
+/// What another client is about to do with a delegated file, which decides the delegations it recalls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Conflict {
+    /// Change it (data, attributes, names, links) or open it for writing: every delegation.
+    Change,
+    /// Read it, open it for reading, lock it: write delegations only (a read
+    /// delegation's holder shares the file with readers).
+    Read,
+}
+
+/// An access to `o` by this COMPOUND's client (or without a session) that
+/// changes it (`write`) or reads it: recall other clients' delegations that
+/// conflict. NFS4ERR_DELAY while any is outstanding.
+pub(crate) fn break_delegations(ctx: &Ctx, o: &Obj, write: bool) -> Result<(), Nfsstat4> {
     let me = ctx.client().ok().map(|c| c.id);
-    if recall(ctx.v4, &o.wire, me) {
+    let conflict = if write { Conflict::Change } else { Conflict::Read };
+    if recall(ctx.v4, &o.wire, me, conflict) {
         return Err(Nfsstat4::Delay);
     }
     Ok(())
 }
 
-/// Recall delegations of `file` held by clients other than `me`. Whether
-/// any is still out (the caller must wait: NFS4ERR_DELAY or JUKEBOX).
-pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
-    if v4.state.delegations.load(Ordering::Relaxed) == 0 {
+/// Recall the delegations of `file` held by clients other than `me` that
+/// `conflict` runs into. Whether any is still out (the caller must wait:
+/// NFS4ERR_DELAY or JUKEBOX).
+pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>, conflict: Conflict) -> bool {
+    let counter = match conflict {
+        Conflict::Change => &v4.state.delegations,
+        Conflict::Read => &v4.state.write_delegations,
+    };
+    if counter.load(Ordering::Relaxed) == 0 {
         return false;
     }
     let now = v4.clock.now_ns();
@@ -208,14 +227,28 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
     let mut outstanding = false;
     {
         let mut inner = v4.state.inner.lock();
-        let Some(f) = inner.files.get_mut(file) else { return false };
-        f.recalled_ns = now.max(1);
-        let delegs = f.delegs.clone();
+        let Some(f) = inner.files.get(file) else { return false };
+        // The delegations in the way.
+        let delegs: Vec<Other> = f
+            .delegs
+            .iter()
+            .copied()
+            .filter(|o| {
+                inner.ids.get(o).is_some_and(|e| {
+                    Some(e.client) != me
+                        && (conflict == Conflict::Change
+                            || matches!(e.kind, Kind::Deleg { write: Some(_), .. }))
+                })
+            })
+            .collect();
+        if delegs.is_empty() {
+            return false;
+        }
+        if let Some(f) = inner.files.get_mut(file) {
+            f.recalled_ns = now.max(1);
+        }
         for o in delegs {
             let Some(e) = inner.ids.get_mut(&o) else { continue };
-            if Some(e.client) == me {
-                continue;
-            }
             let client = e.client;
             if let Kind::Deleg { recalled_ns, .. } = &mut e.kind {
                 match recalled_ns {
@@ -232,13 +265,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
                         inner.recalling.insert(o);
                     }
                 }
-            }
-        }
-        for o in inner.files.get(file).map(|f| f.delegs.clone()).unwrap_or_default() {
-            if let Some(e) = inner.ids.get(&o) {
-                if Some(e.client) != me {
-                    lapsed.push(e.client);
-                }
+                lapsed.push(client);
             }
         }
     }
@@ -257,11 +284,7 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
     }
     let fh = NfsFh4 { data: eagernfs_xdr::Opaque(file.clone()) };
     for (other, seqid, client) in send {
-        let session = v4.sessions.client(client).and_then(|c| {
-            let ids = c.m.lock().sessions.clone();
-            ids.iter().filter_map(|id| v4.sessions.session(id)).find(|s| v4.back.path_up(s))
-        });
-        match session {
+        match back_session(v4, client) {
             Some(s) => {
                 tracing::debug!(client, "recalling a delegation");
                 v4.back.recall(s, Stateid4 { seqid, other }, fh.clone());
@@ -273,6 +296,14 @@ pub(crate) fn recall(v4: &Nfs4, file: &Bytes, me: Option<Clientid4>) -> bool {
         }
     }
     outstanding && !cleared
+}
+
+/// A session of `client` whose back channel works, if it has one.
+pub(super) fn back_session(v4: &Nfs4, client: Clientid4) -> Option<Arc<crate::nfs4::session::Session>> {
+    v4.sessions.client(client).and_then(|c| {
+        let ids = c.m.lock().sessions.clone();
+        ids.iter().filter_map(|id| v4.sessions.session(id)).find(|s| v4.back.path_up(s))
+    })
 }
 
 /// Send `client`'s outstanding recalls again over `session`, whose back channel is new: a
@@ -305,7 +336,19 @@ impl Nfs4 {
     /// whether a delegation stands in the way (answer NFS3ERR_JUKEBOX; the
     /// recall is under way).
     pub(crate) fn v3_change(&self, file: &Bytes) -> bool {
-        recall(self, file, None)
+        recall(self, file, None, Conflict::Change)
+    }
+
+    /// An NFSv3 READ or an NLM lock of `file` (someone other than any NFSv4
+    /// client): whether a write delegation stands in the way (JUKEBOX, or
+    /// NLM's grace answer, while it is recalled).
+    pub(crate) fn v3_read(&self, file: &Bytes) -> bool {
+        recall(self, file, None, Conflict::Read)
+    }
+
+    /// Whether any write delegation is out (a cheap test before looking one up).
+    pub(crate) fn has_write_delegations(&self) -> bool {
+        self.state.write_delegations.load(Ordering::Relaxed) > 0
     }
 
     /// Whether any delegation is out (a cheap test before looking one up).
@@ -332,7 +375,6 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
     let v4 = ctx.v4;
     let client = ctx.client()?.clone();
     let (access, deny) = share(a.share_access, a.share_deny)?;
-    let want = a.share_access & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
     let now = v4.clock.now_ns();
     let in_grace = v4.sessions.in_grace(now);
     let reclaim = matches!(a.claim, OpenClaim4::Previous(_));
@@ -393,7 +435,21 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
             return Err(Nfsstat4::Access);
         }
     }
-    // Another client's delegation stands in the way of writing.
+    let owner = a.owner.owner.0.clone();
+    // Share reservations (before any recall: an OPEN they deny has no need of it).
+    loop {
+        let inner = v4.state.inner.lock();
+        match conflicts(v4, &inner, &file.wire, client.id, &owner, access, deny) {
+            Ok(()) => break,
+            Err(in_way) => {
+                drop(inner);
+                if !clear_lapsed(v4, &in_way) {
+                    return Err(Nfsstat4::ShareDenied);
+                }
+            }
+        }
+    }
+    // Another client's delegation stands in the way.
     let deleg_claim = match &a.claim {
         OpenClaim4::DelegateCur { delegate_stateid, .. } | OpenClaim4::DelegCurFh(delegate_stateid) => {
             Some(*delegate_stateid)
@@ -406,23 +462,15 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
         if !matches!(e.kind, Kind::Deleg { .. }) || e.file != file.wire {
             return Err(Nfsstat4::BadStateid);
         }
-    } else if (access & OPEN4_SHARE_ACCESS_WRITE != 0 || deny & OPEN4_SHARE_DENY_READ != 0)
-        && recall(v4, &file.wire, Some(client.id))
-    {
-        return Err(Nfsstat4::Delay);
-    }
-    let owner = a.owner.owner.0.clone();
-    // Share reservations.
-    loop {
-        let inner = v4.state.inner.lock();
-        match conflicts(v4, &inner, &file.wire, client.id, &owner, access, deny) {
-            Ok(()) => break,
-            Err(in_way) => {
-                drop(inner);
-                if !clear_lapsed(v4, &in_way) {
-                    return Err(Nfsstat4::ShareDenied);
-                }
-            }
+    } else {
+        // Writing (or denying reads) conflicts with any delegation; reading, with write delegations.
+        let conflict = if access & OPEN4_SHARE_ACCESS_WRITE != 0 || deny & OPEN4_SHARE_DENY_READ != 0 {
+            Conflict::Change
+        } else {
+            Conflict::Read
+        };
+        if recall(v4, &file.wire, Some(client.id), conflict) {
+            return Err(Nfsstat4::Delay);
         }
     }
     let stateid = {
@@ -459,7 +507,7 @@ pub(crate) fn open(ctx: &mut Ctx, a: &Open4Args) -> Result<Open4ResOk, Nfsstat4>
             }
         }
     };
-    let delegation = delegate(ctx, &client, &file, access, deny, want, reclaim, &a.claim);
+    let delegation = delegate(ctx, &client, &file, &attr, access, deny, a.share_access, reclaim, &a.claim);
     ctx.set_cur(Cur::Obj(file));
     ctx.cur_stateid = Some(stateid);
     Ok(Open4ResOk {
@@ -567,19 +615,35 @@ fn open_by_name<'a>(
     }
 }
 
-/// Grant a read delegation if the client wants one (or does not mind) and nothing stands in the way.
+/// The space limit of a write delegation: none. A limit promises that the
+/// holder's writes up to it will find room (RFC 8881 §10.4.1), which only
+/// reserving the space would keep; the server reserves nothing, so it
+/// promises nothing either way and lets the holder write back when it
+/// likes (as knfsd does): a full file system shows up at the holder's
+/// write-back (its fsync, or the return), as a local disk's delayed
+/// allocation does at fsync.
+const SPACE_LIMIT: NfsSpaceLimit4 = NfsSpaceLimit4::Size(u64::MAX);
+
+/// Grant a delegation if the client wants one (or does not mind) and nothing
+/// stands in the way: a write delegation to a client opening the file for
+/// writing that no other client has open or locked, a read delegation to
+/// one opening it for reading only that no other client writes; otherwise
+/// why not (OPEN_DELEGATE_NONE_EXT, when the client said what it wants).
 #[allow(clippy::too_many_arguments)]
 fn delegate(
     ctx: &Ctx,
     client: &Arc<crate::nfs4::session::Client>,
     file: &Obj,
+    attr: &eagernfs_vfs::Attr,
     access: u32,
     deny: u32,
-    want: u32,
+    share_access: u32,
     reclaim: bool,
     claim: &OpenClaim4,
 ) -> OpenDelegation4 {
     let v4 = ctx.v4;
+    let want = share_access & OPEN4_SHARE_ACCESS_WANT_DELEG_MASK;
+    let times = share_access & OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS != 0;
     let none = |why| {
         if want == OPEN4_SHARE_ACCESS_WANT_NO_PREFERENCE {
             OpenDelegation4::None
@@ -602,38 +666,65 @@ fn delegate(
     {
         return none(why_no_deleg::RESOURCE);
     }
-    if access != OPEN4_SHARE_ACCESS_READ || deny != OPEN4_SHARE_DENY_NONE {
+    let writing = access & OPEN4_SHARE_ACCESS_WRITE != 0;
+    let write = match want {
+        // A write delegation needs an open for writing (the holder's writes were not allowed otherwise).
+        OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG if !writing => return none(why_no_deleg::RESOURCE),
+        OPEN4_SHARE_ACCESS_WANT_READ_DELEG if writing => return none(why_no_deleg::CONTENTION),
+        _ => writing,
+    };
+    if write {
+        // Off by the operator's choice, or on a file system whose other clients could
+        // change the file unseen (CephFS: no recall from its capabilities yet).
+        if !v4.config.write_delegations || file.export.backend.remote() {
+            return none(why_no_deleg::RESOURCE);
+        }
+    } else if deny != OPEN4_SHARE_DENY_NONE {
         return none(why_no_deleg::CONTENTION);
     }
     let Some(session) = &ctx.session else { return none(why_no_deleg::RESOURCE) };
     if !v4.back.path_up(session) {
         return none(why_no_deleg::RESOURCE);
     }
-    let now = v4.clock.now_ns();
-    let mut inner = v4.state.inner.lock();
-    let f = inner.files.get(&file.wire);
-    if let Some(f) = f {
-        if f.recalled_ns != 0 && now.saturating_sub(f.recalled_ns) < RECALL_COOLDOWN_NS {
+    // Byte-range locks of others: the holder of a write delegation may lock locally.
+    if write {
+        let probe = crate::nlm::locks::Held {
+            owner: lock_owner(client.id, &Bytes::from_static(b"\0write-delegation")),
+            exclusive: true,
+            range: crate::nlm::locks::Range { start: 0, end: u64::MAX },
+            addr: ctx.call.conn.peer.addr.ip(),
+        };
+        if v4.state.locks.test(&file.wire, &probe).is_some_and(|h| holder(&h) != Some(client.id)) {
             return none(why_no_deleg::CONTENTION);
         }
+    }
+    let now = v4.clock.now_ns();
+    let mut inner = v4.state.inner.lock();
+    if let Some(f) = inner.files.get(&file.wire) {
         // Already holds one: the same stateid.
         if let Some(o) = f.delegs.iter().find(|o| inner.ids.get(*o).is_some_and(|e| e.client == client.id)) {
             let e = &inner.ids[o];
-            return OpenDelegation4::Read(OpenReadDelegation4 {
-                stateid: Stateid4 { seqid: e.seqid, other: *o },
-                recall: false,
-                permissions: Nfsace4::default(),
-            });
+            let stateid = Stateid4 { seqid: e.seqid, other: *o };
+            return match &e.kind {
+                Kind::Deleg { write: Some(w), .. } => granted_write(stateid, w.times),
+                _ if write => none(why_no_deleg::NOT_SUPP_UPGRADE),
+                _ => granted_read(stateid),
+            };
         }
-        let other_writer = f.opens.iter().filter_map(|o| inner.ids.get(o)).any(|e| {
-            e.client != client.id
-                && matches!(e.kind, Kind::Open { access, .. } if access & OPEN4_SHARE_ACCESS_WRITE != 0)
-        });
-        let own_writer = f.opens.iter().filter_map(|o| inner.ids.get(o)).any(|e| {
-            e.client == client.id
-                && matches!(e.kind, Kind::Open { access, .. } if access & OPEN4_SHARE_ACCESS_WRITE != 0)
-        });
-        if other_writer || own_writer {
+        if f.recalled_ns != 0 && now.saturating_sub(f.recalled_ns) < RECALL_COOLDOWN_NS {
+            return none(why_no_deleg::CONTENTION);
+        }
+        let others = |e: &&Entry| e.client != client.id;
+        let in_way = if write {
+            // Any other client's open or delegation.
+            f.opens.iter().chain(&f.delegs).filter_map(|o| inner.ids.get(o)).any(|e| others(&e))
+        } else {
+            // Any open for writing, the client's own too (its writes would go around the delegation).
+            f.opens.iter().filter_map(|o| inner.ids.get(o)).any(
+                |e| matches!(e.kind, Kind::Open { access, .. } if access & OPEN4_SHARE_ACCESS_WRITE != 0),
+            )
+        };
+        if in_way {
             return none(why_no_deleg::CONTENTION);
         }
     }
@@ -641,23 +732,46 @@ fn delegate(
         return none(why_no_deleg::RESOURCE);
     }
     let o = v4.state.new_other(epoch(ctx));
-    insert(
-        &v4.state,
-        &mut inner,
-        o,
-        Entry {
-            seqid: 1,
-            client: client.id,
-            file: file.wire.clone(),
-            kind: Kind::Deleg { recalled_ns: None, revoked: false },
-        },
-    );
-    v4.state.delegations.fetch_add(1, Ordering::Relaxed);
-    OpenDelegation4::Read(OpenReadDelegation4 {
-        stateid: Stateid4 { seqid: 1, other: o },
+    let kind = Kind::Deleg {
+        recalled_ns: None,
+        revoked: false,
+        write: write.then(|| {
+            Box::new(WriteDeleg {
+                times,
+                granted_ctime: attr.ctime,
+                granted_atime: attr.atime,
+                granted_mtime: attr.mtime,
+                shown: None,
+                probe: None,
+            })
+        }),
+    };
+    v4.state.count_granted(&kind);
+    insert(&v4.state, &mut inner, o, Entry { seqid: 1, client: client.id, file: file.wire.clone(), kind });
+    let stateid = Stateid4 { seqid: 1, other: o };
+    if write {
+        granted_write(stateid, times)
+    } else {
+        granted_read(stateid)
+    }
+}
+
+fn granted_read(stateid: Stateid4) -> OpenDelegation4 {
+    OpenDelegation4::Read(OpenReadDelegation4 { stateid, recall: false, permissions: Nfsace4::default() })
+}
+
+fn granted_write(stateid: Stateid4, times: bool) -> OpenDelegation4 {
+    let w = OpenWriteDelegation4 {
+        stateid,
         recall: false,
+        space_limit: SPACE_LIMIT,
         permissions: Nfsace4::default(),
-    })
+    };
+    if times {
+        OpenDelegation4::WriteAttrsDeleg(w)
+    } else {
+        OpenDelegation4::Write(w)
+    }
 }
 
 /// An open stateid of this client for the current file.
@@ -944,6 +1058,10 @@ pub(crate) fn lockt(ctx: &mut Ctx, a: &Lockt4Args) -> Lockt4Res {
     };
     if v4.sessions.in_grace(v4.clock.now_ns()) || v4_nlm_grace(ctx) {
         return Lockt4Res::Err(Nfsstat4::Grace);
+    }
+    // Another client's write delegation: its holder may hold locks it has not told us of.
+    if let Err(s) = break_delegations(ctx, &o, false) {
+        return Lockt4Res::Err(s);
     }
     let want = Held {
         owner: lock_owner(client, &a.owner.owner.0),

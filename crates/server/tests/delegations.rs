@@ -1,0 +1,495 @@
+//! Write delegations on the wire (RFC 8881 §10.4, RFC 9754): granted to a
+//! file's sole opener, recalled by every access of anyone else (NFSv4,
+//! NFSv3 and NLM alike) while the other caller is told to wait, other
+//! clients' GETATTRs answered with what the holder reports in CB_GETATTR,
+//! revoked when not returned within a lease, and delegated timestamps set by
+//! the holder.
+
+mod common;
+
+use bytes::Bytes;
+use common::v4::*;
+use common::*;
+use eagernfs_proto::nfs3::{self, StableHow};
+use eagernfs_proto::nfs4::*;
+use eagernfs_proto::nlm::*;
+use eagernfs_server::{Nfs4Config, ServerConfig};
+use eagernfs_xdr::Opaque;
+use std::time::Duration;
+
+/// One export at /mem, writable by root from loopback.
+fn server_with(v4: Nfs4Config) -> TestServer {
+    TestServer::start_with(
+        ServerConfig { nfs4: v4, ..ServerConfig::default() },
+        vec![spec(1, &["/mem"], "/mem 127.0.0.0/8(rw,insecure,no_root_squash)", memory())],
+    )
+}
+
+fn server() -> TestServer {
+    server_with(Nfs4Config::default())
+}
+
+/// A client whose back channel has been probed (delegations need one).
+fn client(s: &TestServer, name: &str) -> V4 {
+    let mut v = V4::connect(s.addr, name);
+    assert!(v.wait_callback(|c| matches!(c, Callback::Null)), "CB_NULL probe");
+    v
+}
+
+/// A file both protocols can name: made over NFSv3, its handle is the NFSv4 one too.
+fn v3_file(s: &TestServer, name: &str) -> nfs3::NfsFh3 {
+    let mut c = s.client();
+    let root = c.root("/mem");
+    c.create(&root, name)
+}
+
+fn v4_fh(fh: &nfs3::NfsFh3) -> NfsFh4 {
+    NfsFh4 { data: Opaque(fh.data.0.clone()) }
+}
+
+/// The write delegation an OPEN brought (and whether its times are delegated).
+fn write_deleg(d: &OpenDelegation4) -> (Stateid4, bool) {
+    match d {
+        OpenDelegation4::Write(w) => {
+            assert_eq!(w.space_limit, NfsSpaceLimit4::Size(u64::MAX));
+            (w.stateid, false)
+        }
+        OpenDelegation4::WriteAttrsDeleg(w) => (w.stateid, true),
+        other => panic!("no write delegation: {other:?}"),
+    }
+}
+
+fn is_recall_of(c: &Callback, st: &Stateid4) -> bool {
+    matches!(c, Callback::Compound(a) if a.argarray.iter().any(|op| matches!(op, CbArgOp::Recall(r) if r.stateid == *st)))
+}
+
+fn delegreturn(v: &mut V4, fh: &NfsFh4, st: Stateid4) {
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: st }),
+    ]);
+}
+
+fn getattr4(v: &mut V4, fh: &NfsFh4, bits: &[u32]) -> Result<FileAttrs, Nfsstat4> {
+    let r = v.compound(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(bits) }),
+    ]);
+    match r.resarray.last() {
+        Some(ResOp::Getattr(Res4::Ok(f))) => Ok(FileAttrs::from_fattr(f).expect("attributes decode")),
+        Some(other) => Err(other.status()),
+        None => panic!("no result"),
+    }
+}
+
+#[test]
+fn a_write_delegation_goes_to_a_sole_opener_and_not_when_another_client_has_the_file_open() {
+    let s = server();
+    let mut a = client(&s, "writer");
+    let mut b = client(&s, "reader");
+    let root = a.fh("/mem");
+    // Alone: a write delegation with no space limit, whose stateid writes and reads.
+    let (fh, _, open) =
+        a.open_ok(&root, "solo", OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG);
+    let (st, times) = write_deleg(&open.delegation);
+    assert!(!times, "times are delegated only when asked for");
+    let r = a.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Write(Write4Args {
+            stateid: st,
+            offset: 0,
+            stable: StableHow4::FileSync4,
+            data: Bytes::from_static(b"under delegation"),
+        }),
+        ArgOp::Read(Read4Args { stateid: st, offset: 0, count: 64 }),
+    ]);
+    let Some(ResOp::Read(Res4::Ok(d))) = r.resarray.last() else { panic!("{r:?}") };
+    assert_eq!(&d.data[..], b"under delegation");
+    // Opening it again, the holder gets the same delegation.
+    let (_, _, again) = a.open_ok(&root, "solo", OPEN4_SHARE_ACCESS_WRITE);
+    assert_eq!(write_deleg(&again.delegation).0, st);
+    // A file another client has open: no write delegation, and the wish is answered with why.
+    let (_, _, _) = b.open_ok(&root, "shared", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    let (_, _, open) =
+        a.open_ok(&root, "shared", OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG);
+    assert_eq!(
+        open.delegation,
+        OpenDelegation4::NoneExt(OpenNoneDelegation4 { why: why_no_deleg::CONTENTION, later: Some(false) })
+    );
+    // A client that wants none gets none, and says so.
+    let (_, _, open) =
+        a.open_ok(&root, "unwanted", OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_NO_DELEG);
+    assert_eq!(
+        open.delegation,
+        OpenDelegation4::NoneExt(OpenNoneDelegation4 { why: why_no_deleg::NOT_WANTED, later: None })
+    );
+    // A write delegation is not for an open without write access.
+    let (_, _, open) =
+        a.open_ok(&root, "readonly", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG);
+    assert!(matches!(open.delegation, OpenDelegation4::NoneExt(_)), "{:?}", open.delegation);
+    // The operator can turn them off: readers still get read delegations.
+    let s2 = server_with(Nfs4Config { write_delegations: false, ..Nfs4Config::default() });
+    let mut c = client(&s2, "writer");
+    let root = c.fh("/mem");
+    let (_, _, open) = c.open_ok(&root, "f", OPEN4_SHARE_ACCESS_BOTH);
+    assert_eq!(open.delegation, OpenDelegation4::None);
+    let (_, _, open) = c.open_ok(&root, "g", OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_READ_DELEG);
+    assert!(matches!(open.delegation, OpenDelegation4::Read(_)), "{:?}", open.delegation);
+}
+
+/// Everything another client may do that must wait for a write delegation's return.
+#[derive(Debug, Clone, Copy)]
+enum Access {
+    V4Open,
+    V4Read,
+    V4Write,
+    V4Setattr,
+    V4Remove,
+    V4Rename,
+    V4Link,
+    V4Lockt,
+    V3Read,
+    V3Write,
+    V3Setattr,
+    V3Remove,
+    V3Rename,
+    V3Link,
+    NlmLock,
+}
+
+impl Access {
+    const ALL: [Access; 15] = [
+        Access::V4Open,
+        Access::V4Read,
+        Access::V4Write,
+        Access::V4Setattr,
+        Access::V4Remove,
+        Access::V4Rename,
+        Access::V4Link,
+        Access::V4Lockt,
+        Access::V3Read,
+        Access::V3Write,
+        Access::V3Setattr,
+        Access::V3Remove,
+        Access::V3Rename,
+        Access::V3Link,
+        Access::NlmLock,
+    ];
+
+    /// Try it on `name` (handle `fh`) in /mem; `true` if it went through, `false` if told to wait.
+    fn run(self, v: &mut V4, c3: &mut Client, name: &str, fh: &nfs3::NfsFh3) -> bool {
+        let root3 = c3.root("/mem");
+        let root = v.fh("/mem");
+        let fh4 = v4_fh(fh);
+        let v4 = |r: Compound4Res| match r.status {
+            Nfsstat4::Ok => true,
+            Nfsstat4::Delay => false,
+            other => panic!("{self:?}: {other:?} {r:?}"),
+        };
+        let v3 = |s: nfs3::Nfsstat3| match s {
+            nfs3::Nfsstat3::Ok => true,
+            nfs3::Nfsstat3::Jukebox => false,
+            other => panic!("{self:?}: {other:?}"),
+        };
+        let put = ArgOp::Putfh(Putfh4Args { object: fh4.clone() });
+        let link_name = format!("{name}.link");
+        match self {
+            Access::V4Open => {
+                v4(v.open(&root, name, OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG, false))
+            }
+            Access::V4Read => v4(v.compound(vec![
+                put,
+                ArgOp::Read(Read4Args { stateid: Stateid4::ANONYMOUS, offset: 0, count: 8 }),
+            ])),
+            Access::V4Write => v4(v.compound(vec![
+                put,
+                ArgOp::Write(Write4Args {
+                    stateid: Stateid4::ANONYMOUS,
+                    offset: 0,
+                    stable: StableHow4::FileSync4,
+                    data: Bytes::from_static(b"other"),
+                }),
+            ])),
+            Access::V4Setattr => v4(v.compound(vec![
+                put,
+                ArgOp::Setattr(Setattr4Args {
+                    stateid: Stateid4::ANONYMOUS,
+                    obj_attributes: FileAttrs { mode: Some(0o640), ..Default::default() }.to_fattr(),
+                }),
+            ])),
+            Access::V4Remove => v4(v.compound(vec![
+                ArgOp::Putfh(Putfh4Args { object: root }),
+                ArgOp::Remove(Remove4Args { target: name_of(name) }),
+            ])),
+            Access::V4Rename => v4(v.compound(vec![
+                ArgOp::Putfh(Putfh4Args { object: root.clone() }),
+                ArgOp::Savefh(()),
+                ArgOp::Rename(Rename4Args {
+                    oldname: name_of(name),
+                    newname: name_of(&format!("{name}.moved")),
+                }),
+            ])),
+            Access::V4Link => v4(v.compound(vec![
+                put,
+                ArgOp::Savefh(()),
+                ArgOp::Putfh(Putfh4Args { object: root }),
+                ArgOp::Link(Link4Args { newname: name_of(&link_name) }),
+            ])),
+            Access::V4Lockt => {
+                let r = v.compound(vec![
+                    put,
+                    ArgOp::Lockt(Lockt4Args {
+                        locktype: NfsLockType4::WriteLt,
+                        offset: 0,
+                        length: 10,
+                        owner: StateOwner4 { clientid: v.clientid, owner: Opaque::from_static(b"tester") },
+                    }),
+                ]);
+                match r.resarray.last() {
+                    Some(ResOp::Lockt(Lockt4Res::Ok)) => true,
+                    Some(ResOp::Lockt(Lockt4Res::Err(Nfsstat4::Delay))) => false,
+                    other => panic!("{self:?}: {other:?}"),
+                }
+            }
+            Access::V3Read => v3(c3.read(fh, 0, 8).status()),
+            Access::V3Write => v3(c3.write(fh, 0, b"v3", StableHow::FileSync).status()),
+            Access::V3Setattr => {
+                v3(c3.setattr(fh, nfs3::Sattr3 { size: Some(1), ..Default::default() }, None).status())
+            }
+            Access::V3Remove => v3(c3.remove(&root3, name).status()),
+            Access::V3Rename => v3(c3
+                .nfs::<_, nfs3::Rename3Res>(
+                    nfs3::NFSPROC3_RENAME,
+                    &nfs3::Rename3Args {
+                        from: diropargs(&root3, name),
+                        to: diropargs(&root3, &format!("{name}.moved")),
+                    },
+                )
+                .status()),
+            Access::V3Link => v3(c3
+                .nfs::<_, nfs3::Link3Res>(
+                    nfs3::NFSPROC3_LINK,
+                    &nfs3::Link3Args { file: fh.clone(), link: diropargs(&root3, &link_name) },
+                )
+                .status()),
+            Access::NlmLock => {
+                let alock = Nlm4Lock {
+                    caller_name: Opaque::from_static(b"v3host"),
+                    fh: Opaque(fh.data.0.clone()),
+                    oh: Opaque::from_static(b"v3owner"),
+                    svid: 42,
+                    l_offset: 0,
+                    l_len: 10,
+                };
+                let args = Nlm4LockArgs {
+                    cookie: Opaque::from_static(b"c"),
+                    block: false,
+                    exclusive: true,
+                    alock,
+                    reclaim: false,
+                    state: 1,
+                };
+                let r: Nlm4Res = c3.call(NLM_PROGRAM, NLM_V4, proc4::LOCK, &args).results();
+                match r.stat {
+                    Nlm4Stats::Granted => true,
+                    Nlm4Stats::DeniedGracePeriod => false,
+                    other => panic!("{self:?}: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+fn name_of(s: &str) -> Component4 {
+    Opaque(Bytes::copy_from_slice(s.as_bytes()))
+}
+
+#[test]
+fn every_access_by_anyone_else_recalls_a_write_delegation_and_waits_for_its_return() {
+    let s = server();
+    let mut holder = client(&s, "holder");
+    let mut other = client(&s, "other");
+    let mut c3 = s.client();
+    let root = holder.fh("/mem");
+    for (i, access) in Access::ALL.into_iter().enumerate() {
+        let name = format!("f{i}");
+        let fh3 = v3_file(&s, &name);
+        let (fh, _, open) = holder.open_ok(&root, &name, OPEN4_SHARE_ACCESS_BOTH);
+        let (st, _) = write_deleg(&open.delegation);
+        holder.callbacks.clear();
+        // The other caller waits while the delegation is out, and the holder is asked for it.
+        assert!(!access.run(&mut other, &mut c3, &name, &fh3), "{access:?} went through a write delegation");
+        assert!(holder.wait_callback(|c| is_recall_of(c, &st)), "{access:?}: CB_RECALL");
+        assert!(!access.run(&mut other, &mut c3, &name, &fh3), "{access:?} before the return");
+        // Once it is back, the access goes through.
+        delegreturn(&mut holder, &fh, st);
+        assert!(access.run(&mut other, &mut c3, &name, &fh3), "{access:?} after the return");
+    }
+}
+
+#[test]
+fn another_clients_getattr_is_answered_with_what_the_holder_reports_in_cb_getattr() {
+    let s = server();
+    let mut holder = client(&s, "holder");
+    let mut other = client(&s, "other");
+    let root = holder.fh("/mem");
+    let fh3 = v3_file(&s, "written");
+    let (fh, _, open) = holder.open_ok(&root, "written", OPEN4_SHARE_ACCESS_BOTH);
+    let (st, _) = write_deleg(&open.delegation);
+    let before = getattr4(&mut holder, &fh, &[FATTR4_CHANGE, FATTR4_SIZE]).unwrap();
+    let granted_change = before.change.unwrap();
+    assert_eq!(before.size, Some(0));
+    let is_getattr = |c: &Callback| matches!(c, Callback::Getattr(_));
+    // Unmodified: the holder reports the change it was granted with; others see the server's attributes.
+    holder.cb_getattr = Some(FileAttrs { change: Some(granted_change), size: Some(0), ..Default::default() });
+    let addr = s.addr;
+    let v3fh = fh3.clone();
+    let t = std::thread::spawn(move || {
+        let mut c3 = Client::connect(addr);
+        c3.getattr(&v3fh)
+    });
+    assert!(holder.wait_callback(is_getattr), "CB_GETATTR for an NFSv3 GETATTR");
+    let nfs3::Getattr3Res::Ok(a) = t.join().unwrap() else { panic!("v3 GETATTR failed") };
+    assert_eq!(a.obj_attributes.size, 0);
+    // Modified: the holder's size, and a change the file never had before.
+    holder.callbacks.clear();
+    holder.cb_getattr =
+        Some(FileAttrs { change: Some(granted_change + 1), size: Some(12345), ..Default::default() });
+    let t = std::thread::spawn(move || {
+        let mut c3 = Client::connect(addr);
+        c3.getattr(&fh3)
+    });
+    assert!(holder.wait_callback(is_getattr), "CB_GETATTR");
+    let nfs3::Getattr3Res::Ok(a3) = t.join().unwrap() else { panic!("v3 GETATTR failed") };
+    assert_eq!(a3.obj_attributes.size, 12345);
+    let other_fh = fh.clone();
+    let t = std::thread::spawn(move || {
+        getattr4(&mut other, &other_fh, &[FATTR4_CHANGE, FATTR4_SIZE]).map(|a| (a, other))
+    });
+    let started = std::time::Instant::now();
+    while !t.is_finished() && started.elapsed() < WAIT {
+        holder.ok(vec![]);
+    }
+    let (a4, mut other) = t.join().unwrap().expect("NFSv4 GETATTR");
+    assert_eq!(a4.size, Some(12345));
+    assert!(a4.change.unwrap() > granted_change, "change moved on: {a4:?} vs {granted_change}");
+    // A holder that cannot say has its delegation recalled; meanwhile others wait.
+    holder.callbacks.clear();
+    holder.cb_getattr = None;
+    let other_fh = fh.clone();
+    let t = std::thread::spawn(move || getattr4(&mut other, &other_fh, &[FATTR4_SIZE]));
+    assert!(holder.wait_callback(|c| is_recall_of(c, &st)), "CB_RECALL after a failed CB_GETATTR");
+    assert_eq!(t.join().unwrap().unwrap_err(), Nfsstat4::Delay);
+    delegreturn(&mut holder, &fh, st);
+}
+
+#[test]
+fn a_write_delegation_not_returned_within_a_lease_is_revoked_and_the_other_writer_goes_ahead() {
+    let s = server();
+    let handle = s.handle();
+    let v3fh = v3_file(&s, "kept");
+    let mut holder = client(&s, "stubborn");
+    let root = holder.fh("/mem");
+    let (fh, _, open) = holder.open_ok(&root, "kept", OPEN4_SHARE_ACCESS_BOTH);
+    let (st, _) = write_deleg(&open.delegation);
+    let mut c3 = s.client();
+    assert_eq!(c3.write(&v3fh, 0, b"x", StableHow::FileSync).status(), nfs3::Nfsstat3::Jukebox);
+    assert!(holder.wait_callback(|c| is_recall_of(c, &st)), "CB_RECALL");
+    // The holder never returns it. A lease later, the writer goes ahead.
+    handle.advance_nfs4_clock(Duration::from_secs(91));
+    assert_eq!(c3.write(&v3fh, 0, b"x", StableHow::FileSync).status(), nfs3::Nfsstat3::Ok);
+    // The holder's writes through it now fail: its data is not silently taken.
+    let r = holder.compound(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh }),
+        ArgOp::Write(Write4Args {
+            stateid: st,
+            offset: 0,
+            stable: StableHow4::FileSync4,
+            data: Bytes::from_static(b"late"),
+        }),
+    ]);
+    assert_eq!(r.status, Nfsstat4::DelegRevoked);
+    let ResOp::Sequence(Res4::Ok(seq)) = &holder.ok(vec![]).resarray[0] else { panic!() };
+    assert_ne!(seq.status_flags & SEQ4_STATUS_RECALLABLE_STATE_REVOKED, 0);
+}
+
+#[test]
+fn delegated_timestamps_set_by_the_holder_are_what_others_see() {
+    let s = server();
+    let mut holder = client(&s, "stamper");
+    let mut other = client(&s, "onlooker");
+    let root = holder.fh("/mem");
+    // The server says it delegates timestamps.
+    let caps = getattr4(&mut holder, &root, &[FATTR4_SUPPORTED_ATTRS, FATTR4_OPEN_ARGUMENTS]).unwrap();
+    assert!(caps.supported_attrs.unwrap().contains(FATTR4_OPEN_ARGUMENTS));
+    let oa = caps.open_arguments.expect("open_arguments");
+    assert!(oa.oa_share_access_want.contains(open_args_want::DELEG_TIMESTAMPS));
+    let (fh, _, open) =
+        holder.open_ok(&root, "stamped", OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS);
+    let (st, times) = write_deleg(&open.delegation);
+    assert!(times, "OPEN_DELEGATE_WRITE_ATTRS_DELEG");
+    let granted = getattr4(&mut holder, &fh, &[FATTR4_TIME_MODIFY, FATTR4_TIME_ACCESS]).unwrap();
+    let granted_mtime = granted.time_modify.unwrap();
+    // The holder writes (the server stamps its own mtime), then sets the time it wrote at.
+    holder.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Write(Write4Args {
+            stateid: st,
+            offset: 0,
+            stable: StableHow4::FileSync4,
+            data: Bytes::from_static(b"stamped"),
+        }),
+    ]);
+    let wrote_at = Nfstime4 { seconds: granted_mtime.seconds, nseconds: granted_mtime.nseconds + 1 };
+    let wrote_at = if wrote_at.nseconds >= 1_000_000_000 {
+        Nfstime4 { seconds: wrote_at.seconds + 1, nseconds: 0 }
+    } else {
+        wrote_at
+    };
+    let set = |v: &mut V4, stateid, t| {
+        v.compound(vec![
+            ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+            ArgOp::Setattr(Setattr4Args {
+                stateid,
+                obj_attributes: FileAttrs { time_deleg_modify: Some(t), ..Default::default() }.to_fattr(),
+            }),
+        ])
+    };
+    // Only the holder may, with its delegation's stateid.
+    assert_eq!(set(&mut other, Stateid4::ANONYMOUS, wrote_at).status, Nfsstat4::BadStateid);
+    assert_eq!(set(&mut holder, Stateid4::ANONYMOUS, wrote_at).status, Nfsstat4::BadStateid);
+    assert_eq!(set(&mut holder, st, wrote_at).status, Nfsstat4::Ok);
+    // A time from before the delegation is left alone.
+    let old = Nfstime4 { seconds: granted_mtime.seconds - 100, nseconds: 0 };
+    assert_eq!(set(&mut holder, st, old).status, Nfsstat4::Ok);
+    delegreturn(&mut holder, &fh, st);
+    let seen = getattr4(&mut other, &fh, &[FATTR4_TIME_MODIFY, FATTR4_SIZE]).unwrap();
+    assert_eq!(seen.time_modify, Some(wrote_at), "the holder's time, not the server's write time");
+    assert_eq!(seen.size, Some(7));
+}
+
+#[test]
+fn a_getattr_waiting_for_cb_getattr_lets_the_answer_in_on_its_own_connection() {
+    // pynfs runs several clients' sessions over one connection: the holder's
+    // CB_GETATTR answer then arrives on the connection whose GETATTR waits for it.
+    let s = server();
+    let mut holder = client(&s, "holder");
+    let mut other = client(&s, "other");
+    let root = holder.fh("/mem");
+    let (fh, _, open) = holder.open_ok(&root, "shared-conn", OPEN4_SHARE_ACCESS_BOTH);
+    let (st, _) = write_deleg(&open.delegation);
+    let granted = getattr4(&mut holder, &fh, &[FATTR4_CHANGE]).unwrap().change.unwrap();
+    // The holder's back channel moves to the other client's connection.
+    let r = other.raw(vec![ArgOp::BindConnToSession(BindConnToSession4Args {
+        sessid: holder.sessionid,
+        dir: ChannelDirFromClient4::BackOrBoth,
+        use_conn_in_rdma_mode: false,
+    })]);
+    assert_eq!(r.status, Nfsstat4::Ok, "{r:?}");
+    // That connection answers the holder's callbacks (the other client's loop does it for it).
+    other.cb_getattr = Some(FileAttrs { change: Some(granted + 1), size: Some(42), ..Default::default() });
+    let a = getattr4(&mut other, &fh, &[FATTR4_SIZE, FATTR4_CHANGE]).expect("GETATTR answered, not DELAY");
+    assert!(other.callbacks.iter().any(|c| matches!(c, Callback::Getattr(_))), "CB_GETATTR came on it");
+    assert_eq!(a.size, Some(42));
+    delegreturn(&mut holder, &fh, st);
+}
