@@ -117,6 +117,54 @@ fn metrics_speak_prometheus() {
     assert!(api["stats"]["nfs3"].as_array().unwrap().iter().any(|p| p["name"] == "WRITE"));
 }
 
+#[test]
+fn a_journaled_export_shows_its_journal_in_stat_and_metrics() {
+    if ganesha_override()
+        && skip("a_journaled_export_shows_its_journal_in_stat_and_metrics", "eagernfs-only feature")
+    {
+        return;
+    }
+    let export = tempfile::tempdir().unwrap();
+    let journal_dir = tempfile::tempdir().unwrap();
+    let journal = journal_dir.path().join("journal");
+    let (port, _) = free_ports();
+    let metrics = format!("127.0.0.1:{port}");
+    let server = Server::eagernfs(
+        export.path(),
+        &[
+            "-o",
+            "rw,no_root_squash,insecure",
+            "--metrics",
+            &metrics,
+            "--journal",
+            journal.to_str().unwrap(),
+            "--journal-size",
+            "8MiB",
+        ],
+    );
+    upload(&server, "f", 200_000);
+    let state = server.state_dir();
+    let json = eagernfs(&["stat", "--json", "--state-dir", state.to_str().unwrap()]);
+    json.assert_success("eagernfs stat --json");
+    let v: serde_json::Value = serde_json::from_str(&json.stdout_text()).unwrap();
+    let j = &v["exports"][0]["journal"];
+    let n = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("no journal.{k} in {v}"));
+    assert!(n("records") >= 1 && n("log_writes") >= 1, "{j}");
+    assert!(n("bytes") >= 200_000, "the uploaded data went through the log: {j}");
+    assert_eq!(n("size_bytes"), 8 << 20);
+    let text = eagernfs(&["stat", "--state-dir", state.to_str().unwrap()]);
+    text.assert_success("eagernfs stat");
+    assert!(text.stdout_text().contains("journal: "), "{}", text.stdout_text());
+    let prom = http_get(port, "/metrics");
+    let export_path = export.path().canonicalize().unwrap().display().to_string();
+    let records = prom
+        .lines()
+        .find(|l| l.starts_with(&format!("eagernfs_journal_records_total{{export=\"{export_path}\"}}")))
+        .unwrap_or_else(|| panic!("no journal records counter:\n{prom}"));
+    assert_eq!(records.rsplit(' ').next().unwrap().parse::<u64>().unwrap(), n("records"));
+    assert!(prom.contains("# TYPE eagernfs_journal_log_writes_total counter"), "{prom}");
+}
+
 /// The headless browser this machine has, if any.
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]

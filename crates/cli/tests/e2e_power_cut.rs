@@ -1,7 +1,8 @@
 //! Power cuts: every change a client had a reply for is on the disk a power cut leaves.
 //!
 //! The export is an ext4 file system on a loop device backed by an image file. Four clients
-//! (tasks on one connection, each in its own directory) create files, directories, symlinks and
+//! (tasks, each in its own directory; two share an NFSv3 connection, two an NFSv4.1 session,
+//! whose COMPOUNDs the journal makes durable once each, before the reply) create files, directories, symlinks and
 //! hard links, write (FILE_SYNC), chmod, truncate, rename and remove through the server, each
 //! recording the calls it had a reply for. After a random number of replies the server is frozen
 //! with SIGSTOP and, once the loop device has finished the writes it had started, the image is
@@ -44,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::*;
-use eagernfs_client::{NfsClient, NfsOps, NfsUrl};
+use eagernfs_client::{AnyClient, NfsOps, NfsUrl, NfsVersion};
 use eagernfs_proto::nfs3::{Createhow3, NfsFh3, Sattr3, StableHow};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -330,7 +331,7 @@ struct Client {
 // ----- the client ------------------------------------------------------------------------------
 
 /// Run one call; the handle of a new object on success.
-async fn call(c: &NfsClient, root: &NfsFh3, m: &Model, op: &Op) -> Result<Option<NfsFh3>, String> {
+async fn call(c: &AnyClient, root: &NfsFh3, m: &Model, op: &Op) -> Result<Option<NfsFh3>, String> {
     let cred = c.default_cred();
     let dir_and_name = |path: &str| {
         let (d, n) = parent_and_name(path);
@@ -400,7 +401,7 @@ async fn call(c: &NfsClient, root: &NfsFh3, m: &Model, op: &Op) -> Result<Option
 
 /// One client: make its directory, then call until frozen (or `OPS_MAX`), recording each reply.
 async fn client(
-    c: Arc<NfsClient>,
+    c: Arc<AnyClient>,
     worker: usize,
     seed: u64,
     state: Arc<Mutex<Client>>,
@@ -740,14 +741,24 @@ fn one_round(scratch: &Path, mount: &Path, journal: bool, seed: u64) -> (u64, Ve
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let url: NfsUrl = server.url("").parse().expect("url");
-    let c = Arc::new(rt.block_on(NfsClient::connect_url(&url)).expect("mount"));
+    // Half the clients speak NFSv3 (a call per change), half NFSv4.1 (COMPOUNDs).
+    let connect = |vers| {
+        let mut url = url.clone();
+        url.options.vers = Some(vers);
+        let c = rt.block_on(AnyClient::connect_url(&url)).expect("mount");
+        assert_eq!(c.version(), vers);
+        Arc::new(c)
+    };
+    let conns = [connect(NfsVersion::V3), connect(NfsVersion::V41)];
     let acked = Arc::new(AtomicU64::new(0));
     let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let states: Vec<Arc<Mutex<Client>>> = (0..WORKERS).map(|_| Arc::default()).collect();
     let tasks: Vec<_> = states
         .iter()
         .enumerate()
-        .map(|(w, s)| rt.spawn(client(c.clone(), w, seed, s.clone(), acked.clone(), frozen.clone())))
+        .map(|(w, s)| {
+            rt.spawn(client(conns[w % 2].clone(), w, seed, s.clone(), acked.clone(), frozen.clone()))
+        })
         .collect();
     // The moment of the cut: after a random number of replies.
     let cut_after = rng.gen_range(8..1500u64);
@@ -773,7 +784,7 @@ fn one_round(scratch: &Path, mount: &Path, journal: bool, seed: u64) -> (u64, Ve
     for t in &tasks {
         t.abort();
     }
-    drop(c);
+    drop(conns);
     drop(rt);
     drop(disk);
 

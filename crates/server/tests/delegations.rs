@@ -467,3 +467,29 @@ fn delegated_timestamps_set_by_the_holder_are_what_others_see() {
     assert_eq!(seen.time_modify, Some(wrote_at), "the holder's time, not the server's write time");
     assert_eq!(seen.size, Some(7));
 }
+
+#[test]
+fn a_getattr_waiting_for_cb_getattr_lets_the_answer_in_on_its_own_connection() {
+    // pynfs runs several clients' sessions over one connection: the holder's
+    // CB_GETATTR answer then arrives on the connection whose GETATTR waits for it.
+    let s = server();
+    let mut holder = client(&s, "holder");
+    let mut other = client(&s, "other");
+    let root = holder.fh("/mem");
+    let (fh, _, open) = holder.open_ok(&root, "shared-conn", OPEN4_SHARE_ACCESS_BOTH);
+    let (st, _) = write_deleg(&open.delegation);
+    let granted = getattr4(&mut holder, &fh, &[FATTR4_CHANGE]).unwrap().change.unwrap();
+    // The holder's back channel moves to the other client's connection.
+    let r = other.raw(vec![ArgOp::BindConnToSession(BindConnToSession4Args {
+        sessid: holder.sessionid,
+        dir: ChannelDirFromClient4::BackOrBoth,
+        use_conn_in_rdma_mode: false,
+    })]);
+    assert_eq!(r.status, Nfsstat4::Ok, "{r:?}");
+    // That connection answers the holder's callbacks (the other client's loop does it for it).
+    other.cb_getattr = Some(FileAttrs { change: Some(granted + 1), size: Some(42), ..Default::default() });
+    let a = getattr4(&mut other, &fh, &[FATTR4_SIZE, FATTR4_CHANGE]).expect("GETATTR answered, not DELAY");
+    assert!(other.callbacks.iter().any(|c| matches!(c, Callback::Getattr(_))), "CB_GETATTR came on it");
+    assert_eq!(a.size, Some(42));
+    delegreturn(&mut holder, &fh, st);
+}

@@ -40,6 +40,19 @@ pub(crate) fn default_state_dir() -> PathBuf {
     }
 }
 
+/// An export's intent journal (`--journal`) as `eagernfs stat --json` shows it.
+fn journal_json(j: &eagernfs_vfs::journal::JournalStats) -> serde_json::Value {
+    serde_json::json!({
+        "records": j.records,
+        "bytes": j.bytes,
+        "log_writes": j.groups,
+        "space_waits": j.space_waits,
+        "checkpoints": j.checkpoints,
+        "used_bytes": j.used_bytes,
+        "size_bytes": j.size_bytes,
+    })
+}
+
 /// Re-reads the exports: returns a sentence saying what changed, or why
 /// nothing did.
 pub(crate) type Reload = Box<dyn Fn() -> anyhow::Result<String> + Send + Sync>;
@@ -66,6 +79,7 @@ impl ServerObserver {
                 serde_json::json!({
                     "path": e.mount_paths[0].display().to_string(),
                     "clients": clients.join(" "),
+                    "journal": e.backend.journal_stats().map(|j| journal_json(&j)),
                 })
             })
             .collect();
@@ -112,6 +126,14 @@ impl http::Source for ServerObserver {
     }
 
     fn prometheus(&self) -> String {
-        prom::render_server(&self.stats.snapshot())
+        let journals: Vec<(String, eagernfs_vfs::journal::JournalStats)> = self
+            .handle
+            .exports()
+            .iter()
+            .filter_map(|e| Some((e.mount_paths[0].display().to_string(), e.backend.journal_stats()?)))
+            .collect();
+        let mut text = prom::render_server(&self.stats.snapshot());
+        text.push_str(&prom::render_journals(&journals));
+        text
     }
 }

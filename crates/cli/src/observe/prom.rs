@@ -182,6 +182,50 @@ pub(crate) fn render_server(s: &StatsSnapshot) -> String {
     o.0
 }
 
+/// Each journaled export's intent journal (`--journal`), labelled by export path.
+pub(crate) fn render_journals(journals: &[(String, eagernfs_vfs::journal::JournalStats)]) -> String {
+    let mut o = Out(String::new());
+    if journals.is_empty() {
+        return o.0;
+    }
+    type Get = fn(&eagernfs_vfs::journal::JournalStats) -> u64;
+    let families: [(&str, &str, &str, Get); 7] = [
+        ("eagernfs_journal_records_total", "counter", "Records appended to the intent journal.", |j| {
+            j.records
+        }),
+        ("eagernfs_journal_record_bytes_total", "counter", "Bytes of records appended.", |j| j.bytes),
+        (
+            "eagernfs_journal_log_writes_total",
+            "counter",
+            "Group commits: log writes made durable, each carrying one or more records.",
+            |j| j.groups,
+        ),
+        (
+            "eagernfs_journal_space_waits_total",
+            "counter",
+            "Appends that waited for a checkpoint to free space (the journal is too small).",
+            |j| j.space_waits,
+        ),
+        ("eagernfs_journal_checkpoints_total", "counter", "Checkpoints that freed log space.", |j| {
+            j.checkpoints
+        }),
+        (
+            "eagernfs_journal_used_bytes",
+            "gauge",
+            "Log bytes between the checkpoint and the last append.",
+            |j| j.used_bytes,
+        ),
+        ("eagernfs_journal_size_bytes", "gauge", "Size of the log area.", |j| j.size_bytes),
+    ];
+    for (name, kind, help, get) in families {
+        o.family(name, kind, help);
+        for (export, j) in journals {
+            o.sample(name, &[("export", export)], get(j));
+        }
+    }
+    o.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

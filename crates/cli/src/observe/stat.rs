@@ -147,6 +147,25 @@ pub(crate) fn render(s: &StatsSnapshot, doc: &serde_json::Value) -> String {
                 e["path"].as_str().unwrap_or("?"),
                 e["clients"].as_str().unwrap_or("")
             );
+            let j = &e["journal"];
+            if j.is_object() {
+                let n = |k: &str| j[k].as_u64().unwrap_or(0);
+                let per_write = n("records") as f64 / n("log_writes").max(1) as f64;
+                let _ =
+                    writeln!(
+                    o,
+                    "    journal: {} records ({}) in {} log writes ({per_write:.1} each), {} of {} in use, \
+                     {} checkpoints, {} waits for space{}",
+                    n("records"),
+                    mib(n("bytes")),
+                    n("log_writes"),
+                    mib(n("used_bytes")),
+                    mib(n("size_bytes")),
+                    n("checkpoints"),
+                    n("space_waits"),
+                    if n("space_waits") > 0 { " (writers waited: a larger --journal-size helps)" } else { "" }
+                );
+            }
         }
     }
     let _ =

@@ -79,6 +79,12 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
     let mut tail: Option<Piece> = None;
     let mut status = Nfsstat4::Ok;
     let mut n = 0u32;
+    // A journaled export's changes are made durable once for the whole
+    // COMPOUND, before its reply, instead of a log write per operation
+    // (a small file's WRITE, SETATTR and CLOSE come in one). Where the first
+    // operation that waited stands in the reply, and its number and index.
+    let deferred = eagernfs_vfs::journal::DeferredDurability::begin();
+    let mut first_deferred: Option<(usize, u32, u32)> = None;
     for i in 0..head.count {
         let op_start = out.len();
         n += 1;
@@ -155,6 +161,9 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
             }
         };
         status = s;
+        if first_deferred.is_none() && deferred.pending() > 0 {
+            first_deferred = Some((op_start, opnum, n));
+        }
         // The reply must fit what the session allows (the tail counts too).
         if let Some(sess) = &ctx.session {
             let len = out.len() - start + tail.as_ref().map_or(0, |t| t.len() + 3);
@@ -174,6 +183,18 @@ pub(crate) fn run(call: &Call, v4: &Nfs4, mut body: Bytes, out: &mut BytesMut) -
         }
         if status != Nfsstat4::Ok {
             break;
+        }
+    }
+    if let Err(e) = deferred.finish() {
+        // The log failed: what the first deferring operation changed is not
+        // durable, so it is answered NFS4ERR_IO and nothing after it is.
+        tracing::error!("journal: {e}");
+        if let Some((at, opnum, k)) = first_deferred {
+            out.truncate(at);
+            tail = None;
+            status = Nfsstat4::Io;
+            n = k;
+            error_result(out, opnum, status);
         }
     }
     patch(out, status, n);

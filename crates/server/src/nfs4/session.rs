@@ -304,11 +304,38 @@ impl Client {
     }
 }
 
-/// An 8-byte hash of the request's tag and operations after SEQUENCE.
+/// An 8-byte digest of the request's tag and operations after SEQUENCE: their
+/// lengths and a CRC-32 of their bytes. It tells a retry on a slot from a
+/// different request with the same sequence id (NFS4ERR_SEQ_FALSE_RETRY),
+/// which needs no strength against a forger: a client can only fool itself
+/// into its own cached reply. It runs over every COMPOUND, WRITE data
+/// included, so it must cost little per byte: SipHash here took 2.5 % of
+/// the server's samples in an untar of small files; CRC-32 runs on the
+/// CPU's carry-less multiply.
 pub(crate) fn request_hash(tag: &[u8], rest: &[u8]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    tag.hash(&mut h);
-    rest.hash(&mut h);
-    h.finish()
+    let mut h = crc32fast::Hasher::new();
+    h.update(&(tag.len() as u32).to_be_bytes());
+    h.update(tag);
+    h.update(rest);
+    let len = (tag.len() as u64).wrapping_add(rest.len() as u64) & 0xffff_ffff;
+    (len << 32) | u64::from(h.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::request_hash;
+
+    #[test]
+    fn a_request_digest_changes_with_any_byte_and_with_where_the_tag_ends() {
+        let body: Vec<u8> = (0..70_000u32).map(|i| (i * 31 % 251) as u8).collect();
+        let d = request_hash(b"tag", &body);
+        assert_eq!(d, request_hash(b"tag", &body.clone()));
+        for at in [0, 1, 4095, 35_000, body.len() - 1] {
+            let mut other = body.clone();
+            other[at] ^= 1;
+            assert_ne!(d, request_hash(b"tag", &other), "a byte changed at {at}");
+        }
+        assert_ne!(d, request_hash(b"tag", &body[..body.len() - 1]));
+        assert_ne!(request_hash(b"ab", b"c"), request_hash(b"a", b"bc"), "the tag's end is part of it");
+    }
 }

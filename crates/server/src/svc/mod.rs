@@ -688,7 +688,12 @@ impl Svc {
                 }
             } else {
                 let room = self.pause_input_if_full(c, max_inflight);
-                last = !room || n + 1 == BATCH_MAX;
+                // An NFSv4 call may wait for a write delegation's holder to answer
+                // CB_GETATTR, whose answer can come on this very connection (one
+                // connection may carry several clients' sessions): others must read it.
+                let may_wait_for_client =
+                    peeked.nfs4 && self.state.nfs4.as_ref().is_some_and(|v4| v4.has_write_delegations());
+                last = !room || n + 1 == BATCH_MAX || may_wait_for_client;
                 if last && room {
                     // Someone else reads the next call while this one runs.
                     self.arm_input(c);

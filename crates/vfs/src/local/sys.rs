@@ -198,20 +198,22 @@ static NO_OWN_UMASK_WARNED: AtomicBool = AtomicBool::new(false);
 /// process umask and the caller's chmod restores the bits, as before.
 fn without_umask<T>(create: impl FnOnce() -> T) -> T {
     let own = OWN_UMASK.with(|c| {
-        *c.get().get_or_insert_with(|| {
-            // SAFETY: unshare takes flags and touches no memory; CLONE_FS
-            // changes only the calling thread's file-system attributes.
-            let ok = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
-            if !ok && !NO_OWN_UMASK_WARNED.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    "unshare(CLONE_FS) failed ({}): objects are created under the process umask, \
-                     then given their mode, which a power cut between the two can undo; \
-                     allow unshare in the seccomp profile to avoid it",
-                    last_err()
-                );
-            }
-            ok
-        })
+        if let Some(own) = c.get() {
+            return own;
+        }
+        // SAFETY: unshare takes flags and touches no memory; CLONE_FS
+        // changes only the calling thread's file-system attributes.
+        let ok = unsafe { libc::unshare(libc::CLONE_FS) } == 0;
+        if !ok && !NO_OWN_UMASK_WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "unshare(CLONE_FS) failed ({}): objects are created under the process umask, \
+                 then given their mode, which a power cut between the two can undo; \
+                 allow unshare in the seccomp profile to avoid it",
+                last_err()
+            );
+        }
+        c.set(Some(ok));
+        ok
     });
     if !own {
         return create();
@@ -681,4 +683,29 @@ pub(super) fn remove_xattr(fd: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     let name = user_xattr(name)?;
     // SAFETY: both strings are NUL-terminated.
     retry(|| cvt(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) })).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    /// The thread's own umask is set up once (one `unshare` per thread), not
+    /// at every create: each `unshare(CLONE_FS)` copies the thread's
+    /// file-system attributes anew.
+    #[test]
+    fn a_thread_gets_its_own_umask_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::File::open(dir.path()).unwrap();
+        std::thread::spawn(move || {
+            assert_eq!(OWN_UMASK.with(Cell::get), None, "a new thread has not tried yet");
+            mkdirat(d.as_fd(), c"a", 0o777).unwrap();
+            let first = OWN_UMASK.with(Cell::get);
+            assert!(first.is_some(), "the first create remembers whether the thread has its own umask");
+            mkdirat(d.as_fd(), c"b", 0o777).unwrap();
+            assert_eq!(OWN_UMASK.with(Cell::get), first);
+        })
+        .join()
+        .unwrap();
+    }
 }
