@@ -12,7 +12,7 @@ mkdir -p $w/export $w/state $w/m3 $w/m4; chmod 777 $w/export
 port=$((20000 + RANDOM % 20000))
 taskset -c 1 $bin serve $w/export --listen 127.0.0.1:$port --state-dir $w/state -o rw,no_root_squash >$w/state/out 2>$w/state/log &
 spid=$!
-until grep -q "listening on" $w/state/out; do sleep 0.1; done
+until grep -q "listening on" $w/state/out 2>/dev/null; do sleep 0.1; done
 url=nfs://127.0.0.1:$port$w/export
 mnt() { taskset -c 0 $bin mount $url $w/m$1 -o vers=$1; }
 mnt 3; tar -xf /tmp/pp/tree.tar -C $w/m3; $bin umount $w/m3
