@@ -9,6 +9,8 @@
 #   journal-shm   `--journal` on /dev/shm (a stand-in for an NVMe or NVRAM log device)
 #   async         an `async` export: nothing synced
 #   ganesha       nfs-ganesha 4.3 (FSAL VFS), which does not sync metadata either
+#   before-MODE   the --before binary in one of the modes above (before-journal-shm,
+#                 before-async, …): a change measured against the code before it, same run
 # Every export is on one ext4 file system (with its journal, as a server's is; this VM's root file
 # system has none) on a loop device over an image file in /var/tmp, written with direct I/O: the
 # machine's disk, every flush reaching it. Pinned: clients and mounts on CPU 0, servers on CPU 1.
@@ -52,7 +54,7 @@ while [ $# -gt 0 ]; do
         --no-load) load=0; shift ;;
         --clients) clients=$2; shift 2 ;;
         --image-gib) image_gib=$2; shift 2 ;;
-        -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-metadata: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -112,11 +114,19 @@ for t in $targets; do
     opts=rw,insecure,no_root_squash
     extra=()
     server=$bin
+    mode=$t
     case $t in
-        before) server=$before_bin ;;
+        before) server=$before_bin mode=sync ;;
+        before-*) server=$before_bin mode=${t#before-} ;;
+    esac
+    if [ "$server" != "$bin" ] && [ -z "$server" ]; then
+        echo "bench-metadata: target $t needs --before BIN" >&2
+        exit 2
+    fi
+    case $mode in
         sync) ;;
-        journal-disk) extra=(--journal "$work/disk/journal") ;;
-        journal-shm) extra=(--journal "$shm_journal/journal") ;;
+        journal-disk) extra=(--journal "$work/disk/journal-$t") ;;
+        journal-shm) extra=(--journal "$shm_journal/journal-$t") ;;
         async) opts=$opts,async ;;
         ganesha)
             url[$t]=$(GANESHA_RUN_DIR=$work/ganesha taskset -c 1 "$repo/scripts/ganesha.sh" start "$export_dir" "$p")
