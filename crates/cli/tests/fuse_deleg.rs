@@ -296,3 +296,159 @@ fn an_unmount_returns_its_delegations_and_keeps_no_writer_waiting() {
     let waited = started.elapsed();
     assert!(waited < LEASE / 3, "50 writes after the holder's unmount took {waited:?}");
 }
+
+/// A file written under a write delegation and not closed: its data is only in the writer's
+/// cache. Another client's stat asks the server, which asks the holder (CB_GETATTR) and shows
+/// the size only the holder knows, without taking the delegation away; another client's open
+/// makes the server recall it, and the holder writes back before giving it back, so that open
+/// reads every byte. (A holder that gave the delegation back at once, as one without the
+/// mount's recall hook does, would leave the reader an empty file.)
+///
+/// The writer is a child process that holds the only descriptor: a copy of it in this process
+/// would be closed in every child this test starts (at its exec), and each such close is a
+/// FUSE flush, which writes back.
+#[test]
+fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_knows() {
+    require_fuse!("a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_knows");
+    use std::io::{BufRead, Write};
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "a_recall_writes_back_first") {
+        return;
+    }
+    let a = FuseMount::new(&server.url(""), "");
+    let b = FuseMount::new(&server.url(""), "");
+    const LEN: usize = 100_000;
+    let data: Vec<u8> = (0..LEN).map(|i| ((i * 7 + 3) % 251) as u8).collect();
+    let writer = "import os, sys\n\
+        fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\n\
+        data = bytes((i * 7 + 3) % 251 for i in range(int(sys.argv[2])))\n\
+        while data:\n    data = data[os.write(fd, data):]\n\
+        print('written', flush=True)\n\
+        sys.stdin.readline()\n\
+        os.write(fd, b'and more')\n\
+        os.close(fd)\n";
+    let mut child = Command::new("python3")
+        .args(["-c", writer])
+        .arg(a.path("open"))
+        .arg(LEN.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "written");
+    // Written into the cache only: nothing is due for 30 s (dirty_expire).
+    assert_eq!(fs::read(export.path().join("open")).unwrap().len(), 0, "nothing written back yet");
+    let held = stat_json(&a)["nfs4"].clone();
+    assert!(held["delegations"].as_u64().unwrap_or(0) >= 1, "the creator holds a delegation: {held}");
+    assert_eq!(fs::metadata(b.path("open")).unwrap().len(), LEN as u64, "the size the holder reports");
+    let after_stat = stat_json(&a)["nfs4"].clone();
+    assert_eq!(after_stat["recalls"].as_u64(), Some(0), "the stat recalled nothing: {after_stat}");
+    assert!(after_stat["callback_getattrs"].as_u64().unwrap_or(0) >= 1, "asked by CB_GETATTR: {after_stat}");
+    assert!(fs::read(b.path("open")).unwrap() == data, "the reader's open sees the unclosed data");
+    assert!(delegations(&a).1 >= 1, "that open recalled the writer's delegation");
+    // The writer goes on without a delegation: its close writes back as usual.
+    child.stdin.take().unwrap().write_all(b"go on\n").unwrap();
+    assert!(child.wait().unwrap().success(), "the writer finished");
+    let mut whole = data.clone();
+    whole.extend_from_slice(b"and more");
+    assert!(fs::read(b.path("open")).unwrap() == whole, "and its close's data too");
+}
+
+/// `-o deleg_close=writeback`: a close of a file held under a write delegation returns before
+/// the write-back, which the recall of the delegation then waits for, so the other mount's
+/// next open still reads exactly what was written (rounds of random sizes, some past a
+/// `wsize` and the 256 KiB a small file is read whole at). Without the option (the default)
+/// a close is durable when it returns: the data is in the server's file at once.
+#[test]
+fn closes_under_a_write_delegation_write_back_later_only_when_asked_and_others_still_read_it_all() {
+    require_fuse!("closes_under_a_write_delegation_write_back_later_only_when_asked");
+    let rounds: usize =
+        std::env::var("EAGERNFS_SHARING_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "closes_under_a_write_delegation_write_back_later") {
+        return;
+    }
+    let later_closes = |m: &FuseMount| stat_json(m)["closes_written_back_later"].as_u64().unwrap_or(0);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for (opts, later) in [("deleg_close=writeback", true), ("", false)] {
+        let a = FuseMount::new(&server.url(""), opts);
+        let b = FuseMount::new(&server.url(""), "");
+        for i in 0..rounds {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 1_500_000) as usize;
+            let data = pattern_bytes(seed, 0, len);
+            let name = format!("{}-{i}", if later { "later" } else { "sync" });
+            fs::write(a.path(&name), &data).unwrap();
+            if !later {
+                let on_server = fs::read(export.path().join(&name)).unwrap();
+                assert!(
+                    on_server == data,
+                    "round {i}: close returned with {} of {len} bytes on the server",
+                    on_server.len()
+                );
+            }
+            let got = fs::read(b.path(&name)).unwrap();
+            assert!(got == data, "-o {opts:?} round {i}: read {} bytes where {len} were written", got.len());
+        }
+        let n = later_closes(&a);
+        if later {
+            assert!(n >= rounds as u64, "each round's close returned before its write-back: {n}");
+        } else {
+            assert_eq!(n, 0, "the default waits for the write-back at close");
+        }
+    }
+}
+
+/// kill -9 of a `deleg_close=writeback` mount's daemon while it holds unwritten data under a
+/// write delegation: another mount gets the file after at most about a lease, what the dead
+/// mount's program had fsync'ed is there, and what it had not is either all there or not at
+/// all (one FILE_SYNC WRITE), never torn.
+#[test]
+fn a_killed_writeback_mount_loses_only_what_was_not_fsynced() {
+    require_fuse!("a_killed_writeback_mount_loses_only_what_was_not_fsynced");
+    use std::io::Write;
+    const LEASE: Duration = Duration::from_secs(5);
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let lease = LEASE.as_secs().to_string();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash", "--lease-time", &lease]);
+    if eagernfs_only(&server, "a_killed_writeback_mount_loses_only_what_was_not_fsynced") {
+        return;
+    }
+    let a = FuseMount::new(&server.url(""), "deleg_close=writeback");
+    let b = FuseMount::new(&server.url(""), "");
+    let synced = pattern_bytes(1, 0, 50_000);
+    let unsynced = pattern_bytes(2, 0, 60_000);
+    {
+        let mut f = fs::File::create(a.path("synced")).unwrap();
+        f.write_all(&synced).unwrap();
+        f.sync_all().unwrap();
+    }
+    let mut open = fs::File::create(a.path("unsynced")).unwrap();
+    open.write_all(&unsynced).unwrap();
+    assert!(delegations(&a).0 >= 2, "the writer holds write delegations of both files");
+    for pid in mount_daemons(&a.path) {
+        // SAFETY: kill(2) of a pid we found running `eagernfs mount` on our mount point.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    }
+    drop(open);
+    let killed = Instant::now();
+    let got = fs::read(b.path("unsynced")).unwrap();
+    let waited = killed.elapsed();
+    eprintln!("the open waited {waited:?} for the dead mount's delegation (lease {LEASE:?})");
+    assert!(waited <= 2 * LEASE + Duration::from_secs(5), "waited {waited:?}");
+    assert!(
+        got.is_empty() || got == unsynced,
+        "what was not fsync'ed is all there or absent: {} bytes",
+        got.len()
+    );
+    assert_eq!(fs::read(b.path("synced")).unwrap(), synced, "what was fsync'ed is there");
+}

@@ -389,6 +389,13 @@ impl NfsOps for AnyClient {
         }
     }
 
+    fn write_delegated(&self, fh: &NfsFh3) -> bool {
+        match self {
+            AnyClient::V3(_) => false,
+            AnyClient::V4(c) => c.write_delegated(fh),
+        }
+    }
+
     async fn create_open(
         &self,
         cred: &Cred,

@@ -471,6 +471,15 @@ pub trait NfsOps: Send + Sync + 'static {
         false
     }
 
+    /// Whether the promise of [`NfsOps::delegated`] is a write delegation's:
+    /// no other client may even open `fh`, so what this client writes may
+    /// stay here until it is recalled (the caller must then write it back
+    /// before the delegation goes back). Default: never.
+    fn write_delegated(&self, fh: &NfsFh3) -> bool {
+        let _ = fh;
+        false
+    }
+
     /// Remove `name` from `dir`, which the caller knows is a directory
     /// (`is_dir`) or is not, so the server need not check. Default: RMDIR
     /// or REMOVE.

@@ -261,6 +261,14 @@ pub struct MountOptions {
     /// `deleg_max=N` (ours): delegations held at most; past it the least
     /// recently used are returned. Default [`DELEGATIONS_MAX_DEFAULT`].
     pub delegations_max: u32,
+    /// `deleg_close=sync|writeback` (ours): what a close of a file this
+    /// client holds a write delegation of waits for. `sync` (the default):
+    /// the data is on the server's stable storage when close returns, as
+    /// without a delegation. `writeback`: close starts the write-back and
+    /// returns, as Linux's client does under a write delegation; the data
+    /// is durable at fsync, sync or unmount, and is on the server before
+    /// anyone else can open the file (the recall waits for it).
+    pub deleg_close_writeback: bool,
 
     // --- locks (consumed by the FUSE layer) -----------------------------
     /// `local_lock=none|all|flock|posix`; `lock` is `none`, `nolock` is `all`.
@@ -315,6 +323,7 @@ impl Default for MountOptions {
             eager: false,
             delegations: true,
             delegations_max: DELEGATIONS_MAX_DEFAULT,
+            deleg_close_writeback: false,
             local_lock: LocalLock::None,
             xprtsec: Xprtsec::None,
             tls_ca: None,
@@ -584,6 +593,13 @@ impl MountOptions {
                     _ => return Err(bad(name, v, "expected a count from 1 to 1048576")),
                 }
             }
+            "deleg_close" => {
+                self.deleg_close_writeback = match need(name, value)? {
+                    "sync" => false,
+                    "writeback" => true,
+                    v => return Err(bad(name, v, "expected sync or writeback")),
+                }
+            }
             _ => return Err(OptionError::Unknown(name.to_string())),
         }
         Ok(())
@@ -725,6 +741,9 @@ impl MountOptions {
         if self.delegations_max != d.delegations_max {
             v.push(format!("deleg_max={}", self.delegations_max));
         }
+        if self.deleg_close_writeback {
+            v.push("deleg_close=writeback".into());
+        }
         v
     }
 }
@@ -829,6 +848,16 @@ mod tests {
         assert!(MountOptions::parse("nodeleg,deleg").unwrap().delegations);
         assert!(MountOptions::parse("deleg=on").unwrap().delegations);
         assert!(MountOptions::parse("deleg=maybe").is_err());
+        // A close under a write delegation is durable unless asked otherwise.
+        assert!(!d.deleg_close_writeback);
+        let wb = MountOptions::parse("deleg_close=writeback").unwrap();
+        assert!(wb.deleg_close_writeback);
+        assert_eq!(wb.to_string(), "deleg_close=writeback");
+        assert!(
+            !MountOptions::parse("deleg_close=writeback,deleg_close=sync").unwrap().deleg_close_writeback
+        );
+        assert!(MountOptions::parse("deleg_close=later").is_err());
+        assert!(MountOptions::parse("deleg_close").is_err());
         let o = MountOptions::parse("deleg_max=100").unwrap();
         assert_eq!(o.delegations_max, 100);
         assert_eq!(MountOptions::parse(&o.to_string()).unwrap().delegations_max, 100);
@@ -973,6 +1002,7 @@ mod tests {
             proptest::option::of("[a-z0-9.-]{1,20}"),
             any::<bool>(),
             1u32..=DELEGATIONS_MAX_LIMIT,
+            any::<bool>(),
         );
         (ports, transport, cache, security).prop_map(|(p, t, c, x)| MountOptions {
             nfsport: p.0,
@@ -1017,6 +1047,7 @@ mod tests {
             tls_name: x.5,
             delegations: x.6,
             delegations_max: x.7,
+            deleg_close_writeback: x.8,
         })
     }
 

@@ -33,6 +33,7 @@ use fuser::{
 use tokio::runtime::Handle;
 
 use crate::attr::{file_attr, file_type, sattr};
+use crate::callbacks::MountCallbacks;
 use crate::creds::CredCache;
 use crate::locks4::{self, V4Locks};
 
@@ -219,9 +220,15 @@ impl<C: NfsOps> NfsFuse<C> {
 
     /// Send `fcntl` and `flock` locks (those `local_lock` does not keep
     /// local) to an NFSv4 server through `client` (LOCK, LOCKU, LOCKT).
-    pub fn with_v4_locks(mut self, client: Nfs4Client, local_lock: LocalLock) -> Self {
+    /// `callbacks` wake waiters on CB_NOTIFY_LOCK.
+    pub(crate) fn with_v4_locks(
+        mut self,
+        client: Nfs4Client,
+        callbacks: Arc<MountCallbacks>,
+        local_lock: LocalLock,
+    ) -> Self {
         self.locks = None;
-        self.locks4 = Some(V4Locks::new(client));
+        self.locks4 = Some(V4Locks::new(client, callbacks));
         self.local_lock = local_lock;
         self
     }

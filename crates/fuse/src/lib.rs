@@ -16,9 +16,12 @@
 //! - [`fs`]: [`NfsFuse`], the `fuser::Filesystem` implementation.
 //! - [`attr`]: NFS ↔ FUSE attribute conversions.
 //! - [`creds`]: callers' supplementary groups from /proc, briefly cached.
+//! - `callbacks`: NFSv4 callbacks answered from the cache (a recall writes
+//!   back first, CB_GETATTR, CB_NOTIFY_LOCK).
 //! - `locks4`: byte-range locks over NFSv4 (LOCK, LOCKU, LOCKT).
 
 pub mod attr;
+mod callbacks;
 pub mod creds;
 pub mod fs;
 mod inline;

@@ -12,12 +12,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use eagernfs_client::v4::{CallbackHooks, LockConflict};
+use eagernfs_client::v4::LockConflict;
 use eagernfs_client::{Cred, Nfs4Client, NfsError};
 use eagernfs_proto::nfs3::NfsFh3;
-use eagernfs_proto::nfs4::{NfsFh4, StateOwner4};
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+
+use crate::callbacks::MountCallbacks;
 
 /// NFSv4's (offset, length) for `fcntl`'s `[start, end]` (end inclusive;
 /// `OFFSET_MAX` or more: to the end of the file, NFSv4's all-ones length).
@@ -38,18 +38,6 @@ pub(crate) fn fcntl_end(offset: u64, length: u64) -> u64 {
     }
 }
 
-/// Wakes waiters when the server says a lock may be free (CB_NOTIFY_LOCK).
-#[derive(Default)]
-struct Wakeups {
-    notify: Notify,
-}
-
-impl CallbackHooks for Wakeups {
-    fn lock_available(&self, _fh: &NfsFh4, _owner: &StateOwner4) {
-        self.notify.notify_waiters();
-    }
-}
-
 /// This mount's NFSv4 locks.
 #[derive(Clone)]
 pub(crate) struct V4Locks {
@@ -59,13 +47,12 @@ pub(crate) struct V4Locks {
     /// Owners that took locks through each open file (FUSE handle): OFD
     /// and flock locks go at its last close (see `NfsFuse::release`).
     pub(crate) by_handle: Arc<Mutex<HashMap<u64, HashSet<u64>>>>,
-    wakeups: Arc<Wakeups>,
+    /// Woken when the server says a lock may be free (CB_NOTIFY_LOCK).
+    wakeups: Arc<MountCallbacks>,
 }
 
 impl V4Locks {
-    pub(crate) fn new(client: Nfs4Client) -> Self {
-        let wakeups = Arc::new(Wakeups::default());
-        client.set_callback_hooks(Some(wakeups.clone()));
+    pub(crate) fn new(client: Nfs4Client, wakeups: Arc<MountCallbacks>) -> Self {
         V4Locks { client, pids: Default::default(), by_handle: Default::default(), wakeups }
     }
 
@@ -99,7 +86,7 @@ impl V4Locks {
 
     /// Wait up to `pause` for a lock of the server to be released.
     pub(crate) async fn wait(&self, pause: Duration) {
-        let _ = tokio::time::timeout(pause, self.wakeups.notify.notified()).await;
+        let _ = tokio::time::timeout(pause, self.wakeups.lock_wakeups.notified()).await;
     }
 }
 

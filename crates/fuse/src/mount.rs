@@ -18,6 +18,7 @@ use eagernfs_proto::nfs3::{Ftype3, Nfsstat3};
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use tokio::runtime::Runtime;
 
+use crate::callbacks::MountCallbacks;
 use crate::fs::NfsFuse;
 use crate::options::{apply_mount_options, FuseOptions};
 
@@ -372,11 +373,20 @@ impl Mount {
         let (fs, client) = runtime.block_on(connect(spec))?;
         let cache = fs.clone();
         let local_lock = spec.url.options.local_lock;
+        // NFSv4: the server's callbacks are answered from the cache (a
+        // recall writes back first), and wake blocked locks.
+        let callbacks = match &client {
+            AnyClient::V4(v4) => Some(MountCallbacks::install(&fs, v4)),
+            AnyClient::V3(_) => None,
+        };
         let fsfs = NfsFuse::new(fs, runtime.handle().clone());
         // Locks: NFSv4's own (LOCK, LOCKU, LOCKT), or NFSv3's NLM.
         let fsfs = match (&client, local_lock) {
             (_, eagernfs_client::LocalLock::All) => fsfs.with_locks(None, local_lock),
-            (AnyClient::V4(v4), _) => fsfs.with_v4_locks(v4.clone(), local_lock),
+            (AnyClient::V4(v4), _) => {
+                let cb = callbacks.unwrap_or_else(|| MountCallbacks::install(&cache, v4));
+                fsfs.with_v4_locks(v4.clone(), cb, local_lock)
+            }
             (AnyClient::V3(v3), _) => {
                 let locks = runtime.block_on(connect_locks(v3, &spec.url.options, &mountpoint));
                 fsfs.with_locks(locks, local_lock)

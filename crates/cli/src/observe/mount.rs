@@ -118,6 +118,10 @@ pub(crate) struct MountSnapshot {
     /// Opens answered with no call because a delegation vouched for the file.
     #[serde(default)]
     pub(crate) delegated_opens: u64,
+    /// Closes that returned before their write-back, under a write
+    /// delegation (`deleg_close=writeback`).
+    #[serde(default)]
+    pub(crate) closes_written_back_later: u64,
 }
 
 /// The mount daemon's view of itself.
@@ -209,6 +213,7 @@ impl MountObserver {
         (s.dirty_bytes_peak, s.writes_waited, s.resent_bytes) =
             (c.dirty_bytes_peak, c.writes_waited, c.resent_bytes);
         s.delegated_opens = c.delegated_opens;
+        s.closes_written_back_later = c.closes_written_back_later;
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
@@ -330,8 +335,8 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
             );
             let _ = writeln!(
                 o,
-                "delegations: {} held · {} opens answered under one with no call",
-                v4.delegations, s.delegated_opens
+                "delegations: {} held · {} opens answered under one with no call · {} closes written back after returning",
+                v4.delegations, s.delegated_opens, s.closes_written_back_later
             );
             let _ = writeln!(
                 o,

@@ -109,6 +109,11 @@ pub struct CacheConfig {
     /// one and one and a half periods. `None`: only close, fsync and memory
     /// pressure write back.
     pub dirty_expire: Option<Duration>,
+    /// `deleg_close=writeback`: a close of a file held under a write
+    /// delegation returns without waiting for its write-back, when the
+    /// layer above answers recalls by writing back first
+    /// (`CachedFs::set_recalls_write_back`).
+    pub deleg_close_writeback: bool,
 }
 
 impl Default for CacheConfig {
@@ -163,6 +168,7 @@ impl CacheConfig {
             read_only: opts.ro,
             readdir_bytes: 32 * 1024,
             dirty_expire: Some(DIRTY_EXPIRE_DEFAULT),
+            deleg_close_writeback: opts.deleg_close_writeback,
         }
     }
 

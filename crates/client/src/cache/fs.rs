@@ -108,6 +108,9 @@ pub struct CacheStats {
     pub read_chunk_misses: u64,
     /// Opens answered with no call because a delegation vouched for the file.
     pub delegated_opens: u64,
+    /// Closes that returned before their write-back, the file being held
+    /// under a write delegation (`deleg_close=writeback`).
+    pub closes_written_back_later: u64,
 }
 
 #[derive(Default)]
@@ -128,6 +131,7 @@ pub(crate) struct Counters {
     pub(crate) read_chunk_hits: AtomicU64,
     pub(crate) read_chunk_misses: AtomicU64,
     pub(crate) delegated_opens: AtomicU64,
+    pub(crate) closes_written_back_later: AtomicU64,
 }
 
 /// An open file.
@@ -292,6 +296,10 @@ pub(crate) struct Shared<C> {
     /// on its FUSE reader thread, and a last close there must still REMOVE
     /// the hidden name of an unlinked file.
     pub(crate) runtime: tokio::runtime::Handle,
+    /// The layer above answers recalls by writing back first
+    /// (`CachedFs::set_recalls_write_back`): only then may a close under a
+    /// write delegation leave its write-back for later.
+    pub(crate) recalls_write_back: AtomicBool,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -476,6 +484,7 @@ impl<C: NfsOps> CachedFs<C> {
             clock: Arc::new(AttrClock::default()),
             read_only: AtomicBool::new(cfg.read_only),
             runtime: tokio::runtime::Handle::current(),
+            recalls_write_back: AtomicBool::new(false),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -484,6 +493,10 @@ impl<C: NfsOps> CachedFs<C> {
             tokio::spawn(expire_dirty_data(Arc::downgrade(&shared), expire));
         }
         Ok(CachedFs { shared })
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared<C>>) -> Self {
+        CachedFs { shared }
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared<C>> {
@@ -548,6 +561,7 @@ impl<C: NfsOps> CachedFs<C> {
             read_chunk_hits: c.read_chunk_hits.load(Ordering::Relaxed),
             read_chunk_misses: c.read_chunk_misses.load(Ordering::Relaxed),
             delegated_opens: c.delegated_opens.load(Ordering::Relaxed),
+            closes_written_back_later: c.closes_written_back_later.load(Ordering::Relaxed),
         }
     }
 

@@ -168,26 +168,33 @@ impl<C: NfsOps> CachedFs<C> {
 
     /// [`CachedFs::flush`] when the file has nothing to write back and no
     /// error to report: answered at once (see `try_lookup`).
+    /// And when the write-back may wait for the last close's release
+    /// (see [`Shared::close_writes_back_later`]).
     pub fn try_flush(&self, fh: u64) -> Option<FsResult<()>> {
         let s = self.shared();
         let of = match s.handle(fh) {
             Ok(of) => of,
             Err(e) => return Some(Err(e)),
         };
-        let st = of.inode.state.lock();
-        let quiet = st.file.settled() && st.file.err_seq <= of.err_seen.load(Ordering::Relaxed);
-        quiet.then_some(Ok(()))
+        if quiet(&of) {
+            return Some(Ok(()));
+        }
+        s.close_writes_back_later(&of).then(|| s.close_now(&of))
     }
 
     /// [`CachedFs::release`] when the file has nothing to write back and no
     /// error to report: done at once (see `try_lookup`).
     pub fn try_release(&self, fh: u64) -> Option<FsResult<()>> {
-        self.try_flush(fh)?.ok()?;
         let s = self.shared();
-        if s.handle(fh).ok()?.held() {
+        let of = s.handle(fh).ok()?;
+        if !quiet(&of) {
+            return None;
+        }
+        if of.held() {
             // Its open on the server ends with a call.
             return None;
         }
+        drop(of);
         let of = s.handles.lock().remove(&fh)?;
         let unused = {
             let mut st = of.inode.state.lock();
@@ -205,6 +212,12 @@ impl<C: NfsOps> CachedFs<C> {
     pub async fn flush(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
         let of = s.handle(fh)?;
+        if s.close_writes_back_later(&of) {
+            // Under a write delegation (`deleg_close=writeback`): the
+            // write-back goes on from the release that follows the last
+            // close, and a recall waits for it.
+            return s.close_now(&of);
+        }
         // The file's only handle: the open on the server may end with the
         // write-back (see `write_small`). Not for a file the server keeps
         // only for our opens after its last name went.
@@ -236,8 +249,15 @@ impl<C: NfsOps> CachedFs<C> {
         let s = self.shared();
         let of = s.handle(fh)?;
         let closing = of.inode.state.lock().open_count == 1;
+        // The close may have returned before this write-back (see `flush`):
+        // unmount waits for it as for other work left running.
+        let later = s.close_writes_back_later(&of).then(|| s.background.start());
         let r = s.sync_inode_closing(&of.inode, closing.then_some(&*of)).await;
         let err = s.take_error(&of.inode, &of.err_seen);
+        if let (Some(_), Err(e)) = (&later, &err) {
+            // Its close returned already: nobody else will hear of it.
+            tracing::warn!("writing back a file closed under a write delegation failed: {e}");
+        }
         if of.end_server_open() {
             // Its data is on the server already: a failed CLOSE loses nothing.
             if let Err(e) = s.client.close_file(&of.cred, &of.inode.fh, of.access).await {
@@ -257,6 +277,13 @@ impl<C: NfsOps> CachedFs<C> {
         err?;
         r
     }
+}
+
+/// Whether `of`'s file has nothing to write back and no error `of` has
+/// not reported yet.
+fn quiet(of: &OpenFile) -> bool {
+    let st = of.inode.state.lock();
+    st.file.settled() && st.file.err_seq <= of.err_seen.load(Ordering::Relaxed)
 }
 
 /// A small file's data taken for one call (`Shared::take_small`).
@@ -292,6 +319,27 @@ enum Done {
 }
 
 impl<C: NfsOps> Shared<C> {
+    /// Whether a close of `of` may return before its data is written back
+    /// (`deleg_close=writeback`): the file is held under a write
+    /// delegation, so no other client can open it before this one writes
+    /// back (a recall waits for that, when the layer above has said it
+    /// makes recalls write back), and `of` asks for no synchronous writes.
+    pub(crate) fn close_writes_back_later(&self, of: &OpenFile) -> bool {
+        self.cfg.deleg_close_writeback
+            && self.recalls_write_back.load(Ordering::Relaxed)
+            && !self.cfg.noac
+            && !of.sync
+            && !of.direct
+            && self.client.write_delegated(&of.inode.fh)
+    }
+
+    /// A close that leaves its write-back for later: reports only errors
+    /// already known (see [`CachedFs::flush`]).
+    fn close_now(&self, of: &OpenFile) -> FsResult<()> {
+        self.counters.closes_written_back_later.fetch_add(1, Ordering::Relaxed);
+        self.take_error(&of.inode, &of.err_seen)
+    }
+
     /// What every write checks first: the handle, a read-only mount, a
     /// write-back error still to report through this handle, the range.
     /// `None`: an empty write, nothing to do.

@@ -69,6 +69,8 @@
 //! - `fs`: [`CachedFs`], its constructor, metadata operations, handles.
 //! - `io`: read (chunks, read-ahead, disk), write, flush and the per-file
 //!   flusher task (WRITE/COMMIT pipelining, verifier checks, resends).
+//! - `deleg`: write-back under write delegations, for the layer that
+//!   answers recalls (above `fs` and `io`).
 //! - `dir`: opendir/readdir/releasedir, READDIRPLUS with fallback.
 //! - `inode`: the inode table, per-inode state, attribute timeouts and
 //!   WCC chaining.
@@ -83,6 +85,7 @@
 
 mod budget;
 mod config;
+mod deleg;
 mod dir;
 mod dirent;
 mod disk;
@@ -96,6 +99,7 @@ pub use config::{
     CacheConfig, CHUNK_BYTES, DIRTY_EXPIRE_DEFAULT, DISK_CACHE_BYTES_DEFAULT, DROP_BEHIND_BYTES_MIN,
     MEMORY_CACHE_BYTES_DEFAULT, WRITE_BACK_BYTES_DEFAULT,
 };
+pub use deleg::{Unwritten, WeakCachedFs};
 pub use dirent::DirEntry;
 pub use fs::{CacheStats, CachedFs, Entry, Opened, StatFs};
 pub use inode::ROOT_INO;

@@ -179,6 +179,19 @@ impl CallbackService {
         let _ = self.owner.set(owner);
     }
 
+    /// Give delegation `stateid` of `fh` back on this client's own
+    /// initiative (past the limit of delegations held), as a recall is:
+    /// through the hooks, which write back what they hold under it first,
+    /// else at once.
+    pub(crate) fn give_back(&self, fh: NfsFh4, stateid: Stateid4) {
+        let Some(owner) = self.owner.get().and_then(Weak::upgrade) else { return };
+        owner.recalled(&stateid);
+        let hooks = self.hooks.read().clone();
+        if !hooks.is_some_and(|h| h.recall(&fh, &stateid, false)) {
+            owner.return_delegation(fh, stateid);
+        }
+    }
+
     pub(crate) fn set_hooks(&self, hooks: Option<Arc<dyn CallbackHooks>>) {
         *self.hooks.write() = hooks;
     }

@@ -541,6 +541,12 @@ impl Nfs4Client {
         self.delegation_stateid(fh, false).is_some()
     }
 
+    /// [`Nfs4Client::delegated`], by a write delegation: no other client
+    /// may open the file until this one gives it back.
+    pub fn write_delegated(&self, fh: &NfsFh3) -> bool {
+        self.delegation_stateid(fh, true).is_some()
+    }
+
     /// The stateid of the delegation of `fh` this client may use (see
     /// [`Nfs4Client::delegated`]); `write`: only a write delegation.
     fn delegation_stateid(&self, fh: &NfsFh3, write: bool) -> Option<Stateid4> {
@@ -714,7 +720,8 @@ impl Nfs4Client {
             let max = self.inner.delegations_max.load(Ordering::Relaxed);
             let evicted = self.inner.core.state.lock().add_delegation(fh4(fh), stateid, write, max);
             for (fh, stateid) in evicted {
-                self.inner.core.return_delegation(fh, stateid);
+                // As a recall: what is written under it goes to the server first.
+                self.inner.core.callbacks.give_back(fh, stateid);
             }
         } else {
             self.inner.core.return_delegation(fh4(fh), stateid);
@@ -730,6 +737,12 @@ impl Nfs4Client {
         }
         match self.delegation_stateid(fh, write) {
             Some(d) => Stateid4 { seqid: 0, other: d.other },
+            // A recalled write delegation still covers the write-back the
+            // recall waits for (RFC 8881 §10.2: flushed before DELEGRETURN).
+            None if write => match self.inner.core.state.lock().held_delegation(&fh.data) {
+                Some(d) if d.write => Stateid4 { seqid: 0, other: d.stateid.other },
+                _ => s,
+            },
             None => s,
         }
     }
@@ -2090,6 +2103,10 @@ impl NfsOps for Nfs4Client {
 
     fn delegated(&self, fh: &NfsFh3) -> bool {
         Nfs4Client::delegated(self, fh)
+    }
+
+    fn write_delegated(&self, fh: &NfsFh3) -> bool {
+        Nfs4Client::write_delegated(self, fh)
     }
 
     async fn create_open(

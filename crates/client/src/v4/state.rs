@@ -241,6 +241,11 @@ impl StateTable {
         Some(d)
     }
 
+    /// The delegation held on `fh`, recalled or not (not counted as a use).
+    pub(crate) fn held_delegation(&self, fh: &[u8]) -> Option<&Delegation> {
+        self.delegations.get(self.deleg_by_fh.get(fh)?)
+    }
+
     /// The server recalled delegation `other`: it promises nothing from now on.
     pub(crate) fn recalled(&mut self, other: &[u8; NFS4_OTHER_SIZE]) {
         if let Some(d) = self.delegations.get_mut(other) {
