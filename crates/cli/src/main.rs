@@ -38,6 +38,8 @@ enum Command {
     Mount(mount::MountArgs),
     /// Unmount a FUSE mount made by `eagernfs mount`.
     Umount(mount::UmountArgs),
+    /// Write back and commit everything an `eagernfs mount` holds (sync(1) does not reach its daemon).
+    Sync(mount::SyncArgs),
     /// Make the running server re-read its exports file (as SIGHUP does; like exportfs -r).
     Reload(ReloadArgs),
     /// ls, cat, cp, stat, mkdir, rm on nfs:// URLs.
@@ -99,6 +101,7 @@ fn main() -> std::process::ExitCode {
         Command::Serve(args) => serve::run(args),
         Command::Mount(args) => mount::run_mount(args),
         Command::Umount(args) => mount::run_umount(args),
+        Command::Sync(args) => mount::run_sync(args),
         Command::Reload(args) => args.run(),
         Command::Tools(cmd) => return tools::run(cmd),
         Command::Completions(args) => manual::completions(args, Cli::command()),

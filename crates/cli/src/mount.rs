@@ -66,6 +66,26 @@ pub(crate) struct UmountArgs {
     lazy: bool,
 }
 
+#[derive(Args, Debug)]
+pub(crate) struct SyncArgs {
+    /// The mount point.
+    mountpoint: PathBuf,
+}
+
+/// `eagernfs sync MOUNTPOINT`: the daemon writes back and commits
+/// everything it holds, and answers once it is on the server's stable
+/// storage. sync(1) and syncfs(2) do not reach a FUSE daemon; this does.
+pub(crate) fn run_sync(args: SyncArgs) -> anyhow::Result<()> {
+    let mountpoint = &args.mountpoint;
+    let path = daemon_socket_path(mountpoint).context("no control socket path for this mount point")?;
+    let answer = crate::observe::control::request_waiting(&path, "sync", DAEMON_EXIT_WAIT)
+        .with_context(|| format!("asking the daemon serving {} to write back", mountpoint.display()))?;
+    if answer["ok"] != serde_json::Value::Bool(true) {
+        anyhow::bail!("writing back what {} holds failed: {}", mountpoint.display(), answer["error"]);
+    }
+    Ok(())
+}
+
 /// How long `umount` waits for the daemon to finish its last writes
 /// before it returns anyway (saying so). Write-back of what close(2)
 /// left is bounded by the mount's own timeouts; this only keeps a wedged

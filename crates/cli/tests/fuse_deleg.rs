@@ -297,30 +297,18 @@ fn an_unmount_returns_its_delegations_and_keeps_no_writer_waiting() {
     assert!(waited < LEASE / 3, "50 writes after the holder's unmount took {waited:?}");
 }
 
-/// A file written under a write delegation and not closed: its data is only in the writer's
-/// cache. Another client's stat asks the server, which asks the holder (CB_GETATTR) and shows
-/// the size only the holder knows, without taking the delegation away; another client's open
-/// makes the server recall it, and the holder writes back before giving it back, so that open
-/// reads every byte. (A holder that gave the delegation back at once, as one without the
-/// mount's recall hook does, would leave the reader an empty file.)
-///
-/// The writer is a child process that holds the only descriptor: a copy of it in this process
-/// would be closed in every child this test starts (at its exec), and each such close is a
-/// FUSE flush, which writes back.
-#[test]
-fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_knows() {
-    require_fuse!("a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_knows");
-    use std::io::{BufRead, Write};
-    let export = tempfile::tempdir().unwrap();
-    chmod(export.path(), 0o777);
-    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
-    if eagernfs_only(&server, "a_recall_writes_back_first") {
-        return;
-    }
-    let a = FuseMount::new(&server.url(""), "");
-    let b = FuseMount::new(&server.url(""), "");
-    const LEN: usize = 100_000;
-    let data: Vec<u8> = (0..LEN).map(|i| ((i * 7 + 3) % 251) as u8).collect();
+/// The bytes [`hold_open_writer`] writes.
+fn writer_bytes(len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i * 7 + 3) % 251) as u8).collect()
+}
+
+/// A child process that creates `path`, writes [`writer_bytes`]`(len)` into it and keeps it
+/// open (returned once the data is written), until a line on its standard input makes it
+/// append `and more` and close. The child holds the only descriptor: a copy of it in this
+/// process would be closed in every child the test starts (at its exec), and each such close
+/// is a FUSE flush, which writes back.
+fn hold_open_writer(path: &Path, len: usize) -> std::process::Child {
+    use std::io::BufRead;
     let writer = "import os, sys\n\
         fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)\n\
         data = bytes((i * 7 + 3) % 251 for i in range(int(sys.argv[2])))\n\
@@ -331,8 +319,8 @@ fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_know
         os.close(fd)\n";
     let mut child = Command::new("python3")
         .args(["-c", writer])
-        .arg(a.path("open"))
-        .arg(LEN.to_string())
+        .arg(path)
+        .arg(len.to_string())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -340,6 +328,57 @@ fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_know
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "written");
+    child
+}
+
+/// `eagernfs sync MOUNTPOINT` writes back what the mount holds (sync(1) does not reach a FUSE
+/// daemon): data written into a file still open is in the server's file when it returns.
+#[test]
+fn eagernfs_sync_writes_back_what_a_mount_holds() {
+    require_fuse!("eagernfs_sync_writes_back_what_a_mount_holds");
+    use std::io::Write;
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    for opts in ["", "vers=3"] {
+        let m = FuseMount::new(&server.url(""), opts);
+        let name = format!("open-{opts}");
+        let mut child = hold_open_writer(&m.path(&name), 70_000);
+        assert_eq!(fs::read(export.path().join(&name)).unwrap().len(), 0, "-o {opts:?}: held in the cache");
+        let mut cmd = Command::new(eagernfs_bin());
+        cmd.arg("sync").arg(&m.path);
+        run_command(cmd, MOUNT_TIMEOUT).assert_success("eagernfs sync MOUNTPOINT");
+        assert!(
+            fs::read(export.path().join(&name)).unwrap() == writer_bytes(70_000),
+            "-o {opts:?}: on the server"
+        );
+        child.stdin.take().unwrap().write_all(b"done\n").unwrap();
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+/// A file written under a write delegation and not closed: its data is only in the writer's
+/// cache. Another client's stat asks the server, which asks the holder (CB_GETATTR) and shows
+/// the size only the holder knows, without taking the delegation away; another client's open
+/// makes the server recall it, and the holder writes back before giving it back, so that open
+/// reads every byte. (A holder that gave the delegation back at once, as one without the
+/// mount's recall hook does, would leave the reader an empty file.)
+/// (The writer is a child process: see [`hold_open_writer`].)
+#[test]
+fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_knows() {
+    require_fuse!("a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_knows");
+    use std::io::Write;
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "a_recall_writes_back_first") {
+        return;
+    }
+    let a = FuseMount::new(&server.url(""), "");
+    let b = FuseMount::new(&server.url(""), "");
+    const LEN: usize = 100_000;
+    let data = writer_bytes(LEN);
+    let mut child = hold_open_writer(&a.path("open"), LEN);
     // Written into the cache only: nothing is due for 30 s (dirty_expire).
     assert_eq!(fs::read(export.path().join("open")).unwrap().len(), 0, "nothing written back yet");
     let held = stat_json(&a)["nfs4"].clone();

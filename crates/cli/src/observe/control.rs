@@ -85,6 +85,11 @@ impl Drop for SocketGuard {
 
 /// Send `command` to the control socket at `path`; the JSON answer.
 pub(crate) fn request(path: &Path, command: &str) -> Result<serde_json::Value> {
+    request_waiting(path, command, Duration::from_secs(30))
+}
+
+/// [`request`], waiting up to `wait` for the answer (a command that writes back).
+pub(crate) fn request_waiting(path: &Path, command: &str, wait: Duration) -> Result<serde_json::Value> {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(path).map_err(|e| {
         let hint = match e.kind() {
@@ -95,7 +100,7 @@ pub(crate) fn request(path: &Path, command: &str) -> Result<serde_json::Value> {
         };
         anyhow::anyhow!("cannot reach {}: {e}{hint}", path.display())
     })?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.set_read_timeout(Some(wait))?;
     s.write_all(format!("{command}\n").as_bytes())?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;

@@ -274,9 +274,14 @@ impl control::Responder for MountObserver {
                     Err(e) => serde_json::json!({ "ok": false, "error": e.to_string() }),
                 }
             }
+            // `eagernfs sync MOUNTPOINT`: sync(1) does not reach a FUSE daemon.
+            "sync" => match self.runtime.block_on(self.cache.sync_all()) {
+                Ok(()) => serde_json::json!({ "ok": true }),
+                Err(e) => serde_json::json!({ "ok": false, "error": e.to_string() }),
+            },
             other => serde_json::json!({
                 "ok": false,
-                "error": format!("unknown command {other:?} (stats, remount-ro, remount-rw)")
+                "error": format!("unknown command {other:?} (stats, sync, remount-ro, remount-rw)")
             }),
         }
     }
