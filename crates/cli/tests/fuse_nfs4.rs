@@ -29,18 +29,26 @@ fn stat_text(m: &FuseMount) -> String {
     out.stdout_text()
 }
 
-/// The round trips the mount made so far: the rows of `eagernfs stat`'s table of calls (by
-/// NFSv3 procedure, or by the kind of NFSv4 COMPOUND), as scripts/bench-mount.sh adds them.
-fn round_trips(m: &FuseMount) -> u64 {
-    stat_text(m)
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let name = w.next()?;
-            let calls: u64 = w.next()?.parse().ok()?;
-            (name.chars().all(|c| c.is_ascii_uppercase() || c == '_') && name != "NULL").then_some(calls)
-        })
-        .sum()
+/// The round trips a mount made so far, from `eagernfs stat`'s text: the rows of its table of
+/// calls (by NFSv3 procedure, or by the kind of NFSv4 COMPOUND), as scripts/bench-mount.sh adds
+/// them.
+fn round_trips_in(text: &str) -> u64 {
+    table_rows(text).filter(|(name, _)| *name != "NULL").map(|(_, calls)| calls).sum()
+}
+
+/// The calls in the row `name` of `eagernfs stat`'s table of calls (0 if it has none).
+fn row_calls(text: &str, name: &str) -> u64 {
+    table_rows(text).filter(|(n, _)| *n == name).map(|(_, calls)| calls).sum()
+}
+
+/// The rows of `eagernfs stat`'s table of calls: name and calls.
+fn table_rows(text: &str) -> impl Iterator<Item = (&str, u64)> {
+    text.lines().filter_map(|l| {
+        let mut w = l.split_whitespace();
+        let name = w.next()?;
+        let calls: u64 = w.next()?.parse().ok()?;
+        name.chars().all(|c| c.is_ascii_uppercase() || c == '_').then_some((name, calls))
+    })
 }
 
 /// A tree of `dirs` directories holding `per_dir` small files each (sizes from 0 to 20 KB, some
@@ -167,7 +175,8 @@ fn a_mount_of_nfs_ganesha_serving_nfsv4_only_speaks_nfsv4() {
 /// Issue 34's round trips through the mount, for a tree of small files: an untar costs two
 /// per file (OPEN that creates; WRITE + SETATTR + CLOSE at the close), a cold `cat` one (OPEN +
 /// READ + CLOSE), an `rm -r` one (REMOVE), plus what the directories cost (MKDIR and tar's
-/// three attribute changes per directory, a READDIR each for `find`, an RMDIR each).
+/// three attribute changes per directory, a READDIR each for `find`, an RMDIR each) and the
+/// symbolic links (SYMLINK and tar's two attribute changes).
 #[test]
 fn small_files_cost_two_round_trips_to_untar_and_one_to_cat_or_remove() {
     require_fuse!("small_files_cost_two_round_trips_to_untar_and_one_to_cat_or_remove");
@@ -181,36 +190,64 @@ fn small_files_cost_two_round_trips_to_untar_and_one_to_cat_or_remove() {
         return;
     }
     let m = FuseMount::new(&server.url(""), "");
-    let before = round_trips(&m);
+    let before = stat_text(&m);
     run_tool("tar", ["-xf", tar.to_str().unwrap(), "-C", m.path.to_str().unwrap()]).assert_success("untar");
-    let untar = round_trips(&m) - before;
     let text = stat_text(&m);
     drop(m);
     assert!(tree_difference(&work.path().join("src"), &export.path().join("src")).is_none());
-    // Per directory (and `src`): MKDIR, a SYMLINK, and tar's chown, chmod and utimes at the
-    // end; then the LOOKUP of `src` and the last file's CLOSE, which nothing carries.
-    let dir_calls = 5 * (dirs as u64 + 1) + 10;
-    assert!(untar <= 2 * files + dir_calls, "untar of {files} files: {untar} round trips\n{text}");
+    // A file tar chmods after writing it (a mode other than the one it created it with) has
+    // its data, held times and owner, and the chmod in one COMPOUND while still open; its
+    // CLOSE is left to ride on the next COMPOUND of the same user (the next file's OPEN). A
+    // CLOSE-only COMPOUND is one that waited the client's 50 ms (CLOSE_DELAY) with nothing to
+    // ride on: correct behaviour (the server's open is not kept for long), which tar does not
+    // wait for and whose count depends only on how long tar was kept off the CPU between a
+    // close and its next call (none on an idle machine, a few under `stress-ng`): not counted
+    // here. Before the fix of issue 34 such CLOSEs also went after 0-40 ms, when the client's
+    // task that sends them woke on its own schedule (crates/client/tests/v4.rs tests that).
+    let lone_closes = row_calls(&text, "CLOSE") - row_calls(&before, "CLOSE");
+    let untar = round_trips_in(&text) - round_trips_in(&before) - lone_closes;
+    // Per directory (and `src`): MKDIR, and tar's utimes, chown and chmod at the end; per
+    // symbolic link (one per directory below `src`): SYMLINK, and tar's utimes and chown of
+    // the link; and the LOOKUP that finds no `src`. (The empty file costs its OPEN and, at
+    // close, a SETATTR carrying its times and owner: two as well.)
+    let dir_calls = 4 * (dirs as u64 + 1) + 3 * dirs as u64 + 1;
+    assert!(
+        untar <= 2 * files + dir_calls,
+        "untar of {files} files: {untar} round trips (and {lone_closes} CLOSEs alone)\n{text}"
+    );
 
-    // Cold: a new mount.
-    let m = FuseMount::new(&server.url(""), "");
-    let before = round_trips(&m);
+    // Cold: a new mount. Its attributes are trusted for 10 minutes (`actimeo`): with the
+    // default `acregmin` of 3 s, a file whose listed attributes are older than that when `cat`
+    // reaches it costs a GETATTR at the kernel's LOOKUP before its OPEN (correct: that is how
+    // the client notices a file another client replaced), and on a busy machine `cat` of 200
+    // files takes longer than 3 s (seen: 242 round trips; with 4 s between `find` and `cat`,
+    // 407, a GETATTR and an OPEN per file). What is counted here is the files' own calls.
+    let m = FuseMount::new(&server.url(""), "actimeo=600");
+    let before = stat_text(&m);
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!("find '{}' -type f -exec cat {{}} + > /dev/null", m.path("src").display()))
         .status()
         .unwrap();
     assert!(out.success());
-    let cat = round_trips(&m) - before;
+    let text = stat_text(&m);
+    let cat = round_trips_in(&text) - round_trips_in(&before);
     // A READDIR (and the LOOKUP that finds it) per directory.
-    assert!(cat <= files + 2 * dirs as u64 + 5, "cold cat of {files} files: {cat} round trips");
+    assert!(
+        cat <= files + 2 * dirs as u64 + 5,
+        "cold cat of {files} files: {cat} round trips\nbefore:\n{before}\nafter:\n{text}"
+    );
 
-    let before = round_trips(&m);
+    let before = text;
     fs::remove_dir_all(m.path("src")).unwrap();
-    let rm = round_trips(&m) - before;
-    assert!(rm <= files + 3 * dirs as u64 + 5, "rm -r of {files} files: {rm} round trips");
+    let text = stat_text(&m);
+    let rm = round_trips_in(&text) - round_trips_in(&before);
+    assert!(
+        rm <= files + 3 * dirs as u64 + 5,
+        "rm -r of {files} files: {rm} round trips\nbefore:\n{before}\nafter:\n{text}"
+    );
     eprintln!(
-        "{files} files: untar {:.2}, cold cat {:.2}, rm -r {:.2} round trips per file",
+        "{files} files: untar {:.2} (and {lone_closes} CLOSEs alone), cold cat {:.2}, rm -r {:.2} round trips per file",
         untar as f64 / files as f64,
         cat as f64 / files as f64,
         rm as f64 / files as f64

@@ -623,6 +623,50 @@ async fn compounds_beyond_nfsv3_do_a_file_in_one_round_trip() {
     assert_eq!(c.lookup(&cr, &dir, b"small").await.unwrap_err(), NfsError::Nfs(Nfsstat3::Noent));
 }
 
+/// A CLOSE left for later (`close_soon`) goes alone only once it has waited its own 50 ms
+/// (`CLOSE_DELAY`) for a COMPOUND of its user to ride on, even when another user's CLOSE
+/// left earlier is waiting too. The task sending them used to sleep 50 ms from when it
+/// started and then send every CLOSE waiting, so one left late in that sleep went alone at
+/// once, before the caller's next COMPOUND (an untar's next OPEN) could carry it: the mount
+/// test of an untar's round trips counted such CLOSEs when the machine was busy (issue 34).
+/// A lower bound on when the CLOSE reaches the server: a busy machine only makes it later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_close_left_for_later_waits_its_own_delay_before_going_alone() {
+    const CLOSE_DELAY: Duration = Duration::from_millis(50);
+    let s = mem_server();
+    let c = connect(s.addr, "").await;
+    let cr = root();
+    let user = Cred { uid: 1000, gid: 1000, groups: vec![] };
+    let mut files = Vec::new();
+    for name in [&b"a"[..], b"b"] {
+        let (of, _) = c
+            .create_open(&cr, &c.root(), name, mode(0o666), CreateHow::Guarded, OpenAccess::Write)
+            .await
+            .unwrap();
+        c.close(&cr, &of).await.unwrap();
+        files.push(of.fh);
+    }
+    for round in 0..3 {
+        let a = c.open(&user, &files[0], OpenAccess::Write).await.unwrap();
+        let b = c.open(&cr, &files[1], OpenAccess::Write).await.unwrap();
+        let closes = nfs4_ops(&s, "CLOSE");
+        // `user`'s CLOSE is left first: the sending task starts and waits for it.
+        c.close_soon(&user, &a).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // Root's, later, with nothing of root's sent after it: it goes alone, but only
+        // 50 ms after this.
+        let left = Instant::now();
+        c.close_soon(&cr, &b).await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        while nfs4_ops(&s, "CLOSE") < closes + 2 {
+            assert!(Instant::now() < deadline, "round {round}: the CLOSEs left for later never went");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let waited = left.elapsed();
+        assert!(waited >= CLOSE_DELAY, "round {round}: a CLOSE went alone {waited:?} after it was left");
+    }
+}
+
 // ------------------------------------------------------------ nfs-ganesha
 
 /// nfs-ganesha 4.3 (FSAL_VFS) serving a temporary directory over NFSv4.1/4.2

@@ -53,8 +53,9 @@ const SLOTS_WANTED: u32 = 64;
 const HEADER_ROOM: u32 = 64 * 1024;
 /// Per-file OPEN/CLOSE locks kept before unused ones are dropped.
 const OPEN_LOCKS_KEPT: usize = 1024;
-/// A CLOSE left for later ([`Nfs4Client::close_soon`]) waits at most this
-/// long for another COMPOUND to ride on before it goes alone.
+/// A CLOSE left for later ([`Nfs4Client::close_soon`]) waits this long,
+/// from when it was left, for another COMPOUND to ride on before it goes
+/// alone.
 const CLOSE_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
 /// CLOSEs riding on one COMPOUND at most.
 const CLOSES_PER_COMPOUND: usize = 8;
@@ -119,6 +120,9 @@ struct LaterClose {
     cred: Cred,
     /// Times it went out and came back neither done nor refused.
     tries: u32,
+    /// When it was left (or put back after a try): it goes alone only once
+    /// it has waited [`CLOSE_DELAY`] from here.
+    left_at: tokio::time::Instant,
 }
 
 impl std::fmt::Debug for Nfs4Client {
@@ -586,7 +590,7 @@ impl Nfs4Client {
     /// ran out, making any other client that wants one of those files wait
     /// on a recall no one answers.
     pub async fn unmount(&self) -> NfsResult<()> {
-        self.send_closes().await;
+        self.send_closes(None).await;
         self.return_all_delegations().await;
         self.inner.core.destroy().await
     }
@@ -936,11 +940,11 @@ impl Nfs4Client {
     /// [`Nfs4Client::close`], but the CLOSE after the last local open is
     /// left for later: it rides on the next COMPOUND this client sends as
     /// the same user (an untar's next file's OPEN carries the last one's
-    /// CLOSE), or goes alone within [`CLOSE_DELAY`]. The open's data and
-    /// attributes are on the server already; what waits is only the end of
-    /// the open, which no other client needs (this client never denies
-    /// access), and an open of the file meanwhile takes it up again. Locks
-    /// held through it are released before this returns.
+    /// CLOSE), or goes alone once it has waited [`CLOSE_DELAY`] for one.
+    /// The open's data and attributes are on the server already; what
+    /// waits is only the end of the open, which no other client needs (this
+    /// client never denies access), and an open of the file meanwhile takes
+    /// it up again. Locks held through it are released before this returns.
     pub async fn close_soon(&self, cred: &Cred, f: &OpenFile) -> NfsResult<()> {
         self.close_as(cred, f, true).await
     }
@@ -2283,12 +2287,21 @@ impl Nfs4Client {
         };
         let many = {
             let mut q = self.inner.closes.lock();
-            q.push(LaterClose { key, fh: fh.clone(), stateid, generation, cred: cred.clone(), tries: 0 });
+            let left_at = tokio::time::Instant::now();
+            q.push(LaterClose {
+                key,
+                fh: fh.clone(),
+                stateid,
+                generation,
+                cred: cred.clone(),
+                tries: 0,
+                left_at,
+            });
             q.len() >= CLOSES_WAITING_MAX
         };
         if many {
             let me = self.clone();
-            tokio::spawn(async move { me.send_closes().await });
+            tokio::spawn(async move { me.send_closes(None).await });
         }
         self.start_closer();
     }
@@ -2396,6 +2409,7 @@ impl Nfs4Client {
                 Some(Nfsstat4::OldStateid) if !unused => {}
                 _ if unused && c.tries < 4 => {
                     c.tries += 1;
+                    c.left_at = tokio::time::Instant::now();
                     if let Some(o) = st.opens.get(&c.key) {
                         (c.stateid, c.generation) = (o.stateid, st.generation());
                     }
@@ -2415,7 +2429,11 @@ impl Nfs4Client {
         }
     }
 
-    /// Make sure a task sends the CLOSEs no COMPOUND takes within [`CLOSE_DELAY`].
+    /// Make sure a task sends the CLOSEs no COMPOUND takes within [`CLOSE_DELAY`]
+    /// of their being left. Each waits its own delay: a task that slept one
+    /// delay from when it started sent a CLOSE left late in its sleep almost
+    /// at once, although the caller's next COMPOUND was about to carry it
+    /// (an untar's next OPEN); the busier the machine, the more often.
     fn start_closer(&self) {
         if self.inner.closer.swap(true, Ordering::AcqRel) {
             return;
@@ -2427,8 +2445,16 @@ impl Nfs4Client {
         let me = self.clone();
         rt.spawn(async move {
             loop {
-                tokio::time::sleep(CLOSE_DELAY).await;
-                me.send_closes().await;
+                let oldest = me.inner.closes.lock().iter().map(|c| c.left_at).min();
+                if let Some(left_at) = oldest {
+                    tokio::time::sleep_until(left_at + CLOSE_DELAY).await;
+                    if !me.send_closes(Some(tokio::time::Instant::now())).await {
+                        // The files of those due are being opened or closed
+                        // right now (those calls decide), or the send failed.
+                        tokio::time::sleep(CLOSE_DELAY).await;
+                    }
+                    continue;
+                }
                 me.inner.closer.store(false, Ordering::Release);
                 // A CLOSE left after the last look, with no task to see it: go on.
                 if me.inner.closes.lock().is_empty() || me.inner.closer.swap(true, Ordering::AcqRel) {
@@ -2438,17 +2464,23 @@ impl Nfs4Client {
         });
     }
 
-    /// Send the CLOSEs left for later now, in COMPOUNDs of their own (one
-    /// per user they are sent as).
-    async fn send_closes(&self) {
+    /// Send CLOSEs left for later now, in COMPOUNDs of their own (one per
+    /// user they are sent as): all of them, or with `due_at`, those that
+    /// have waited [`CLOSE_DELAY`] by then, with the same user's others
+    /// riding along (the round trip is paid). Returns false if it stopped
+    /// at CLOSEs it could not take (their files are being opened or closed
+    /// right now: those calls decide) or at a failed send.
+    async fn send_closes(&self, due_at: Option<tokio::time::Instant>) -> bool {
+        let due = |c: &LaterClose| due_at.is_none_or(|t| c.left_at + CLOSE_DELAY <= t);
         for _ in 0..CLOSES_WAITING_MAX {
-            let first = self.inner.closes.lock().first().map(|c| c.cred.clone());
-            let Some(cred) = first else { return };
-            let riders = self.claim_closes(|c| c.cred == cred, CLOSES_PER_COMPOUND);
+            let first = self.inner.closes.lock().iter().find(|c| due(c)).map(|c| c.cred.clone());
+            let Some(cred) = first else { return true };
+            let mut riders = self.claim_closes(|c| c.cred == cred && due(c), CLOSES_PER_COMPOUND);
             if riders.is_empty() {
-                // Their files are being opened or closed right now: those calls decide.
-                return;
+                return false;
             }
+            let room = CLOSES_PER_COMPOUND - riders.len();
+            riders.extend(self.claim_closes(|c| c.cred == cred, room));
             let build = || self.close_ops(&riders);
             let main = std::sync::atomic::AtomicUsize::new(0);
             match self.inner.core.run_main(&cred, true, &build, Some(&main)).await {
@@ -2459,10 +2491,11 @@ impl Nfs4Client {
                 Err(e) => {
                     tracing::debug!("CLOSEs left for later: {e}");
                     self.closes_done(riders, Vec::new());
-                    return;
+                    return false;
                 }
             }
         }
+        true
     }
 }
 
