@@ -5,12 +5,18 @@
 #   eagernfs-v41   the same server, NFSv4.1 (`vers=4.1`)
 #   ganesha-v41    nfs-ganesha 4.3 (FSAL VFS), NFSv4.1
 #   ganesha-v3     nfs-ganesha 4.3, NFSv3 (for context)
+#   before-v3      (--before BIN) an older eagernfs server, NFSv3
+#   before-v41     (--before BIN) the older server, NFSv4.1
 # each on a fresh directory and a fresh server pinned to CPU 1, the generator pinned to CPU 0.
 # The knee is the highest offered rate the server keeps up with (achieved >= 95 % of offered,
 # no errors) at a p99 latency under 10 ms.
 #
 #   scripts/bench-nfs4.sh [--out DIR] [--rates LIST] [--clients N] [--step-seconds S] [--rounds R]
+#                         [--before BIN] [--targets "eagernfs-v3 eagernfs-v41 ganesha-v41 ganesha-v3"]
 #
+# With --before BIN the older server serves the before-* targets (added to the default list);
+# the generator is this build's (or $EAGERNFS_BIN) for every target, so only the server differs.
+# --targets picks targets and their order (of the six above).
 # With --rounds R (default 3) every target is measured R times, the order of the targets
 # reversed every other round (so a busy machine hurts all alike), and the median knee counts.
 # Writes DIR/table.md (per round and rate: achieved and p99 per target; median knees and
@@ -22,6 +28,8 @@ rates=8000,12500,15625,19531,24414,30518,38147,47684,59605
 clients=64
 step=5
 rounds=3
+before_bin=
+targets_arg=
 while [ $# -gt 0 ]; do
     case "$1" in
         --out) out=$2; shift 2 ;;
@@ -29,11 +37,19 @@ while [ $# -gt 0 ]; do
         --clients) clients=$2; shift 2 ;;
         --step-seconds) step=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
-        -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --before) before_bin=$(realpath "$2"); shift 2 ;;
+        --targets) targets_arg=$2; shift 2 ;;
+        -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-nfs4: unknown argument $1" >&2; exit 2 ;;
     esac
 done
 log() { echo "bench-nfs4: $*" >&2; }
+all_targets="eagernfs-v3 eagernfs-v41 ganesha-v41 ganesha-v3 before-v3 before-v41"
+target_names=${targets_arg:-eagernfs-v3 eagernfs-v41 ganesha-v41 ganesha-v3${before_bin:+ before-v3 before-v41}}
+for t in $target_names; do
+    [[ " $all_targets " == *" $t "* ]] || { log "unknown target $t (known: $all_targets)"; exit 2; }
+    if [[ $t == before-* ]] && [ -z "$before_bin" ]; then log "the target $t needs --before BIN"; exit 2; fi
+done
 bin=${EAGERNFS_BIN:-}
 if [ -z "$bin" ]; then
     log "building eagernfs (release)"
@@ -52,7 +68,8 @@ stop_server() {
     GANESHA_RUN_DIR="$work/ganesha" "$repo/scripts/ganesha.sh" stop 2>/dev/null || true
 }
 trap 'stop_server; rm -rf "$work"' EXIT
-echo "scripts/bench-nfs4.sh --rates $rates --clients $clients --step-seconds $step --rounds $rounds" >"$out/command.txt"
+echo "scripts/bench-nfs4.sh --rates $rates --clients $clients --step-seconds $step --rounds $rounds${before_bin:+ --before $before_bin} --targets '$target_names'" >"$out/command.txt"
+echo "# $("$bin" --version)${before_bin:+; before: $("$before_bin" --version)}" >>"$out/command.txt"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/command.txt"
 
 run() {
@@ -62,8 +79,10 @@ run() {
     chmod 1777 "$dir"
     port=$((20000 + RANDOM % 40000))
     case "$kind" in
-        eagernfs)
-            taskset -c 1 "$bin" serve "$dir" --listen "127.0.0.1:$port" --state-dir "$work/state-$name" \
+        eagernfs | before)
+            local server=$bin
+            [ "$kind" = before ] && server=$before_bin
+            taskset -c 1 "$server" serve "$dir" --listen "127.0.0.1:$port" --state-dir "$work/state-$name" \
                 -o rw,insecure,no_root_squash >"$work/$name.log" 2>&1 &
             pid=$!
             for _ in $(seq 100); do grep -q "listening on" "$work/$name.log" && break; sleep 0.1; done
@@ -82,7 +101,12 @@ run() {
     stop_server
 }
 
-targets=("eagernfs-v3 eagernfs 3" "eagernfs-v41 eagernfs 4.1" "ganesha-v41 ganesha 4.1" "ganesha-v3 ganesha 3")
+targets=()
+for t in $target_names; do
+    vers=${t##*-v}
+    [ "$vers" = 41 ] && vers=4.1
+    targets+=("$t ${t%-v*} $vers")
+done
 for round in $(seq "$rounds"); do
     order=("${targets[@]}")
     if [ $((round % 2)) = 0 ]; then
@@ -96,10 +120,13 @@ for round in $(seq "$rounds"); do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/command.txt"
 
-python3 - "$out" "$rounds" eagernfs-v3 eagernfs-v41 ganesha-v41 ganesha-v3 >"$out/table.md" <<'PY'
+# shellcheck disable=SC2086
+python3 - "$out" "$rounds" $target_names >"$out/table.md" <<'PY'
 import gzip, json, os, statistics, sys
 out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 knees = {n: [] for n in names}
+sat = {n: [] for n in names}
+low = {n: [] for n in names}
 for rnd in range(1, rounds + 1):
     rows = {}
     for n in names:
@@ -108,14 +135,17 @@ for rnd in range(1, rounds + 1):
             continue
         r = json.load(gzip.open(p))
         knee = 0
-        for s in r["steps"]:
+        for i, s in enumerate(r["steps"]):
             offered = s["offered_ops_per_s"] or 0
             achieved = s["achieved_ops_per_s"] or 0
             p99 = (s.get("latency") or {}).get("p99_ns", 0) / 1e6
             rows.setdefault(round(offered), {})[n] = (achieved, p99, s["errors"])
             if achieved >= 0.95 * offered and p99 < 10 and s["errors"] == 0:
                 knee = max(knee, offered)
+            if i == 0:
+                low[n].append(((s.get("latency") or {}).get("p50_ns", 0) / 1e3, p99 * 1e3))
         knees[n].append(knee)
+        sat[n].append(max((s["achieved_ops_per_s"] or 0) for s in r["steps"]) if r["steps"] else 0)
     print(f"## Round {rnd}\n")
     print("| offered/s | " + " | ".join(f"{n} achieved/s (p99 ms)" for n in names) + " |")
     print("|---" * (len(names) + 1) + "|")
@@ -126,17 +156,25 @@ for rnd in range(1, rounds + 1):
             cells.append("-" if a is None else f"{a[0]:,.0f} ({a[1]:.2f}){' err ' + str(a[2]) if a[2] else ''}")
         print(f"| {rate:,} | " + " | ".join(cells) + " |")
     print()
-print("## Knees\n")
-print("Highest offered rate kept up with (achieved >= 95 %, no errors) at p99 < 10 ms, per round, and the median.\n")
-k = {}
+print("## Knees and saturation\n")
+print("Knee: the highest offered rate kept up with (achieved >= 95 %, no errors) at p99 < 10 ms. "
+      "Saturation: the most calls/s achieved at any rate. Per round, and the median; "
+      "p50 and p99 at the lowest rate (µs), medians of the rounds.\n")
+k, m = {}, {}
 for n in names:
     k[n] = statistics.median(knees[n]) if knees[n] else 0
-    print(f"- {n}: {', '.join(f'{x:,.0f}' for x in knees[n])}; median {k[n]:,.0f}/s")
-def ratio(a, b):
-    return f"{k[a] / k[b]:.2f}x" if k.get(a) and k.get(b) else "n/a (a median knee of 0)"
+    m[n] = statistics.median(sat[n]) if sat[n] else 0
+    p50 = statistics.median(x[0] for x in low[n]) if low[n] else 0
+    p99 = statistics.median(x[1] for x in low[n]) if low[n] else 0
+    print(f"- {n}: knee {', '.join(f'{x:,.0f}' for x in knees[n])}; median {k[n]:,.0f}/s. "
+          f"Saturation {', '.join(f'{x:,.0f}' for x in sat[n])}; median {m[n]:,.0f}/s. "
+          f"Lowest rate p50 {p50:,.0f} µs, p99 {p99:,.0f} µs")
+def ratio(d, a, b):
+    return f"{d[a] / d[b]:.2f}x" if d.get(a) and d.get(b) else "n/a (a median of 0)"
 print()
-print(f"- eagernfs-v41 / ganesha-v41: {ratio('eagernfs-v41', 'ganesha-v41')}")
-print(f"- eagernfs-v41 / eagernfs-v3: {ratio('eagernfs-v41', 'eagernfs-v3')}")
-print(f"- eagernfs-v3 / ganesha-v3: {ratio('eagernfs-v3', 'ganesha-v3')}")
+for a, b in [("eagernfs-v41", "ganesha-v41"), ("eagernfs-v41", "eagernfs-v3"), ("eagernfs-v3", "ganesha-v3"),
+             ("eagernfs-v3", "before-v3"), ("eagernfs-v41", "before-v41")]:
+    if a in names and b in names:
+        print(f"- {a} / {b}: knee {ratio(k, a, b)}, saturation {ratio(m, a, b)}")
 PY
 cat "$out/table.md"
