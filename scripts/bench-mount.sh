@@ -37,6 +37,9 @@
 # "--journal /dev/shm/{state}.journal": metadata and data committed at log speed (issue 36);
 # {state} becomes each server's state directory's name, so servers never share a journal.
 #
+# `cp-r` copies the tree in with cp -r (no chmod after the data, as tar does), then syncs as
+# the untar does: what `deleg_close=writeback` changes most (issue 36).
+#
 # After `cat` (a remount first, so it is cold), `cat-again` cats the same tree once more with
 # no remount: over NFSv4 the mount holds read delegations of the files by then (issue 36).
 #
@@ -346,6 +349,10 @@ run_round() { # target round
     remount "$t"
     step "$t" "$r" make-j2 make -s -C "$d/proj" -j2
     rm -rf "$d/proj"
+    # cp -r of the same tree: files made with their final mode and closed with data not yet
+    # written (no chmod after the data, unlike tar), ended by the same sync as the untar.
+    step "$t" "$r" cp-r sh -c "cp -r '$tree' '$d/cp-tree' && $sync_cmd"
+    rm -rf "${d:?}/cp-tree"
     do_umount "$t"
 }
 
