@@ -35,7 +35,8 @@
 #
 # --server-args adds ARGS to `eagernfs serve` for the eagernfs targets (and `before`), e.g.
 # "--journal /dev/shm/{state}.journal": metadata and data committed at log speed (issue 36);
-# {state} becomes each server's state directory's name, so servers never share a journal.
+# {state} becomes a name of this run's and that server's, so servers and runs never share a
+# journal; the journals are removed when the run ends.
 #
 # `cp-r` copies the tree in with cp -r (no chmod after the data, as tar does), then syncs as
 # the untar does: what `deleg_close=writeback` changes most (issue 36).
@@ -100,6 +101,7 @@ chmod 755 "$work"
 server_pid=
 async_pid=
 before_pid=
+journals=()
 cleanup() {
     local unmounted=0
     unmount_all "$work" "$bin" && unmounted=1
@@ -108,6 +110,9 @@ cleanup() {
     done
     GANESHA_RUN_DIR=$work/ganesha "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
     GANESHA_RUN_DIR=$work/ganesha-v4 "$repo/scripts/ganesha.sh" stop >/dev/null 2>&1 || true
+    for j in "${journals[@]}"; do
+        rm -f "$j"
+    done
     # Never remove the work directory through a mount that is still there.
     if [ "$unmounted" = 1 ]; then rm -rf "$work"; fi
 }
@@ -154,7 +159,10 @@ mkdir -p "$work/export-before" "$work/state-before" "$work/mnt-before"
 chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export" "$work/ganesha-v4-export" "$work/export-before"
 port=$((20000 + RANDOM % 20000))
 start_server() { # export state port options [binary] -> pid in $started
-    local extra=${server_args//\{state\}/$(basename "$2")}
+    local extra=${server_args//\{state\}/$(basename "$work")-$(basename "$2")}
+    # Journals named for this run, removed at its end (a journal left behind belongs to an
+    # export that no longer exists, and the next run's server would refuse it).
+    journals+=($(echo "$extra" | grep -o -- '--journal [^ ]*' | cut -d' ' -f2))
     # shellcheck disable=SC2086 # --server-args is a list of words
     taskset -c 1 "${5:-$bin}" serve "$1" --listen "127.0.0.1:$3" --state-dir "$2" -o "$4" $extra >"$2/server.out" 2>"$2/server.log" &
     started=$!
