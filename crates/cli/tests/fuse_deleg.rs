@@ -66,6 +66,19 @@ fn small_tree(export: &Path, dirs: usize, per_dir: usize) {
     }
 }
 
+/// Rounds of the two-mount tests: `EAGERNFS_SHARING_ROUNDS`, default 20.
+fn sharing_rounds() -> usize {
+    std::env::var("EAGERNFS_SHARING_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20)
+}
+
+/// The next value of a xorshift sequence (the tests' random sizes, the same every run).
+fn next_seed(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
 fn eagernfs_only(server: &Server, test: &str) -> bool {
     server.is_ganesha() && skip(test, "eagernfs's delegations")
 }
@@ -114,8 +127,7 @@ fn a_second_cat_of_files_held_under_read_delegations_asks_nothing() {
 #[test]
 fn what_one_mount_writes_the_other_reads_at_its_next_open() {
     require_fuse!("what_one_mount_writes_the_other_reads_at_its_next_open");
-    let rounds: usize =
-        std::env::var("EAGERNFS_SHARING_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let rounds = sharing_rounds();
     let export = tempfile::tempdir().unwrap();
     chmod(export.path(), 0o777);
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
@@ -142,10 +154,7 @@ fn what_one_mount_writes_the_other_reads_at_its_next_open() {
     assert!(held_b >= rounds as u64 && held_a >= rounds as u64, "both hold delegations: {held_a}, {held_b}");
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     for i in 0..rounds {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let len = (seed % 400_000) as usize;
+        let len = (next_seed(&mut seed) % 400_000) as usize;
         let data = pattern_bytes(seed, 0, len);
         let (writer, reader) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
         fs::write(writer.path(&name(i)), &data).unwrap();
@@ -405,8 +414,7 @@ fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_know
 #[test]
 fn closes_under_a_write_delegation_write_back_later_only_when_asked_and_others_still_read_it_all() {
     require_fuse!("closes_under_a_write_delegation_write_back_later_only_when_asked");
-    let rounds: usize =
-        std::env::var("EAGERNFS_SHARING_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let rounds = sharing_rounds();
     let export = tempfile::tempdir().unwrap();
     chmod(export.path(), 0o777);
     let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
@@ -419,10 +427,7 @@ fn closes_under_a_write_delegation_write_back_later_only_when_asked_and_others_s
         let a = FuseMount::new(&server.url(""), opts);
         let b = FuseMount::new(&server.url(""), "");
         for i in 0..rounds {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let len = (seed % 1_500_000) as usize;
+            let len = (next_seed(&mut seed) % 1_500_000) as usize;
             let data = pattern_bytes(seed, 0, len);
             let name = format!("{}-{i}", if later { "later" } else { "sync" });
             fs::write(a.path(&name), &data).unwrap();
