@@ -496,3 +496,104 @@ fn a_killed_writeback_mount_loses_only_what_was_not_fsynced() {
     );
     assert_eq!(fs::read(b.path("synced")).unwrap(), synced, "what was fsync'ed is there");
 }
+
+/// The files of `dir` in the order the mount lists them (the server's), each read through
+/// the mount and compared with the export's copy at `export_dir`.
+fn read_in_listing_order(dir: &Path, export_dir: &Path) -> usize {
+    let mut n = 0;
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let got = fs::read(e.path()).unwrap();
+        let want = fs::read(export_dir.join(e.file_name())).unwrap();
+        assert!(
+            got == want,
+            "{}: {} bytes read, {} on the server",
+            e.path().display(),
+            got.len(),
+            want.len()
+        );
+        n += 1;
+    }
+    n
+}
+
+/// Files read ahead of a program that opens a directory's small files in listing order
+/// (`grep -r`, `cp -r`): several per round trip, each under a read delegation, so most opens
+/// ask nothing; the bytes are the server's. With `readahead_files=0` every open asks.
+#[test]
+fn a_directorys_files_opened_in_listing_order_are_read_ahead_under_delegations() {
+    require_fuse!("a_directorys_files_opened_in_listing_order_are_read_ahead_under_delegations");
+    let export = tempfile::tempdir().unwrap();
+    let (dirs, per_dir) = (2, 60);
+    let files = (dirs * per_dir) as u64;
+    small_tree(export.path(), dirs, per_dir);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "a_directorys_files_opened_in_listing_order_are_read_ahead") {
+        return;
+    }
+    for opts in ["actimeo=600", "actimeo=600,readahead_files=0"] {
+        let m = FuseMount::new(&server.url(""), opts);
+        let mut calls = 0;
+        let mut read = 0;
+        for d in 0..dirs {
+            let dir = format!("src/d{d}");
+            // Listed first (as `find` or `ls` would): the listing is not counted.
+            let listed = fs::read_dir(m.path(&dir)).unwrap().count();
+            assert_eq!(listed, per_dir);
+            let before = round_trips(&m);
+            read += read_in_listing_order(&m.path(&dir), &export.path().join(&dir));
+            calls += round_trips(&m) - before;
+        }
+        assert_eq!(read as u64, files);
+        let j = stat_json(&m);
+        let ahead = j["files_read_ahead"].as_u64().unwrap_or(0);
+        let ahead_calls = j["files_read_ahead_calls"].as_u64().unwrap_or(0);
+        eprintln!("-o {opts}: {files} files opened in order: {calls} round trips, {ahead} files read ahead in {ahead_calls}");
+        if opts.contains("readahead_files=0") {
+            assert_eq!(ahead, 0, "readahead_files=0 reads nothing ahead");
+            assert!(calls >= files, "without reading ahead every open asks: {calls} round trips");
+        } else {
+            // Per directory of 60: two opens in order start it, then windows of 4, 8 and 10.
+            assert!(ahead >= files * 3 / 4, "most files read ahead: {ahead} of {files}");
+            assert!(calls <= files / 4, "{files} files in {calls} round trips");
+            assert_eq!(delegations(&m).0, files, "every file held under a delegation");
+        }
+    }
+}
+
+/// A file read ahead under a delegation and then changed by another client before the
+/// program reached it: the change recalls the delegation, so the program reads the new bytes,
+/// not what was read ahead.
+#[test]
+fn a_file_read_ahead_and_then_changed_elsewhere_is_read_as_changed() {
+    require_fuse!("a_file_read_ahead_and_then_changed_elsewhere_is_read_as_changed");
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    small_tree(export.path(), 1, 30);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "a_file_read_ahead_and_then_changed_elsewhere_is_read_as_changed") {
+        return;
+    }
+    let a = FuseMount::new(&server.url(""), "actimeo=600");
+    let b = FuseMount::new(&server.url(""), "");
+    let order: Vec<_> = fs::read_dir(a.path("src/d0")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    // Two opens in order: the next files are read ahead.
+    for name in &order[..2] {
+        fs::read(a.path("src/d0").join(name)).unwrap();
+    }
+    let ahead = stat_json(&a)["files_read_ahead"].as_u64().unwrap_or(0);
+    assert!(ahead >= 2, "files read ahead after two opens in order: {ahead}");
+    let (_, recalls_before) = delegations(&a);
+    // One of them changes through the other mount (its open recalls A's delegation).
+    let changed = &order[3];
+    let text = b"written through the other mount".repeat(100);
+    fs::write(b.path("src/d0").join(changed), &text).unwrap();
+    let (_, recalls) = delegations(&a);
+    assert!(recalls > recalls_before, "the change recalled the delegation of a file read ahead");
+    for name in &order[2..] {
+        let got = fs::read(a.path("src/d0").join(name)).unwrap();
+        let want = fs::read(export.path().join("src/d0").join(name)).unwrap();
+        assert!(got == want, "{name:?}: {} bytes, the server has {}", got.len(), want.len());
+    }
+    assert_eq!(fs::read(a.path("src/d0").join(changed)).unwrap(), text);
+}

@@ -10,7 +10,9 @@
 //! `proto=udp` without `vers` is NFSv3: NFSv4 runs over TCP only.
 
 use crate::nfs::NfsClient;
-use crate::ops::{Cred, FileOpened, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant, WriteClosed};
+use crate::ops::{
+    Cred, FileOpened, FileRead, FileToRead, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant, WriteClosed,
+};
 use crate::options::{MountOptions, NfsVersion};
 use crate::url::NfsUrl;
 use crate::v4::{minors_for, Nfs4Client};
@@ -394,6 +396,17 @@ impl NfsOps for AnyClient {
             AnyClient::V3(_) => false,
             AnyClient::V4(c) => c.write_delegated(fh),
         }
+    }
+
+    fn read_files_max(&self) -> usize {
+        match self {
+            AnyClient::V3(_) => 0,
+            AnyClient::V4(c) => c.read_files_max(),
+        }
+    }
+
+    async fn read_files(&self, cred: &Cred, files: &[FileToRead]) -> NfsResult<Vec<FileRead>> {
+        both!(self, c => c.read_files(cred, files))
     }
 
     async fn create_open(

@@ -35,7 +35,9 @@ pub use any::AnyClient;
 pub use driver::{RpcClient, TransportConfig, TransportEvent};
 pub use lock::LockClient;
 pub use nfs::NfsClient;
-pub use ops::{Cred, FileOpened, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant, WriteClosed};
+pub use ops::{
+    Cred, FileOpened, FileRead, FileToRead, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant, WriteClosed,
+};
 pub use options::{LocalLock, LookupCache, MountOptions, NfsVersion, OptionError, Xprtsec};
 pub use url::{NfsUrl, UrlError};
 pub use v4::Nfs4Client;

@@ -234,6 +234,33 @@ pub struct FileOpened {
     pub preserve_unlinked: bool,
 }
 
+/// A small file for [`NfsOps::read_files`]: read from offset 0, with
+/// the caller's access checked as an open would check it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileToRead {
+    pub fh: NfsFh3,
+    /// Bytes to read from offset 0 (the whole file if it is no longer).
+    pub count: u32,
+    /// ACCESS3 bits to ask about for the caller.
+    pub check: u32,
+}
+
+/// What [`NfsOps::read_files`] brought for one of its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRead {
+    /// Which file: its index in the list given.
+    pub index: usize,
+    /// Of [`FileToRead::check`]'s bits, those the server granted.
+    pub access: Option<u32>,
+    /// The file's attributes, from after its open.
+    pub attrs: Option<Fattr3>,
+    /// Its bytes from offset 0, and whether they reach its end.
+    pub data: Option<(Bytes, bool)>,
+    /// The server granted a delegation of it, held now: the attributes and
+    /// data stay true until it is recalled.
+    pub delegated: bool,
+}
+
 /// What [`NfsOps::write_close`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriteClosed {
@@ -469,6 +496,28 @@ pub trait NfsOps: Send + Sync + 'static {
     fn delegated(&self, fh: &NfsFh3) -> bool {
         let _ = fh;
         false
+    }
+
+    /// How many files [`NfsOps::read_files`] reads in one round trip; 0 if
+    /// it reads none. Default: 0 (without delegations an open must ask the
+    /// server anyway, so reading ahead saves no round trip).
+    fn read_files_max(&self) -> usize {
+        0
+    }
+
+    /// Read several small files whole in one round trip, each under a
+    /// delegation the server grants with it, for the caller to cache: what
+    /// a program reading a directory's files in order opens next. Files
+    /// this client holds opens of, or is opening, are left out; so is
+    /// everything after a file the server refused (the round trip stops
+    /// there). Default: reads nothing.
+    fn read_files(
+        &self,
+        cred: &Cred,
+        files: &[FileToRead],
+    ) -> impl Future<Output = NfsResult<Vec<FileRead>>> + Send {
+        let _ = (cred, files);
+        async { Ok(Vec::new()) }
     }
 
     /// Whether the promise of [`NfsOps::delegated`] is a write delegation's:

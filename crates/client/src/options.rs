@@ -8,6 +8,7 @@
 //! `lookupcache`, `ro`/`rw`, `vers`/`nfsvers`/`minorversion`), libnfs where it has it (`nfsport`,
 //! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
 //! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `deleg`/`nodeleg`, `deleg_max`,
+//! `deleg_close`, `readahead_files`,
 //! `pmapport`, `srcaddr`).
 //!
 //! # Layout
@@ -42,6 +43,9 @@ pub const UDP_TRANSFER_SIZE_MAX: u32 = 32 * 1024;
 /// enough for a source tree (/usr/include has about 8,000 files), a few
 /// hundred bytes each on either side.
 pub const DELEGATIONS_MAX_DEFAULT: u32 = 16384;
+/// Small files read ahead per round trip at most (`readahead_files=`),
+/// and the default: what one COMPOUND of 64 operations holds, six each.
+pub const READAHEAD_FILES_MAX: u32 = 10;
 /// The largest `deleg_max=` accepted.
 pub const DELEGATIONS_MAX_LIMIT: u32 = 1 << 20;
 /// nfs(5): "the maximum timeout is 600 seconds" for retransmissions.
@@ -269,6 +273,12 @@ pub struct MountOptions {
     /// is durable at fsync, sync or unmount, and is on the server before
     /// anyone else can open the file (the recall waits for it).
     pub deleg_close_writeback: bool,
+    /// `readahead_files=N` (ours): over NFSv4 with delegations, a program
+    /// opening a directory's small files in listing order has up to N of
+    /// the next ones read ahead per round trip, each whole and under a
+    /// read delegation, so their opens ask nothing. 0 turns it off.
+    /// Default and largest: [`READAHEAD_FILES_MAX`].
+    pub readahead_files: u32,
 
     // --- locks (consumed by the FUSE layer) -----------------------------
     /// `local_lock=none|all|flock|posix`; `lock` is `none`, `nolock` is `all`.
@@ -323,6 +333,7 @@ impl Default for MountOptions {
             eager: false,
             delegations: true,
             delegations_max: DELEGATIONS_MAX_DEFAULT,
+            readahead_files: READAHEAD_FILES_MAX,
             deleg_close_writeback: false,
             local_lock: LocalLock::None,
             xprtsec: Xprtsec::None,
@@ -593,6 +604,13 @@ impl MountOptions {
                     _ => return Err(bad(name, v, "expected a count from 1 to 1048576")),
                 }
             }
+            "readahead_files" => {
+                let v = need(name, value)?;
+                self.readahead_files = match v.parse::<u32>() {
+                    Ok(n) if n <= READAHEAD_FILES_MAX => n,
+                    _ => return Err(bad(name, v, "expected a count from 0 to 10")),
+                }
+            }
             "deleg_close" => {
                 self.deleg_close_writeback = match need(name, value)? {
                     "sync" => false,
@@ -743,6 +761,9 @@ impl MountOptions {
         }
         if self.deleg_close_writeback {
             v.push("deleg_close=writeback".into());
+        }
+        if self.readahead_files != d.readahead_files {
+            v.push(format!("readahead_files={}", self.readahead_files));
         }
         v
     }
@@ -1003,6 +1024,7 @@ mod tests {
             any::<bool>(),
             1u32..=DELEGATIONS_MAX_LIMIT,
             any::<bool>(),
+            0u32..=READAHEAD_FILES_MAX,
         );
         (ports, transport, cache, security).prop_map(|(p, t, c, x)| MountOptions {
             nfsport: p.0,
@@ -1048,6 +1070,7 @@ mod tests {
             delegations: x.6,
             delegations_max: x.7,
             deleg_close_writeback: x.8,
+            readahead_files: x.9,
         })
     }
 

@@ -122,6 +122,12 @@ pub(crate) struct MountSnapshot {
     /// delegation (`deleg_close=writeback`).
     #[serde(default)]
     pub(crate) closes_written_back_later: u64,
+    /// Small files read ahead of a program opening a directory's files in
+    /// order, and the round trips that read them.
+    #[serde(default)]
+    pub(crate) files_read_ahead: u64,
+    #[serde(default)]
+    pub(crate) files_read_ahead_calls: u64,
 }
 
 /// The mount daemon's view of itself.
@@ -214,6 +220,7 @@ impl MountObserver {
             (c.dirty_bytes_peak, c.writes_waited, c.resent_bytes);
         s.delegated_opens = c.delegated_opens;
         s.closes_written_back_later = c.closes_written_back_later;
+        (s.files_read_ahead, s.files_read_ahead_calls) = (c.files_read_ahead, c.files_read_ahead_calls);
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
@@ -340,8 +347,8 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
             );
             let _ = writeln!(
                 o,
-                "delegations: {} held · {} opens answered under one with no call · {} closes written back after returning",
-                v4.delegations, s.delegated_opens, s.closes_written_back_later
+                "delegations: {} held · {} opens answered under one with no call · {} closes written back after returning · {} files read ahead in {} round trips",
+                v4.delegations, s.delegated_opens, s.closes_written_back_later, s.files_read_ahead, s.files_read_ahead_calls
             );
             let _ = writeln!(
                 o,

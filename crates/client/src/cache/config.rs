@@ -79,6 +79,9 @@ pub struct CacheConfig {
     /// How far ahead of a sequential reader to prefetch, in bytes.
     /// 0 disables read-ahead.
     pub readahead_bytes: u64,
+    /// Small files read ahead at most per round trip of a program opening
+    /// a directory's files in order (`readahead_files=N`; 0: none).
+    pub files_ahead_max: u32,
     /// Bound on clean data cached in memory per mount.
     pub memory_cache_bytes_max: u64,
     /// Drop-behind: a sequential reader's chunks are dropped once it is
@@ -160,6 +163,7 @@ impl CacheConfig {
             eager_file_bytes_max: (8 * wsize as u64).max(1 << 20),
             writes_in_flight_max: 16,
             readahead_bytes: 8 * rsize as u64,
+            files_ahead_max: opts.readahead_files,
             memory_cache_bytes_max: MEMORY_CACHE_BYTES_DEFAULT,
             drop_behind: true,
             drop_whole_reads: false,

@@ -11,8 +11,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use eagernfs_proto::nfs3::Nfsstat3;
+use eagernfs_proto::nfs3::{Ftype3, Nfsstat3};
 
+use super::ahead::Listed;
 use super::dirent::DirEntry;
 use super::fs::{CachedFs, DirHandle, Shared};
 use super::inode::{Dentry, Inode, ROOT_INO};
@@ -115,12 +116,19 @@ impl<C: NfsOps> Shared<C> {
                     }
                     h.verf = r.cookieverf;
                     let mut page = Vec::with_capacity(r.reply.entries.len());
+                    // The regular files listed, with their places, for
+                    // reading ahead of a program opening them in order.
+                    let ahead = self.client.read_files_max() > 0;
+                    let mut files = Vec::new();
                     for e in r.reply.entries {
                         let name = e.name.0.clone();
                         let dot = is_dot(&name);
                         let (ino, attr) = match (&e.name_handle, &e.name_attributes) {
                             (Some(fh), Some(a)) if !dot => {
                                 let child = self.intern(fh, a, gen);
+                                if ahead && child.ftype == Ftype3::Reg {
+                                    files.push((child.clone(), page.len() as u32));
+                                }
                                 if self.cfg.lookupcache != LookupCache::None {
                                     self.remember_name(&dir, name.clone(), Dentry::Positive(fh.clone()));
                                 }
@@ -136,6 +144,12 @@ impl<C: NfsOps> Shared<C> {
                             offset: e.cookie,
                             attr,
                         });
+                    }
+                    if !files.is_empty() {
+                        let inos: Arc<[u64]> = page.iter().map(|e| e.ino).collect();
+                        for (child, index) in files {
+                            child.state.lock().listed = Some(Listed { page: inos.clone(), index });
+                        }
                     }
                     h.page = page;
                     h.page_after = cookie;

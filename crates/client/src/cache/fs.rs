@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
+use super::ahead::FilesAhead;
 use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dirent::DirEntry;
@@ -111,6 +112,11 @@ pub struct CacheStats {
     /// Closes that returned before their write-back, the file being held
     /// under a write delegation (`deleg_close=writeback`).
     pub closes_written_back_later: u64,
+    /// Small files read ahead of a program opening a directory's files in
+    /// order, each under a delegation (see `ahead`), and the round trips
+    /// that read them.
+    pub files_read_ahead: u64,
+    pub files_read_ahead_calls: u64,
 }
 
 #[derive(Default)]
@@ -132,6 +138,8 @@ pub(crate) struct Counters {
     pub(crate) read_chunk_misses: AtomicU64,
     pub(crate) delegated_opens: AtomicU64,
     pub(crate) closes_written_back_later: AtomicU64,
+    pub(crate) files_read_ahead: AtomicU64,
+    pub(crate) files_read_ahead_calls: AtomicU64,
 }
 
 /// An open file.
@@ -279,6 +287,8 @@ pub(crate) struct Shared<C> {
     pub(crate) disk: Option<Arc<DiskCache>>,
     /// Cleared when the server answers READDIRPLUS with NOTSUPP.
     pub(crate) readdirplus: AtomicBool,
+    /// Cold opens followed for reading files ahead (`ahead`).
+    pub(crate) files_ahead: Mutex<FilesAhead>,
     pub(crate) counters: Counters,
     /// Makes hidden names for files unlinked while open unique.
     pub(crate) silly_counter: AtomicU32,
@@ -383,12 +393,12 @@ fn sattr_mode(mode: u32) -> Sattr3 {
 /// Files at most this large (as last seen) are read whole with their open
 /// when opened for reading (`OpenWant::read_whole`): most of a source
 /// tree, in one round trip each.
-const READ_AT_OPEN_BYTES_MAX: u64 = 256 * 1024;
+pub(crate) const READ_AT_OPEN_BYTES_MAX: u64 = 256 * 1024;
 
 /// The ACCESS3 bits an access(2) `mask` needs on `inode`, and those to ask
 /// about: everything access(2) can ask, as Linux does, so the one answer
 /// serves this caller's later masks too.
-fn access_bits(inode: &Inode, mask: i32) -> (u32, u32) {
+pub(crate) fn access_bits(inode: &Inode, mask: i32) -> (u32, u32) {
     let write_bits = if inode.is_dir() {
         ACCESS3_MODIFY | ACCESS3_EXTEND | ACCESS3_DELETE
     } else {
@@ -410,7 +420,7 @@ fn access_bits(inode: &Inode, mask: i32) -> (u32, u32) {
 
 /// Cache `data`, a file's bytes from offset 0 as one READ gave them
 /// (`eof`: they reach its end), as chunks; returns those inserted.
-fn cache_whole(st: &mut InodeState, ino: u64, data: &Bytes, eof: bool) -> Vec<(u64, u64)> {
+pub(crate) fn cache_whole(st: &mut InodeState, ino: u64, data: &Bytes, eof: bool) -> Vec<(u64, u64)> {
     let c = CHUNK_BYTES as usize;
     let mut inserted = Vec::new();
     for k in 0..data.len().div_ceil(c).max(1) {
@@ -478,6 +488,7 @@ impl<C: NfsOps> CachedFs<C> {
             mem_fifo: Mutex::new(VecDeque::new()),
             disk,
             readdirplus: AtomicBool::new(true),
+            files_ahead: Mutex::new(FilesAhead::default()),
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),
@@ -562,6 +573,8 @@ impl<C: NfsOps> CachedFs<C> {
             read_chunk_misses: c.read_chunk_misses.load(Ordering::Relaxed),
             delegated_opens: c.delegated_opens.load(Ordering::Relaxed),
             closes_written_back_later: c.closes_written_back_later.load(Ordering::Relaxed),
+            files_read_ahead: c.files_read_ahead.load(Ordering::Relaxed),
+            files_read_ahead_calls: c.files_read_ahead_calls.load(Ordering::Relaxed),
         }
     }
 
@@ -1103,7 +1116,15 @@ impl<C: NfsOps> CachedFs<C> {
         let gen = s.clock.tick();
         let file_gen = inode.state.lock().file.gen;
         let want = OpenWant { access, check, attrs, read_whole };
-        let opened = s.client.open_file(cred, &inode.fh, want).await?;
+        let opened = if read_whole.is_some() {
+            // A small file read whole at its open: perhaps the next of a
+            // directory's files a program reads in order (`prefetch`).
+            let (opened, ()) =
+                tokio::join!(s.client.open_file(cred, &inode.fh, want), s.read_files_ahead(&inode, cred));
+            opened?
+        } else {
+            s.client.open_file(cred, &inode.fh, want).await?
+        };
         let mut inserted = Vec::new();
         {
             let mut st = inode.state.lock();

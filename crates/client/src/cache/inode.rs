@@ -42,6 +42,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
+use super::ahead::Listed;
 use super::budget::ByteBudget;
 use super::dirent::DirEntry;
 use super::extents::Extents;
@@ -342,6 +343,11 @@ impl FileData {
         self.chunks.len()
     }
 
+    /// No data of the file is cached here.
+    pub(crate) fn no_chunks(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
     /// Nothing dirty, in flight or uncommitted, and no attribute change
     /// waiting: the server has everything.
     pub(crate) fn settled(&self) -> bool {
@@ -461,6 +467,9 @@ pub(crate) struct InodeState {
     pub(crate) listing: Option<Arc<Vec<DirEntry>>>,
     /// Counts what makes a listing fetched meanwhile stale (see `listing`).
     pub(crate) listing_gen: u64,
+    /// Regular files: where a READDIR page listed it last, for reading
+    /// ahead of a program that opens the page's files in order (`ahead`).
+    pub(crate) listed: Option<Listed>,
     /// Set once the file was unlinked (or renamed over) while open and
     /// lives on under a hidden name until its last close.
     pub(crate) silly: Option<SillyName>,
@@ -512,6 +521,7 @@ impl InodeState {
             complete: false,
             listing: None,
             listing_gen: 0,
+            listed: None,
             data_epoch: 0,
             kernel_epoch: None,
             silly: None,

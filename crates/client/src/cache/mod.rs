@@ -40,6 +40,11 @@
 //!   not); reads see our own unwritten data. Drop-behind: a sequential
 //!   reader's chunks are dropped once it is well past them, since the
 //!   kernel's page cache in front of the mount keeps what it read.
+//! - **Files read ahead** (NFSv4 with delegations): a program that opens
+//!   a directory's small files in listing order (`grep -r`, `cp -r`,
+//!   `tar c`) has the next ones read whole ahead of it, several in one
+//!   COMPOUND, each under a read delegation, so their opens ask nothing;
+//!   the window doubles while it keeps going (`readahead_files=N`).
 //! - **Directories**: READDIRPLUS (READDIR if the server says NOTSUPP)
 //!   fills the attribute and lookup caches; `lookupcache=all|pos|none`,
 //!   negative entries expire with the directory's attributes.
@@ -72,6 +77,10 @@
 //! - `deleg`: write-back under write delegations, for the layer that
 //!   answers recalls (above `fs` and `io`).
 //! - `dir`: opendir/readdir/releasedir, READDIRPLUS with fallback.
+//! - `prefetch`: small files read ahead, several per round trip, each
+//!   under a delegation, of a program opening a directory's files in
+//!   listing order (above `fs`); `ahead` decides when and which (below
+//!   `inode`, which remembers where each file was listed).
 //! - `inode`: the inode table, per-inode state, attribute timeouts and
 //!   WCC chaining.
 //! - `dirent`: [`DirEntry`], a listing's entry (below `inode`, which keeps
@@ -83,6 +92,7 @@
 //! - `disk`: the persistent chunk store.
 //! - `config`: [`CacheConfig`], derived from mount options and FSINFO.
 
+mod ahead;
 mod budget;
 mod config;
 mod deleg;
@@ -93,6 +103,7 @@ mod extents;
 mod fs;
 mod inode;
 mod io;
+mod prefetch;
 mod validator;
 
 pub use config::{

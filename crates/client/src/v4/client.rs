@@ -32,7 +32,9 @@ use super::state::{cut, end_of, CloseAction, LockKey, Locks, OpenAccess, OpenKey
 use crate::driver::{RpcClient, TransportConfig};
 use crate::mount;
 use crate::nfs::{default_cred, transfer_size};
-use crate::ops::{Cred, FileOpened, NfsError, NfsOps, NfsResult, OpenWant, WriteClosed};
+use crate::ops::{
+    Cred, FileOpened, FileRead, FileToRead, NfsError, NfsOps, NfsResult, OpenWant, WriteClosed,
+};
 use crate::options::{MountOptions, NfsVersion, TRANSFER_SIZE_MAX};
 use crate::url::NfsUrl;
 use bytes::Bytes;
@@ -166,6 +168,11 @@ pub struct WriteClose {
     /// The file's attributes after it all.
     pub attrs: Option<Fattr3>,
 }
+
+/// Files [`Nfs4Client::read_files`] reads in one COMPOUND at most.
+const FILES_READ_MAX: usize = crate::options::READAHEAD_FILES_MAX as usize;
+/// Operations per file in [`Nfs4Client::read_files`]'s COMPOUND.
+const FILE_READ_OPS: usize = 6;
 
 /// What [`Nfs4Client::read_whole`] read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1482,6 +1489,117 @@ impl Nfs4Client {
         Ok(ReadWhole { data: read.data, eof: read.eof, attrs })
     }
 
+    /// [`NfsOps::read_files`]: for each file, PUTFH, ACCESS, OPEN for
+    /// reading (a delegation wanted), GETATTR, READ with the open's stateid
+    /// and CLOSE, all in one COMPOUND of at most [`FILES_READ_MAX`] files
+    /// (fewer if the session takes fewer operations). Only when delegations
+    /// are wanted: without one, what is read here would be asked for again
+    /// at the file's open. Never tried again: a server that answers DELAY
+    /// (a file another client holds, being recalled) or GRACE stops it
+    /// there, and what came before is kept.
+    pub async fn read_files(&self, cred: &Cred, files: &[FileToRead]) -> NfsResult<Vec<FileRead>> {
+        if !self.inner.want_delegations.load(Ordering::Relaxed) || files.is_empty() {
+            return Ok(Vec::new());
+        }
+        let max_ops = self.inner.core.fore_channel().await?.ca_maxoperations.clamp(4, OPS_MAX) as usize;
+        let n_max = ((max_ops - 1) / FILE_READ_OPS).min(FILES_READ_MAX);
+        // Files this user holds (or is making, or closing) no open of: an
+        // open in use reads through its own stateid, and an OPEN here
+        // would change its share.
+        let mut picked = Vec::new();
+        for (index, f) in files.iter().enumerate() {
+            if picked.len() == n_max {
+                break;
+            }
+            if self.delegated(&f.fh) {
+                continue;
+            }
+            let key = OpenKey { fh: f.fh.data.0.clone(), uid: cred.uid };
+            let Ok(guard) = self.open_lock(&key).try_lock_owned() else { continue };
+            if self.inner.core.state.lock().opens.contains_key(&key) {
+                continue;
+            }
+            picked.push((index, key, guard));
+        }
+        if picked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let build = || {
+            let mut ops = Vec::with_capacity(picked.len() * FILE_READ_OPS);
+            for (index, _, _) in &picked {
+                let f = &files[*index];
+                ops.push(putfh(&f.fh));
+                ops.push(ArgOp::Access(Access4Args { access: f.check }));
+                ops.push(ArgOp::Open(Open4Args {
+                    seqid: 0,
+                    share_access: self.share_access(OPEN4_SHARE_ACCESS_READ),
+                    share_deny: OPEN4_SHARE_DENY_NONE,
+                    owner: self.open_owner(cred.uid),
+                    openhow: Openflag4::NoCreate,
+                    claim: OpenClaim4::Fh,
+                }));
+                ops.push(std_getattr());
+                ops.push(ArgOp::Read(Read4Args { stateid: Stateid4::CURRENT, offset: 0, count: f.count }));
+                ops.push(ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }));
+            }
+            ops
+        };
+        // None of it is the request proper (`main` 0): nothing is tried
+        // again, and the reply, holding file data, is not kept by the slot.
+        let main = AtomicUsize::new(0);
+        let mut r = self.inner.core.run_main(cred, false, &build, Some(&main)).await?;
+        let mut out = Vec::with_capacity(picked.len());
+        for (index, key, _guard) in &picked {
+            let f = &files[*index];
+            if r.ok(OP_PUTFH).is_err() {
+                break;
+            }
+            let Ok(a) = r.access() else { break };
+            let mut got = FileRead {
+                index: *index,
+                access: Some(a.access & a.supported & f.check),
+                attrs: None,
+                data: None,
+                delegated: false,
+            };
+            let Ok(ok) = r.open() else {
+                out.push(got);
+                break;
+            };
+            self.got_delegation(&f.fh, &ok.delegation);
+            got.attrs = r.getattr().ok().and_then(|a| self.fattr3(&a).ok());
+            let read = r.read().ok();
+            let closed = r.skip().is_some_and(|c| c.status().is_ok());
+            if !closed {
+                // The server keeps the open: close it like any other
+                // whose last local use ended.
+                let last = {
+                    let mut st = self.inner.core.state.lock();
+                    st.opened(
+                        key.clone(),
+                        fh4(&f.fh),
+                        open_owner_name(cred.uid),
+                        cred,
+                        OpenAccess::Read,
+                        ok.stateid,
+                    );
+                    matches!(st.drop_local(key, OpenAccess::Read), Some(CloseAction::Close(_)))
+                };
+                if last {
+                    self.leave_close(key.clone(), &f.fh, cred);
+                }
+            }
+            got.delegated = self.delegated(&f.fh);
+            let stop = read.is_none() || !closed;
+            got.data = read.map(|rd| (rd.data, rd.eof));
+            out.push(got);
+            if stop {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// REMOVE and the directory's GETATTR in one COMPOUND, with no check of
     /// what the name is (NfsOps's `remove` and `rmdir` check; a caller that
     /// knows the type, as the mount does, saves the server a LOOKUP).
@@ -2111,6 +2229,18 @@ impl NfsOps for Nfs4Client {
 
     fn write_delegated(&self, fh: &NfsFh3) -> bool {
         Nfs4Client::write_delegated(self, fh)
+    }
+
+    fn read_files_max(&self) -> usize {
+        if self.inner.want_delegations.load(Ordering::Relaxed) {
+            FILES_READ_MAX
+        } else {
+            0
+        }
+    }
+
+    async fn read_files(&self, cred: &Cred, files: &[FileToRead]) -> NfsResult<Vec<FileRead>> {
+        Nfs4Client::read_files(self, cred, files).await
     }
 
     async fn create_open(

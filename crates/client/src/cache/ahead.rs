@@ -1,0 +1,166 @@
+//! Which files to read ahead of a program that reads a directory's files
+//! in listing order (`grep -r`, `cp -r`, `tar c`, `find -exec cat`): the
+//! bookkeeping only, no I/O (`prefetch` does the reading).
+//!
+//! A READDIR page remembers the inode numbers it listed, in order
+//! ([`Listed`]: each file it listed knows the page and its place on it).
+//! A *cold* open (one that must ask the server) of the entry right after
+//! the previous cold open on the same page, or of the first entry past
+//! what was read ahead on it, is a program going through the page in
+//! order: the next entries are read ahead, each under a delegation, so
+//! their opens ask nothing. The window starts small and doubles while the
+//! program keeps going, as a sequential read-ahead of bytes does; an open
+//! out of order resets it; a page on which the server granted no
+//! delegation is not read ahead again.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+/// Streams followed at once (programs reading different directories).
+const STREAMS_MAX: usize = 8;
+/// Files read ahead at a stream's first step.
+const WINDOW_FIRST: u32 = 4;
+
+/// Where a file was listed: the READDIR page's inode numbers, in the
+/// server's order, and the file's index on it.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub(crate) page: Arc<[u64]>,
+    pub(crate) index: u32,
+}
+
+#[derive(Debug)]
+struct Stream {
+    /// The page (its address: the same page while anyone holds it).
+    page: usize,
+    /// The index of the last cold open on the page.
+    last_cold: u32,
+    /// Entries before this one were read ahead (or opened).
+    ahead_until: u32,
+    /// Files to read ahead at the next step (0: not started).
+    window: u32,
+    /// The server granted no delegation of what was read ahead here.
+    refused: bool,
+    /// When it was last used, in [`FilesAhead::clock`] ticks.
+    used: u64,
+}
+
+/// The streams of cold opens the mount is following.
+#[derive(Debug, Default)]
+pub(crate) struct FilesAhead {
+    streams: Vec<Stream>,
+    clock: u64,
+}
+
+impl FilesAhead {
+    /// A cold open of `listed`'s entry: the entries to read ahead now (at
+    /// most `max`), if the opens on its page go in order.
+    pub(crate) fn cold_open(&mut self, listed: &Listed, max: u32) -> Option<Range<u32>> {
+        self.clock += 1;
+        let page = Arc::as_ptr(&listed.page) as *const u64 as usize;
+        let len = listed.page.len() as u32;
+        let index = listed.index;
+        let Some(s) = self.streams.iter_mut().find(|s| s.page == page) else {
+            if self.streams.len() == STREAMS_MAX {
+                let oldest = (0..self.streams.len()).min_by_key(|&i| self.streams[i].used)?;
+                self.streams.swap_remove(oldest);
+            }
+            self.streams.push(Stream {
+                page,
+                last_cold: index,
+                ahead_until: index + 1,
+                window: 0,
+                refused: false,
+                used: self.clock,
+            });
+            return None;
+        };
+        s.used = self.clock;
+        let in_order = index == s.last_cold + 1 || index == s.ahead_until;
+        s.last_cold = index;
+        if !in_order || s.refused || max == 0 {
+            s.window = 0;
+            s.ahead_until = s.ahead_until.max(index + 1);
+            return None;
+        }
+        s.window = if s.window == 0 { WINDOW_FIRST } else { s.window * 2 }.min(max);
+        let start = index + 1;
+        let end = start.saturating_add(s.window).min(len);
+        s.ahead_until = end.max(start);
+        (start < end).then_some(start..end)
+    }
+
+    /// What was read ahead on `listed`'s page brought no delegation: the
+    /// server is not granting them (for now), so reading ahead there would
+    /// only read twice.
+    pub(crate) fn refused(&mut self, listed: &Listed) {
+        let page = Arc::as_ptr(&listed.page) as *const u64 as usize;
+        if let Some(s) = self.streams.iter_mut().find(|s| s.page == page) {
+            s.refused = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(n: u64) -> Arc<[u64]> {
+        (100..100 + n).collect::<Vec<_>>().into()
+    }
+
+    fn at(page: &Arc<[u64]>, index: u32) -> Listed {
+        Listed { page: page.clone(), index }
+    }
+
+    #[test]
+    fn opens_in_listing_order_read_ahead_in_growing_windows() {
+        let p = page(100);
+        let mut a = FilesAhead::default();
+        assert_eq!(a.cold_open(&at(&p, 0), 10), None, "one open is no order yet");
+        assert_eq!(a.cold_open(&at(&p, 1), 10), Some(2..6));
+        // 2..6 were opened under their delegations (no cold open); 6 is next.
+        assert_eq!(a.cold_open(&at(&p, 6), 10), Some(7..15));
+        assert_eq!(a.cold_open(&at(&p, 15), 10), Some(16..26), "capped at max");
+        assert_eq!(a.cold_open(&at(&p, 26), 10), Some(27..37));
+    }
+
+    #[test]
+    fn an_open_out_of_order_reads_nothing_ahead_and_starts_over() {
+        let p = page(100);
+        let mut a = FilesAhead::default();
+        a.cold_open(&at(&p, 0), 10);
+        assert_eq!(a.cold_open(&at(&p, 1), 10), Some(2..6));
+        assert_eq!(a.cold_open(&at(&p, 40), 10), None);
+        assert_eq!(a.cold_open(&at(&p, 7), 10), None);
+        assert_eq!(a.cold_open(&at(&p, 8), 10), Some(9..13), "in order again: the first window");
+    }
+
+    #[test]
+    fn the_window_stops_at_the_page_end_and_a_refusing_server_ends_it() {
+        let p = page(5);
+        let mut a = FilesAhead::default();
+        a.cold_open(&at(&p, 0), 10);
+        assert_eq!(a.cold_open(&at(&p, 1), 10), Some(2..5));
+        assert_eq!(a.cold_open(&at(&p, 4), 10), None, "nothing left after the last entry");
+        let q = page(50);
+        a.cold_open(&at(&q, 0), 10);
+        assert_eq!(a.cold_open(&at(&q, 1), 10), Some(2..6));
+        a.refused(&at(&q, 1));
+        assert_eq!(a.cold_open(&at(&q, 2), 10), None, "no delegations: no reading twice");
+        assert_eq!(a.cold_open(&at(&q, 3), 0), None);
+    }
+
+    #[test]
+    fn each_page_is_its_own_stream_and_old_ones_make_room() {
+        let pages: Vec<_> = (0..=STREAMS_MAX as u64).map(|i| page(10 + i)).collect();
+        let mut a = FilesAhead::default();
+        for p in &pages {
+            assert_eq!(a.cold_open(&at(p, 0), 10), None);
+        }
+        assert_eq!(a.streams.len(), STREAMS_MAX);
+        // The first page's stream was the oldest and went; the last ones stay.
+        assert_eq!(a.cold_open(&at(&pages[0], 1), 10), None);
+        assert!(a.cold_open(&at(&pages[STREAMS_MAX], 1), 10).is_some());
+    }
+}

@@ -1,0 +1,108 @@
+//! Reading small files ahead of a program that opens a directory's files
+//! in listing order (`ahead` decides when and which): one round trip reads
+//! several whole, each under a delegation the server grants with it
+//! (`NfsOps::read_files`), so their opens, stats and reads then ask
+//! nothing, exactly as for a file read before. Without a delegation there
+//! is nothing to gain (close-to-open asks at every open), so what comes
+//! back without one is not kept, and the directory is not read ahead again.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use eagernfs_proto::nfs3::Ftype3;
+use tokio::time::Instant;
+
+use super::config::CHUNK_BYTES;
+use super::fs::{access_bits, cache_whole, Shared, READ_AT_OPEN_BYTES_MAX};
+use super::inode::Inode;
+use crate::ops::{Cred, FileToRead, NfsOps};
+
+/// Bytes a small file costs in a reply besides its data (the results of
+/// its six operations, attributes included), for keeping a reply in size.
+const FILE_REPLY_OVERHEAD: u64 = 512;
+
+impl<C: NfsOps> Shared<C> {
+    /// A cold open of `inode` for reading (one that asks the server): if
+    /// it continues a program's opens in listing order, read the next
+    /// small files of its directory ahead. For `cred`, whose access to
+    /// them is checked (and cached) as their opens would check it.
+    pub(crate) async fn read_files_ahead(&self, inode: &Inode, cred: &Cred) {
+        let max = self.client.read_files_max().min(self.cfg.files_ahead_max as usize);
+        if max == 0 || self.disk.is_some() {
+            return;
+        }
+        let Some(listed) = inode.state.lock().listed.clone() else { return };
+        let Some(range) = self.files_ahead.lock().cold_open(&listed, max as u32) else { return };
+        let count = self.cfg.rsize.min(READ_AT_OPEN_BYTES_MAX as u32);
+        let room = u64::from(self.cfg.rsize);
+        let mut bytes = 0;
+        let mut picked: Vec<(Arc<Inode>, u64)> = Vec::new();
+        let mut files = Vec::new();
+        for &ino in &listed.page[range.start as usize..range.end as usize] {
+            let Some(file) = self.inodes.get(ino) else { continue };
+            if file.ftype != Ftype3::Reg || self.delegated(&file) {
+                continue;
+            }
+            let (size, file_gen) = {
+                let st = file.state.lock();
+                let size = st.visible_attr().size;
+                // Nothing of ours in it, nothing cached, no one using it.
+                let idle = st.file.settled() && st.file.no_chunks() && st.open_count == 0;
+                if !idle || size > READ_AT_OPEN_BYTES_MAX {
+                    continue;
+                }
+                (size, st.file.gen)
+            };
+            bytes += size.min(u64::from(count)) + FILE_REPLY_OVERHEAD;
+            if bytes > room {
+                break;
+            }
+            // What an open for reading asks.
+            let check = access_bits(&file, libc::R_OK).1;
+            files.push(FileToRead { fh: file.fh.clone(), count, check });
+            picked.push((file, file_gen));
+        }
+        if files.is_empty() {
+            return;
+        }
+        let gen = self.clock.tick();
+        let read = match self.client.read_files(cred, &files).await {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::debug!("reading {} files ahead failed: {e}", files.len());
+                return;
+            }
+        };
+        self.counters.files_read_ahead_calls.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut delegated = 0u64;
+        let mut inserted = Vec::new();
+        for got in read {
+            let Some((file, file_gen)) = picked.get(got.index) else { continue };
+            let mut st = file.state.lock();
+            if let Some(granted) = got.access {
+                st.remember_access(cred, files[got.index].check, granted);
+            }
+            if let Some(a) = got.attrs {
+                st.fresh_attrs(a, gen, now, self.cfg.ac_bounds(false), true);
+            }
+            if !got.delegated {
+                continue;
+            }
+            delegated += 1;
+            // As at an open that reads a file whole: the data goes with
+            // these attributes if nothing of ours came between.
+            if let Some((data, eof)) = &got.data {
+                if st.file.gen == *file_gen && st.attr_gen == gen && st.file.clean() {
+                    debug_assert!(data.len() as u64 <= READ_AT_OPEN_BYTES_MAX.max(CHUNK_BYTES));
+                    inserted.extend(cache_whole(&mut st, file.ino, data, *eof));
+                }
+            }
+        }
+        self.note_inserted(inserted);
+        self.counters.files_read_ahead.fetch_add(delegated, Ordering::Relaxed);
+        if delegated == 0 {
+            self.files_ahead.lock().refused(&listed);
+        }
+    }
+}
