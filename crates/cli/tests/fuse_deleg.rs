@@ -553,9 +553,11 @@ fn a_directorys_files_opened_in_listing_order_are_read_ahead_under_delegations()
             assert_eq!(ahead, 0, "readahead_files=0 reads nothing ahead");
             assert!(calls >= files, "without reading ahead every open asks: {calls} round trips");
         } else {
-            // Per directory of 60: two opens in order start it, then windows of 4, 8 and 10.
-            assert!(ahead >= files * 3 / 4, "most files read ahead: {ahead} of {files}");
-            assert!(calls <= files / 4, "{files} files in {calls} round trips");
+            // Per directory of 60: two cold opens in order start it, then windows of 4, 8 and
+            // 10 files, each read while the program is half-way through the one before (18
+            // round trips for the 120 here).
+            assert!(ahead >= files * 4 / 5, "most files read ahead: {ahead} of {files}");
+            assert!(calls <= files / 5, "{files} files in {calls} round trips");
             assert_eq!(delegations(&m).0, files, "every file held under a delegation");
         }
     }

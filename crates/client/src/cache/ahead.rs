@@ -13,6 +13,7 @@
 //! out of order resets it; a page on which the server granted no
 //! delegation is not read ahead again.
 
+use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ use std::sync::Arc;
 const STREAMS_MAX: usize = 8;
 /// Files read ahead at a stream's first step.
 const WINDOW_FIRST: u32 = 4;
+/// No entry: [`Stream::next_at`] when nothing is to follow.
+const NEVER: u32 = u32::MAX;
 
 /// Where a file was listed: the READDIR page's inode numbers, in the
 /// server's order, and the file's index on it.
@@ -39,6 +42,10 @@ struct Stream {
     ahead_until: u32,
     /// Files to read ahead at the next step (0: not started).
     window: u32,
+    /// An open of this entry or a later one, answered under its
+    /// delegation, reads the next window in the background, so a program
+    /// going on in order does not wait for it ([`NEVER`]: none).
+    next_at: u32,
     /// The server granted no delegation of what was read ahead here.
     refused: bool,
     /// When it was last used, in [`FilesAhead::clock`] ticks.
@@ -50,6 +57,22 @@ struct Stream {
 pub(crate) struct FilesAhead {
     streams: Vec<Stream>,
     clock: u64,
+    /// Inodes being read ahead now: their opens wait for it, rather than
+    /// read them a second time.
+    in_flight: HashSet<u64>,
+}
+
+impl Stream {
+    /// The next window, from entry `start` of a page of `len` entries:
+    /// twice the last (the first: [`WINDOW_FIRST`]), at most `max`.
+    fn next_window(&mut self, start: u32, len: u32, max: u32) -> Option<Range<u32>> {
+        self.window = if self.window == 0 { WINDOW_FIRST } else { self.window * 2 }.min(max);
+        let end = start.saturating_add(self.window).min(len);
+        self.ahead_until = end.max(start);
+        // Half-way through this window, the next one is read.
+        self.next_at = if end < len { start + (end - start) / 2 } else { NEVER };
+        (start < end).then_some(start..end)
+    }
 }
 
 impl FilesAhead {
@@ -70,6 +93,7 @@ impl FilesAhead {
                 last_cold: index,
                 ahead_until: index + 1,
                 window: 0,
+                next_at: NEVER,
                 refused: false,
                 used: self.clock,
             });
@@ -80,14 +104,43 @@ impl FilesAhead {
         s.last_cold = index;
         if !in_order || s.refused || max == 0 {
             s.window = 0;
+            s.next_at = NEVER;
             s.ahead_until = s.ahead_until.max(index + 1);
             return None;
         }
-        s.window = if s.window == 0 { WINDOW_FIRST } else { s.window * 2 }.min(max);
-        let start = index + 1;
-        let end = start.saturating_add(s.window).min(len);
-        s.ahead_until = end.max(start);
-        (start < end).then_some(start..end)
+        s.next_window(index + 1, len, max)
+    }
+
+    /// An open of `listed`'s entry answered under its delegation (no
+    /// call): the entries to read ahead now in the background, if the
+    /// program has come far enough into what was read ahead for it.
+    pub(crate) fn warm_open(&mut self, listed: &Listed, max: u32) -> Option<Range<u32>> {
+        let page = Arc::as_ptr(&listed.page) as *const u64 as usize;
+        let s = self.streams.iter_mut().find(|s| s.page == page)?;
+        if listed.index < s.next_at || listed.index >= s.ahead_until || s.refused || max == 0 {
+            return None;
+        }
+        self.clock += 1;
+        s.used = self.clock;
+        let start = s.ahead_until;
+        s.next_window(start, listed.page.len() as u32, max)
+    }
+
+    /// Whether inode `ino` is being read ahead now.
+    pub(crate) fn in_flight(&self, ino: u64) -> bool {
+        self.in_flight.contains(&ino)
+    }
+
+    /// Mark `ino` as being read ahead; false if it is already.
+    pub(crate) fn begin(&mut self, ino: u64) -> bool {
+        self.in_flight.insert(ino)
+    }
+
+    /// `inos` are read ahead (or failed to be).
+    pub(crate) fn end(&mut self, inos: &[u64]) {
+        for ino in inos {
+            self.in_flight.remove(ino);
+        }
     }
 
     /// What was read ahead on `listed`'s page brought no delegation: the
@@ -123,6 +176,25 @@ mod tests {
         assert_eq!(a.cold_open(&at(&p, 6), 10), Some(7..15));
         assert_eq!(a.cold_open(&at(&p, 15), 10), Some(16..26), "capped at max");
         assert_eq!(a.cold_open(&at(&p, 26), 10), Some(27..37));
+    }
+
+    #[test]
+    fn opens_answered_under_delegations_read_the_next_window_half_way() {
+        let p = page(40);
+        let mut a = FilesAhead::default();
+        a.cold_open(&at(&p, 0), 10);
+        assert_eq!(a.cold_open(&at(&p, 1), 10), Some(2..6));
+        assert_eq!(a.warm_open(&at(&p, 2), 10), None, "not half-way yet");
+        assert_eq!(a.warm_open(&at(&p, 4), 10), Some(6..14));
+        assert_eq!(a.warm_open(&at(&p, 5), 10), None, "that window is read already");
+        assert_eq!(a.warm_open(&at(&p, 9), 10), None);
+        assert_eq!(a.warm_open(&at(&p, 10), 10), Some(14..24));
+        assert_eq!(a.warm_open(&at(&p, 19), 10), Some(24..34));
+        assert_eq!(a.warm_open(&at(&p, 29), 10), Some(34..40));
+        assert_eq!(a.warm_open(&at(&p, 39), 10), None, "the page's end: nothing more");
+        // A file opened again long after, under its delegation: nothing.
+        let q = page(40);
+        assert_eq!(a.warm_open(&at(&q, 3), 10), None, "no stream on that page");
     }
 
     #[test]

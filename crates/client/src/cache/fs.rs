@@ -289,6 +289,8 @@ pub(crate) struct Shared<C> {
     pub(crate) readdirplus: AtomicBool,
     /// Cold opens followed for reading files ahead (`ahead`).
     pub(crate) files_ahead: Mutex<FilesAhead>,
+    /// Wakes opens waiting for a file being read ahead (`prefetch`).
+    pub(crate) files_ahead_done: Notify,
     pub(crate) counters: Counters,
     /// Makes hidden names for files unlinked while open unique.
     pub(crate) silly_counter: AtomicU32,
@@ -489,6 +491,7 @@ impl<C: NfsOps> CachedFs<C> {
             disk,
             readdirplus: AtomicBool::new(true),
             files_ahead: Mutex::new(FilesAhead::default()),
+            files_ahead_done: Notify::new(),
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),
@@ -1039,6 +1042,7 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         s.counters.delegated_opens.fetch_add(1, Ordering::Relaxed);
+        s.files_ahead_warm(&inode, cred);
         let fh = s.open_handle(&inode, cred, flags, &FileOpened::default());
         let keep_cache = {
             let mut st = inode.state.lock();
@@ -1074,6 +1078,9 @@ impl<C: NfsOps> CachedFs<C> {
         if wants_write(flags) {
             s.check_writable()?;
         }
+        // Being read ahead: what that brings (a delegation, the data) is
+        // what this open would ask for.
+        s.wait_files_ahead(ino).await;
         let now = Instant::now();
         let access = OpenAccess::of_flags(flags);
         // A delegation vouches for the cached attributes and data: an open
@@ -1111,6 +1118,7 @@ impl<C: NfsOps> CachedFs<C> {
         }
         if delegated && access == OpenAccess::Read && check.is_none() && flags & libc::O_TRUNC == 0 {
             s.counters.delegated_opens.fetch_add(1, Ordering::Relaxed);
+            s.files_ahead_warm(&inode, cred);
             return Ok((s.open_handle(&inode, cred, flags, &FileOpened::default()), inode));
         }
         let gen = s.clock.tick();

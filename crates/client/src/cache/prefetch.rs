@@ -5,14 +5,20 @@
 //! nothing, exactly as for a file read before. Without a delegation there
 //! is nothing to gain (close-to-open asks at every open), so what comes
 //! back without one is not kept, and the directory is not read ahead again.
+//!
+//! The first window is read beside the cold open that shows the order;
+//! later ones in the background, once the program is half-way through the
+//! window before. An open of a file being read ahead waits for that read
+//! instead of reading the file again.
 
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use eagernfs_proto::nfs3::Ftype3;
 use tokio::time::Instant;
 
-use super::config::CHUNK_BYTES;
+use super::ahead::Listed;
 use super::fs::{access_bits, cache_whole, Shared, READ_AT_OPEN_BYTES_MAX};
 use super::inode::Inode;
 use crate::ops::{Cred, FileToRead, NfsOps};
@@ -21,23 +27,87 @@ use crate::ops::{Cred, FileToRead, NfsOps};
 /// its six operations, attributes included), for keeping a reply in size.
 const FILE_REPLY_OVERHEAD: u64 = 512;
 
+/// Inodes marked as being read ahead, unmarked (and their waiters woken)
+/// when this is dropped, whether the read finished or was cancelled.
+struct InFlight<'a, C: NfsOps> {
+    shared: &'a Shared<C>,
+    inos: Vec<u64>,
+}
+
+impl<C: NfsOps> Drop for InFlight<'_, C> {
+    fn drop(&mut self) {
+        self.shared.files_ahead.lock().end(&self.inos);
+        self.shared.files_ahead_done.notify_waiters();
+    }
+}
+
 impl<C: NfsOps> Shared<C> {
+    /// Files read ahead per round trip at most: 0 without delegations or
+    /// with a disk cache (which may hold the files already).
+    fn files_ahead_max(&self) -> u32 {
+        if self.disk.is_some() {
+            return 0;
+        }
+        (self.client.read_files_max() as u32).min(self.cfg.files_ahead_max)
+    }
+
     /// A cold open of `inode` for reading (one that asks the server): if
     /// it continues a program's opens in listing order, read the next
-    /// small files of its directory ahead. For `cred`, whose access to
-    /// them is checked (and cached) as their opens would check it.
+    /// small files of its directory ahead, now. For `cred`, whose access
+    /// to them is checked (and cached) as their opens would check it.
     pub(crate) async fn read_files_ahead(&self, inode: &Inode, cred: &Cred) {
-        let max = self.client.read_files_max().min(self.cfg.files_ahead_max as usize);
-        if max == 0 || self.disk.is_some() {
+        let max = self.files_ahead_max();
+        if max == 0 {
             return;
         }
         let Some(listed) = inode.state.lock().listed.clone() else { return };
-        let Some(range) = self.files_ahead.lock().cold_open(&listed, max as u32) else { return };
+        let Some(range) = self.files_ahead.lock().cold_open(&listed, max) else { return };
+        self.read_ahead(&listed, range, cred).await;
+    }
+
+    /// An open of `inode` answered under its delegation: if the program
+    /// is far enough into what was read ahead for it, read the next window
+    /// in the background.
+    pub(crate) fn files_ahead_warm(self: &Arc<Self>, inode: &Inode, cred: &Cred) {
+        let max = self.files_ahead_max();
+        if max == 0 {
+            return;
+        }
+        let Some(listed) = inode.state.lock().listed.clone() else { return };
+        let Some(range) = self.files_ahead.lock().warm_open(&listed, max) else { return };
+        let (me, cred) = (self.clone(), cred.clone());
+        // Unmount waits for it (its delegations are returned after).
+        let counted = self.background.start();
+        self.runtime.spawn(async move {
+            let _counted = counted;
+            me.read_ahead(&listed, range, &cred).await;
+        });
+    }
+
+    /// Wait while inode `ino` is being read ahead: its open then finds it
+    /// cached under a delegation (or reads it itself if that failed).
+    pub(crate) async fn wait_files_ahead(&self, ino: u64) {
+        loop {
+            let done = self.files_ahead_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if !self.files_ahead.lock().in_flight(ino) {
+                return;
+            }
+            done.await;
+        }
+    }
+
+    /// Read `listed`'s entries in `range` that are small regular files
+    /// with nothing cached, nothing of ours and no open here, in one
+    /// round trip, and keep what comes under a delegation.
+    async fn read_ahead(&self, listed: &Listed, range: Range<u32>, cred: &Cred) {
         let count = self.cfg.rsize.min(READ_AT_OPEN_BYTES_MAX as u32);
         let room = u64::from(self.cfg.rsize);
         let mut bytes = 0;
         let mut picked: Vec<(Arc<Inode>, u64)> = Vec::new();
         let mut files = Vec::new();
+        let mut marked = InFlight { shared: self, inos: Vec::new() };
         for &ino in &listed.page[range.start as usize..range.end as usize] {
             let Some(file) = self.inodes.get(ino) else { continue };
             if file.ftype != Ftype3::Reg || self.delegated(&file) {
@@ -57,6 +127,10 @@ impl<C: NfsOps> Shared<C> {
             if bytes > room {
                 break;
             }
+            if !self.files_ahead.lock().begin(ino) {
+                continue;
+            }
+            marked.inos.push(ino);
             // What an open for reading asks.
             let check = access_bits(&file, libc::R_OK).1;
             files.push(FileToRead { fh: file.fh.clone(), count, check });
@@ -94,7 +168,6 @@ impl<C: NfsOps> Shared<C> {
             // these attributes if nothing of ours came between.
             if let Some((data, eof)) = &got.data {
                 if st.file.gen == *file_gen && st.attr_gen == gen && st.file.clean() {
-                    debug_assert!(data.len() as u64 <= READ_AT_OPEN_BYTES_MAX.max(CHUNK_BYTES));
                     inserted.extend(cache_whole(&mut st, file.ino, data, *eof));
                 }
             }
@@ -102,7 +175,8 @@ impl<C: NfsOps> Shared<C> {
         self.note_inserted(inserted);
         self.counters.files_read_ahead.fetch_add(delegated, Ordering::Relaxed);
         if delegated == 0 {
-            self.files_ahead.lock().refused(&listed);
+            self.files_ahead.lock().refused(listed);
         }
+        drop(marked);
     }
 }
