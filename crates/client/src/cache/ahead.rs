@@ -21,6 +21,9 @@ use std::sync::Arc;
 const STREAMS_MAX: usize = 8;
 /// Files read ahead at a stream's first step.
 const WINDOW_FIRST: u32 = 4;
+/// Pages read ahead in a row with no delegation, after which nothing is
+/// read ahead until a delegation is granted again.
+const REFUSED_PAGES_MAX: u32 = 3;
 /// No entry: [`Stream::next_at`] when nothing is to follow.
 const NEVER: u32 = u32::MAX;
 
@@ -60,6 +63,10 @@ pub(crate) struct FilesAhead {
     /// Inodes being read ahead now: their opens wait for it, rather than
     /// read them a second time.
     in_flight: HashSet<u64>,
+    /// Pages read ahead in a row with no delegation granted: past
+    /// [`REFUSED_PAGES_MAX`] the server is taken to grant none (nfs-ganesha
+    /// here) until an open brings one again.
+    refused_pages: u32,
 }
 
 impl Stream {
@@ -102,7 +109,7 @@ impl FilesAhead {
         s.used = self.clock;
         let in_order = index == s.last_cold + 1 || index == s.ahead_until;
         s.last_cold = index;
-        if !in_order || s.refused || max == 0 {
+        if !in_order || s.refused || max == 0 || self.refused_pages >= REFUSED_PAGES_MAX {
             s.window = 0;
             s.next_at = NEVER;
             s.ahead_until = s.ahead_until.max(index + 1);
@@ -117,7 +124,12 @@ impl FilesAhead {
     pub(crate) fn warm_open(&mut self, listed: &Listed, max: u32) -> Option<Range<u32>> {
         let page = Arc::as_ptr(&listed.page) as *const u64 as usize;
         let s = self.streams.iter_mut().find(|s| s.page == page)?;
-        if listed.index < s.next_at || listed.index >= s.ahead_until || s.refused || max == 0 {
+        if listed.index < s.next_at
+            || listed.index >= s.ahead_until
+            || s.refused
+            || max == 0
+            || self.refused_pages >= REFUSED_PAGES_MAX
+        {
             return None;
         }
         self.clock += 1;
@@ -151,6 +163,12 @@ impl FilesAhead {
         if let Some(s) = self.streams.iter_mut().find(|s| s.page == page) {
             s.refused = true;
         }
+        self.refused_pages = self.refused_pages.saturating_add(1);
+    }
+
+    /// The server granted a delegation (to a read ahead, or to an open).
+    pub(crate) fn granted(&mut self) {
+        self.refused_pages = 0;
     }
 }
 
@@ -221,6 +239,22 @@ mod tests {
         a.refused(&at(&q, 1));
         assert_eq!(a.cold_open(&at(&q, 2), 10), None, "no delegations: no reading twice");
         assert_eq!(a.cold_open(&at(&q, 3), 0), None);
+    }
+
+    #[test]
+    fn a_server_that_grants_no_delegations_gets_nothing_read_ahead_until_it_grants_one() {
+        let mut a = FilesAhead::default();
+        let pages: Vec<_> = (0..REFUSED_PAGES_MAX + 1).map(|_| page(20)).collect();
+        for p in &pages[..REFUSED_PAGES_MAX as usize] {
+            a.cold_open(&at(p, 0), 10);
+            assert!(a.cold_open(&at(p, 1), 10).is_some());
+            a.refused(&at(p, 1));
+        }
+        let last = &pages[REFUSED_PAGES_MAX as usize];
+        a.cold_open(&at(last, 0), 10);
+        assert_eq!(a.cold_open(&at(last, 1), 10), None, "pages refused in a row: nothing more");
+        a.granted();
+        assert_eq!(a.cold_open(&at(last, 2), 10), Some(3..7), "a delegation granted: again");
     }
 
     #[test]

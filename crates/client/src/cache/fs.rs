@@ -1129,7 +1129,9 @@ impl<C: NfsOps> CachedFs<C> {
             // directory's files a program reads in order (`prefetch`).
             let (opened, ()) =
                 tokio::join!(s.client.open_file(cred, &inode.fh, want), s.read_files_ahead(&inode, cred));
-            opened?
+            let opened = opened?;
+            s.files_ahead_opened(&inode);
+            opened
         } else {
             s.client.open_file(cred, &inode.fh, want).await?
         };

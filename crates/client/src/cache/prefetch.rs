@@ -84,6 +84,15 @@ impl<C: NfsOps> Shared<C> {
         });
     }
 
+    /// A cold open of `inode` for reading came back: if it brought a
+    /// delegation, the server grants them (again), and reading ahead is
+    /// worth it.
+    pub(crate) fn files_ahead_opened(&self, inode: &Inode) {
+        if self.files_ahead_max() > 0 && self.delegated(inode) {
+            self.files_ahead.lock().granted();
+        }
+    }
+
     /// Wait while inode `ino` is being read ahead: its open then finds it
     /// cached under a delegation (or reads it itself if that failed).
     pub(crate) async fn wait_files_ahead(&self, ino: u64) {
@@ -176,6 +185,8 @@ impl<C: NfsOps> Shared<C> {
         self.counters.files_read_ahead.fetch_add(delegated, Ordering::Relaxed);
         if delegated == 0 {
             self.files_ahead.lock().refused(listed);
+        } else {
+            self.files_ahead.lock().granted();
         }
         drop(marked);
     }
