@@ -806,8 +806,13 @@ pub fn removed_dir_handle_is_stale(c: &mut Client, root: &NfsFh3, name: &str) {
         c.nfs(NFSPROC3_READDIR, &Readdir3Args { dir: d.clone(), cookie: 0, cookieverf: [0; 8], count: 8192 })
     };
     let readdirplus = |c: &mut Client| -> Readdirplus3Res {
-        let args =
-            Readdirplus3Args { dir: d.clone(), cookie: 0, cookieverf: [0; 8], dircount: 8192, maxcount: 32768 };
+        let args = Readdirplus3Args {
+            dir: d.clone(),
+            cookie: 0,
+            cookieverf: [0; 8],
+            dircount: 8192,
+            maxcount: 32768,
+        };
         c.nfs(NFSPROC3_READDIRPLUS, &args)
     };
     assert!(matches!(readdir(c), Readdir3Res::Ok(_)), "READDIR of the live directory");
@@ -829,5 +834,8 @@ pub fn removed_dir_handle_is_stale(c: &mut Client, root: &NfsFh3, name: &str) {
     assert_eq!(c.remove(&d, "inside").status(), Nfsstat3::Stale, "REMOVE in a removed directory");
     let rmdir: Rmdir3Res = c.nfs(NFSPROC3_RMDIR, &Rmdir3Args { object: diropargs(&d, "sub") });
     assert_eq!(rmdir.status(), Nfsstat3::Stale, "RMDIR in a removed directory");
-    assert_eq!(c.setattr(&d, Sattr3 { mode: Some(0o700), ..Default::default() }, None).status(), Nfsstat3::Stale);
+    assert_eq!(
+        c.setattr(&d, Sattr3 { mode: Some(0o700), ..Default::default() }, None).status(),
+        Nfsstat3::Stale
+    );
 }

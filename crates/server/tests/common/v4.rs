@@ -354,7 +354,10 @@ pub fn removed_dir_handle_is_stale_v4(v: &mut V4, root: &NfsFh4, dir_name: &str)
     let ResOp::Getfh(Res4::Ok(d)) = r.resarray.last().unwrap() else { panic!("GETFH of the new directory") };
     let d = d.clone();
     let (file, st, _) = v.open_ok(&d, "inside", OPEN4_SHARE_ACCESS_BOTH);
-    v.ok(vec![ArgOp::Putfh(Putfh4Args { object: file }), ArgOp::Close(Close4Args { seqid: 0, open_stateid: st })]);
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: file }),
+        ArgOp::Close(Close4Args { seqid: 0, open_stateid: st }),
+    ]);
     let readdir = || {
         vec![
             ArgOp::Putfh(Putfh4Args { object: d.clone() }),
@@ -368,7 +371,9 @@ pub fn removed_dir_handle_is_stale_v4(v: &mut V4, root: &NfsFh4, dir_name: &str)
         ]
     };
     let r = v.ok(readdir());
-    let ResOp::Readdir(Res4::Ok(listed)) = r.resarray.last().unwrap() else { panic!("READDIR of the live directory") };
+    let ResOp::Readdir(Res4::Ok(listed)) = r.resarray.last().unwrap() else {
+        panic!("READDIR of the live directory")
+    };
     assert_eq!(listed.entries.len(), 1, "the live directory lists its file");
     v.ok(vec![
         ArgOp::Putfh(Putfh4Args { object: d.clone() }),
@@ -383,11 +388,18 @@ pub fn removed_dir_handle_is_stale_v4(v: &mut V4, root: &NfsFh4, dir_name: &str)
     };
     let r = v.compound(readdir());
     assert_eq!(r.status, Nfsstat4::Stale, "READDIR of a removed directory: {:?}", r.resarray);
-    on_removed(v, ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_TYPE]) }), "GETATTR");
+    on_removed(
+        v,
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_TYPE]) }),
+        "GETATTR",
+    );
     on_removed(v, ArgOp::Lookup(Lookup4Args { objname: name("inside") }), "LOOKUP");
     on_removed(v, ArgOp::Access(Access4Args { access: ACCESS4_READ }), "ACCESS");
-    let mkdir =
-        ArgOp::Create(Create4Args { objtype: Createtype4::Dir, objname: name("sub"), createattrs: Fattr4::default() });
+    let mkdir = ArgOp::Create(Create4Args {
+        objtype: Createtype4::Dir,
+        objname: name("sub"),
+        createattrs: Fattr4::default(),
+    });
     on_removed(v, mkdir, "CREATE");
     on_removed(v, ArgOp::Remove(Remove4Args { target: name("inside") }), "REMOVE");
     let r = v.compound(vec![
