@@ -406,6 +406,51 @@ fn a_recall_writes_back_first_and_cb_getattr_tells_the_size_only_the_holder_know
     assert!(fs::read(b.path("open")).unwrap() == whole, "and its close's data too");
 }
 
+/// A file open for writing on mount A under a write delegation, with everything written back
+/// (`eagernfs sync`): nothing only the holder knows. Another mount's `stat` makes the server ask
+/// the holder (CB_GETATTR), which answers with the change attribute the file had when the
+/// delegation was granted (RFC 8881 §10.4.3), so the server sees the file unmodified, shows
+/// its own size (the right one) and keeps the delegation out: no recall, and A's writer goes
+/// on under it. (A holder answering NFS4ERR_BADHANDLE made every such `stat` a recall.)
+#[test]
+fn cb_getattr_of_a_file_with_nothing_unwritten_recalls_nothing() {
+    require_fuse!("cb_getattr_of_a_file_with_nothing_unwritten_recalls_nothing");
+    use std::io::Write;
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "cb_getattr_of_a_file_with_nothing_unwritten") {
+        return;
+    }
+    let a = FuseMount::new(&server.url(""), "");
+    let b = FuseMount::new(&server.url(""), "");
+    const LEN: usize = 70_000;
+    let mut child = hold_open_writer(&a.path("open"), LEN);
+    let mut cmd = Command::new(eagernfs_bin());
+    cmd.arg("sync").arg(&a.path);
+    run_command(cmd, MOUNT_TIMEOUT).assert_success("eagernfs sync MOUNTPOINT");
+    assert!(fs::read(export.path().join("open")).unwrap() == writer_bytes(LEN), "written back");
+    let held = stat_json(&a)["nfs4"].clone();
+    assert!(held["delegations"].as_u64().unwrap_or(0) >= 1, "the writer holds a delegation: {held}");
+    let asked_before = held["callback_getattrs"].as_u64().unwrap_or(0);
+    for round in 0..2 {
+        assert_eq!(fs::metadata(b.path("open")).unwrap().len(), LEN as u64, "round {round}: the size");
+        let after = stat_json(&a)["nfs4"].clone();
+        assert_eq!(after["recalls"].as_u64(), Some(0), "round {round}: the stat recalled nothing: {after}");
+        assert!(
+            after["callback_getattrs"].as_u64().unwrap_or(0) > asked_before,
+            "round {round}: the server asked the holder (CB_GETATTR): {after}"
+        );
+        assert!(after["delegations"].as_u64().unwrap_or(0) >= 1, "round {round}: still held: {after}");
+    }
+    // The writer goes on; another's open then recalls the delegation and reads it all.
+    child.stdin.take().unwrap().write_all(b"go on\n").unwrap();
+    assert!(child.wait().unwrap().success(), "the writer finished");
+    let mut whole = writer_bytes(LEN);
+    whole.extend_from_slice(b"and more");
+    assert!(fs::read(b.path("open")).unwrap() == whole, "the other mount reads what the writer wrote");
+}
+
 /// `-o deleg_close=writeback`: a close of a file held under a write delegation returns before
 /// the write-back, which the recall of the delegation then waits for, so the other mount's
 /// next open still reads exactly what was written (rounds of random sizes, some past a

@@ -391,6 +391,72 @@ fn nocto_mount_serves_its_cache_on_open_over(vers: &str) {
     assert_eq!(fs::read(b.path("f")).unwrap(), b"version one", "nocto with actimeo=60 revalidated anyway");
 }
 
+/// Names under `dir`, recursively (relative, sorted): a listing through a mount.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn rm_rf_removes_what_another_mount_changed_since_this_one_listed_it() {
+    rm_rf_removes_what_another_mount_changed_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn rm_rf_removes_what_another_mount_changed_since_this_one_listed_it_over_nfsv3() {
+    rm_rf_removes_what_another_mount_changed_over("vers=3");
+}
+
+/// Two mounts share a tree; B lists it (and keeps the listings), then A changes it: makes new
+/// names in one copy, and in another removes a subdirectory's contents and the subdirectory
+/// too. B's `rm -rf` of each must remove what is there now: close-to-open holds for
+/// directories, so B's opendir asks the server and drops a listing kept from before A's
+/// changes. (Served from the kept listings, rm missed A's new names and failed with ENOTEMPTY,
+/// or tried the removed subdirectory's names and failed with ESTALE.) Long attribute
+/// timeouts: only the open's revalidation can make B see A's changes.
+fn rm_rf_removes_what_another_mount_changed_over(vers: &str) {
+    require_fuse!("rm_rf_removes_what_another_mount_changed_since_this_one_listed_it");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let a = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
+    let b = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
+    for (t, remove_sub) in [("added", false), ("removed", true)] {
+        fs::create_dir_all(a.path(&format!("{t}/sub"))).unwrap();
+        for i in 0..3 {
+            fs::write(a.path(&format!("{t}/sub/f{i}")), b"x").unwrap();
+        }
+        assert_eq!(tree(&b.path(t)), ["sub", "sub/f0", "sub/f1", "sub/f2"], "B lists {t}");
+        if remove_sub {
+            for i in 0..3 {
+                fs::remove_file(a.path(&format!("{t}/sub/f{i}"))).unwrap();
+            }
+            fs::remove_dir(a.path(&format!("{t}/sub"))).unwrap();
+        }
+        fs::write(a.path(&format!("{t}/new")), b"y").unwrap();
+        fs::create_dir(a.path(&format!("{t}/sub2"))).unwrap();
+        fs::write(a.path(&format!("{t}/sub2/g")), b"z").unwrap();
+        let out = Command::new("rm").arg("-rf").arg(b.path(t)).output().unwrap();
+        assert!(
+            out.status.success(),
+            "-o {vers:?}: B's rm -rf of the tree A changed ({t}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!export.path().join(t).exists(), "-o {vers:?}: {t} is gone from the server");
+    }
+}
+
 // ---------------------------------------------------------------------
 // Namespace operations, checked on the server's disk.
 

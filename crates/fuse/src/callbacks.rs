@@ -9,9 +9,12 @@
 //! - **CB_GETATTR** (another client asks the size or change of a file we
 //!   write under a write delegation): while data is unwritten, its size as
 //!   we show it and a change attribute that says "modified" and moves with
-//!   every write. With nothing unwritten there is nothing only we know:
-//!   the answer is "not such a file", and the server recalls the
-//!   delegation (its own attributes are then right).
+//!   every write. With nothing unwritten, the change attribute the file had
+//!   when the delegation was granted (kept from the OPEN's GETATTR) and its
+//!   size: the server sees the file unmodified, answers with its own
+//!   attributes (which are right) and keeps the delegation out (RFC 8881
+//!   §10.4.3). Only a delegation whose grant carried no attributes is
+//!   answered "not such a file", which makes the server recall it.
 //! - **CB_NOTIFY_LOCK**: wakes the waiters of blocked locks (`locks4`).
 
 use std::sync::Arc;
@@ -78,10 +81,21 @@ impl CallbackHooks for MountCallbacks {
     }
 
     fn getattr(&self, fh: &NfsFh4, mask: &Bitmap4) -> Option<FileAttrs> {
-        let u = self.fs.upgrade()?.unwritten(&fh3(fh))?;
+        let fs = self.fs.upgrade()?;
+        let file = fh3(fh);
+        let (change, size) = match fs.unwritten(&file) {
+            Some(u) => (MODIFIED | (u.writes & !MODIFIED), u.size),
+            None => {
+                // Settled: everything is on the server. The grant's change
+                // attribute says "unmodified"; the size is the cache's (what
+                // was written back may have moved it since the grant).
+                let granted = self.client.write_delegation_granted(&file)?;
+                (granted.change, fs.cached_size(&file).unwrap_or(granted.size))
+            }
+        };
         Some(FileAttrs {
-            change: Some(MODIFIED | (u.writes & !MODIFIED)),
-            size: mask.contains(FATTR4_SIZE).then_some(u.size),
+            change: Some(change),
+            size: mask.contains(FATTR4_SIZE).then_some(size),
             ..FileAttrs::default()
         })
     }

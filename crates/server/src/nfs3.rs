@@ -118,8 +118,14 @@ impl<'a> Call<'a> {
 
 /// An NFSv4 client holds a delegation of `fh` in `r`'s export: it is being
 /// recalled, and this change must wait (the client retries on JUKEBOX).
+/// The counter is read first: with no delegation out (every NFSv3-only
+/// server, and most of the time), a WRITE, SETATTR or COMMIT builds no wire
+/// handle to look up.
 fn delegated(call: &Call, r: &Resolved, fh: &eagernfs_vfs::FileHandle) -> bool {
-    call.state.nfs4.as_ref().is_some_and(|v4| v4.v3_change(&crate::nfs4::wire_of(r.export.id, fh)))
+    call.state
+        .nfs4
+        .as_ref()
+        .is_some_and(|v4| v4.has_delegations() && v4.v3_change(&crate::nfs4::wire_of(r.export.id, fh)))
 }
 
 /// An NFSv4 client holds a write delegation of `fh`: it is being recalled,

@@ -216,3 +216,32 @@ fn spliced_replies_survive_a_client_that_reads_slowly() {
     check_reads(&mut c, &fh, &content, &[(7, 100)]);
     s.stop();
 }
+
+#[test]
+fn a_removed_directory_is_stale_to_readdir_and_every_other_procedure() {
+    let dir = tempdir();
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+    let mut c = s.client();
+    let root = c.root("/local");
+    removed_dir_handle_is_stale(&mut c, &root, "gone");
+    // Removed on disk behind the server's back (by another NFS server, or
+    // locally), after the server has used the directory's handle.
+    let d = c.mkdir(&root, "behind");
+    c.create(&d, "f");
+    assert_eq!(c.attr(&d).ftype, Ftype3::Dir);
+    fs::remove_file(dir.path().join("behind/f")).unwrap();
+    fs::remove_dir(dir.path().join("behind")).unwrap();
+    let rd: Readdir3Res =
+        c.nfs(NFSPROC3_READDIR, &Readdir3Args { dir: d.clone(), cookie: 0, cookieverf: [0; 8], count: 8192 });
+    assert_eq!(rd.status(), Nfsstat3::Stale, "READDIR of a directory removed on disk");
+    assert_eq!(c.getattr(&d).status(), Nfsstat3::Stale, "GETATTR of a directory removed on disk");
+}
+
+#[test]
+fn a_removed_directory_is_stale_to_nfsv4_readdir_and_every_other_operation() {
+    let dir = tempdir();
+    let s = TestServer::start(vec![local_spec(dir.path(), KEY, "rw,insecure,no_root_squash")]);
+    let mut v = common::v4::V4::connect(s.addr, "removed-dir");
+    let root = v.fh("/local");
+    common::v4::removed_dir_handle_is_stale_v4(&mut v, &root, "gone");
+}

@@ -545,3 +545,11 @@ fn forged_handles_never_succeed() {
     assert_eq!(&rd.data[..], b"data");
     assert_eq!(c.attr(&file).mode, 0o644);
 }
+
+#[test]
+fn a_removed_directory_is_stale_to_readdir_and_every_other_procedure() {
+    let s = rw_server();
+    let mut c = s.client();
+    let root = c.root("/mem");
+    removed_dir_handle_is_stale(&mut c, &root, "gone");
+}

@@ -1652,3 +1652,11 @@ fn an_export_that_requires_tls_is_served_over_rpc_with_tls_and_wrongsec_without(
     let ResOp::Read(Res4::Ok(rd)) = last(&r) else { panic!() };
     assert_eq!(&rd.data[..], b"through TLS");
 }
+
+#[test]
+fn a_removed_directory_is_stale_to_readdir_and_every_other_operation() {
+    let s = server();
+    let mut v = V4::connect(s.addr, "removed-dir");
+    let root = v.fh("/mem");
+    removed_dir_handle_is_stale_v4(&mut v, &root, "gone");
+}

@@ -5,7 +5,7 @@
 //! server (see `Shared::close_writes_back_later`, used by `io`'s flush);
 //! a recall must then write back first and give the delegation back
 //! after, and a CB_GETATTR is answered with the size only this client
-//! knows.
+//! knows (or, with nothing unwritten, the size it shows).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -59,6 +59,13 @@ impl<C: NfsOps> CachedFs<C> {
             return None;
         }
         Some(Unwritten { size: st.visible_attr().size, writes: st.file.gen })
+    }
+
+    /// The size file `fh` has as this cache shows it; `None`: not cached.
+    pub fn cached_size(&self, fh: &NfsFh3) -> Option<u64> {
+        let inode = self.shared().inodes.by_fh(fh)?;
+        let size = inode.state.lock().visible_attr().size;
+        Some(size)
     }
 
     /// Write back and commit everything file `fh` holds (a recall of its

@@ -5,8 +5,11 @@
 //! offset of the last entry it used to the next `readdir`, which is the
 //! cookie to continue after. The handle keeps the last page, so the
 //! entries that did not fit in FUSE's buffer are served again without a
-//! call; a read from offset 0 (a rewind) always goes to the server. READDIRPLUS results fill the attribute and lookup caches, so a
-//! following `ls -l` needs no LOOKUPs or GETATTRs.
+//! call; a read from offset 0 (a rewind) always goes to the server, or is
+//! served the listing kept from the last whole read once a GETATTR shows
+//! the directory unchanged (close-to-open, unless `nocto`). READDIRPLUS
+//! results fill the attribute and lookup caches, so a following `ls -l`
+//! needs no LOOKUPs or GETATTRs.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -65,6 +68,21 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         if offset == 0 {
+            if s.cfg.cto && h.inode.state.lock().listing.is_some() {
+                // Close-to-open holds for directories too (as in Linux's
+                // NFS client, whose open of a directory revalidates it): a
+                // listing kept from before another client changed the
+                // directory is not served to a new read (one that missed the
+                // names another mount made since made `rm -rf` fail with
+                // ENOTEMPTY). New attributes that differ drop the listing.
+                // Only when there is a listing to vouch for: a READDIR
+                // brings the directory's attributes anyway, and an open
+                // that never reads (tar's `-C`) costs nothing.
+                s.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
+                let gen = s.clock.tick();
+                let a = s.client.getattr(&h.cred, &h.inode.fh).await?;
+                s.fresh_attrs(&h.inode, a, gen, true);
+            }
             // The listing kept from the last read, while the directory's
             // attributes are trusted and nothing of ours changed it.
             let kept = {

@@ -28,7 +28,7 @@ use super::attrs::{self, IdMapper};
 use super::callback::{CallbackHooks, CallbackService, CallbackStats};
 use super::compound::{component, Reply};
 use super::session::{lock_owner_name, open_owner_name, Core, SessionConfig, SessionStats, OPS_MAX};
-use super::state::{cut, end_of, CloseAction, LockKey, Locks, OpenAccess, OpenKey, Range};
+use super::state::{cut, end_of, CloseAction, GrantedAttrs, LockKey, Locks, OpenAccess, OpenKey, Range};
 use crate::driver::{RpcClient, TransportConfig};
 use crate::mount;
 use crate::nfs::{default_cred, transfer_size};
@@ -558,6 +558,16 @@ impl Nfs4Client {
         self.delegation_stateid(fh, true).is_some()
     }
 
+    /// The change attribute and size file `fh` had when this client's write
+    /// delegation of it was granted (see [`GrantedAttrs`]): what CB_GETATTR
+    /// answers while nothing of the file is unwritten. `None`: no write
+    /// delegation of it is held (recalled ones count: one being returned
+    /// may still be asked), or its grant's reply carried no attributes.
+    pub fn write_delegation_granted(&self, fh: &NfsFh3) -> Option<GrantedAttrs> {
+        let st = self.inner.core.state.lock();
+        st.held_delegation(&fh.data).filter(|d| d.write).and_then(|d| d.granted)
+    }
+
     /// The stateid of the delegation of `fh` this client may use (see
     /// [`Nfs4Client::delegated`]); `write`: only a write delegation.
     fn delegation_stateid(&self, fh: &NfsFh3, write: bool) -> Option<Stateid4> {
@@ -724,12 +734,19 @@ impl Nfs4Client {
     }
 
     /// Keep a delegation an OPEN brought (if delegations are wanted), or give it back.
-    fn got_delegation(&self, fh: &NfsFh3, d: &OpenDelegation4) {
+    /// `file_attrs`: the file's attributes from the GETATTR after that OPEN in its COMPOUND
+    /// (a write delegation keeps their change attribute and size for CB_GETATTR).
+    fn got_delegation(&self, fh: &NfsFh3, d: &OpenDelegation4, file_attrs: Option<&Fattr4>) {
         let Some((stateid, write)) = d.granted() else { return };
         use super::callback::Owner;
         if self.inner.want_delegations.load(Ordering::Relaxed) {
             let max = self.inner.delegations_max.load(Ordering::Relaxed);
-            let evicted = self.inner.core.state.lock().add_delegation(fh4(fh), stateid, write, max);
+            let granted =
+                file_attrs.and_then(|f| attrs::decode(f).ok()).and_then(|a| match (a.change, a.size) {
+                    (Some(change), Some(size)) => Some(GrantedAttrs { change, size }),
+                    _ => None,
+                });
+            let evicted = self.inner.core.state.lock().add_delegation(fh4(fh), stateid, write, granted, max);
             for (fh, stateid) in evicted {
                 // As a recall: what is written under it goes to the server first.
                 self.inner.core.callbacks.give_back(fh, stateid);
@@ -934,7 +951,7 @@ impl Nfs4Client {
             }
         }
         self.take_up(&key);
-        self.got_delegation(fh, &ok.delegation);
+        self.got_delegation(fh, &ok.delegation, None);
         Ok(OpenFile { fh: fh.clone(), uid: cred.uid, access })
     }
 
@@ -1298,7 +1315,8 @@ impl Nfs4Client {
         r.ok(OP_PUTFH)?;
         let ok = r.open()?;
         let fh = fh3(r.getfh()?)?;
-        let obj_attributes = self.fattr3_opt(r.getattr_opt());
+        let obj_fattr = r.getattr_opt();
+        let obj_attributes = obj_fattr.as_ref().and_then(|f| self.fattr3(f).ok());
         let dir_attrs = if r.skip().is_some_and(|x| x.status().is_ok()) {
             self.fattr3_opt(r.getattr_opt())
         } else {
@@ -1318,7 +1336,7 @@ impl Nfs4Client {
             );
             self.take_up(&key);
         }
-        self.got_delegation(&fh, &ok.delegation);
+        self.got_delegation(&fh, &ok.delegation, obj_fattr.as_ref());
         let res = Create3ResOk { obj: Some(fh.clone()), obj_attributes, dir_wcc: wcc(dir_attrs) };
         Ok((OpenFile { fh, uid: cred.uid, access }, res, ok.rflags))
     }
@@ -1480,11 +1498,12 @@ impl Nfs4Client {
         // keeps); run twice, an OPEN and CLOSE of the same file leave nothing.
         let mut r = self.run(cred, false, &build).await?;
         r.ok(OP_PUTFH)?;
-        if !held {
-            let ok = r.open()?;
-            self.got_delegation(fh, &ok.delegation);
+        let ok = if held { None } else { Some(r.open()?) };
+        let fattr = r.getattr_opt();
+        if let Some(ok) = ok {
+            self.got_delegation(fh, &ok.delegation, fattr.as_ref());
         }
-        let attrs = self.fattr3_opt(r.getattr_opt());
+        let attrs = self.fattr3_opt(fattr);
         let read = r.read()?;
         Ok(ReadWhole { data: read.data, eof: read.eof, attrs })
     }
@@ -2007,8 +2026,9 @@ impl NfsOps for Nfs4Client {
         r.ok(OP_PUTFH)?;
         let ok = r.open()?;
         let fh = fh3(r.getfh()?)?;
-        self.got_delegation(&fh, &ok.delegation);
-        let obj_attributes = self.fattr3_opt(r.getattr_opt());
+        let obj_fattr = r.getattr_opt();
+        self.got_delegation(&fh, &ok.delegation, obj_fattr.as_ref());
+        let obj_attributes = self.fattr3_opt(obj_fattr);
         if !r.skip().is_some_and(|c| c.status().is_ok()) {
             tracing::debug!(
                 "CLOSE after an NFSv4 create failed: the server keeps the open until the lease ends"
@@ -2359,15 +2379,16 @@ impl Nfs4Client {
             out.access = Some(a.access & a.supported & mask);
         }
         let mut opened = None;
-        if need_open {
-            let ok = r.open()?;
-            out.preserve_unlinked = ok.rflags & OPEN4_RESULT_PRESERVE_UNLINKED != 0;
-            self.got_delegation(fh, &ok.delegation);
-            opened = Some(ok.stateid);
-        }
+        let ok = if need_open { Some(r.open()?) } else { None };
         // Without them (a GETATTR that failed after the OPEN) the open is
         // still recorded below, for the caller to close.
-        out.attrs = r.getattr().ok().and_then(|a| self.fattr3(&a).ok());
+        let fattr = r.getattr().ok();
+        if let Some(ok) = ok {
+            out.preserve_unlinked = ok.rflags & OPEN4_RESULT_PRESERVE_UNLINKED != 0;
+            self.got_delegation(fh, &ok.delegation, fattr.as_ref());
+            opened = Some(ok.stateid);
+        }
+        out.attrs = fattr.and_then(|a| self.fattr3(&a).ok());
         if opened.is_none() && out.attrs.is_none() {
             return Err(NfsError::BadReply("OPEN's GETATTR brought no attributes".into()));
         }

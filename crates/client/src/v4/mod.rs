@@ -30,4 +30,4 @@ pub use callback::{CallbackHooks, CallbackStats};
 pub(crate) use client::minors_for;
 pub use client::{CreateHow, LockConflict, Nfs4Client, OpenFile, ReadWhole, WriteClose};
 pub use session::{CompoundKind, SessionStats};
-pub use state::OpenAccess;
+pub use state::{GrantedAttrs, OpenAccess};

@@ -150,9 +150,26 @@ pub(crate) struct Delegation {
     pub(crate) write: bool,
     /// The server recalled it: no longer a promise (it is being returned).
     pub(crate) recalled: bool,
+    /// A write delegation's file as the OPEN that granted it showed it
+    /// (that OPEN's GETATTR): what CB_GETATTR answers while nothing is
+    /// unwritten. `None`: that reply carried no attributes.
+    pub(crate) granted: Option<GrantedAttrs>,
     /// When it was last used ([`StateTable::delegation_for`]'s tick), for
     /// returning the least recently used beyond the limit.
     used: u64,
+}
+
+/// The change attribute and size of a file when a write delegation of it
+/// was granted. A holder with nothing unwritten answers CB_GETATTR with
+/// this change attribute, which tells the server the file is unmodified
+/// (RFC 8881 §10.4.3): the server's own attributes are then right, and it
+/// keeps the delegation out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantedAttrs {
+    /// The change attribute the server showed at the grant.
+    pub change: u64,
+    /// The size then.
+    pub size: u64,
 }
 
 /// Everything this client holds on the server.
@@ -200,12 +217,17 @@ impl StateTable {
     /// Keep delegation `stateid` of `fh` (replacing any other of the file)
     /// and, past `max` held, give up the least recently used ones: returned
     /// for the caller to DELEGRETURN (an eighth of `max` at once, so the
-    /// cost of choosing is spread over many grants).
+    /// cost of choosing is spread over many grants). `granted`: the file's
+    /// attributes in the granting OPEN's reply. A delegation granted again
+    /// (a later OPEN of a file whose delegation is held answers the same
+    /// stateid) keeps the attributes of its first grant: those are the
+    /// server's reference for "unmodified", not the file as it is now.
     pub(crate) fn add_delegation(
         &mut self,
         fh: NfsFh4,
         stateid: Stateid4,
         write: bool,
+        granted: Option<GrantedAttrs>,
         max: usize,
     ) -> Vec<(NfsFh4, Stateid4)> {
         self.deleg_tick += 1;
@@ -215,8 +237,14 @@ impl StateTable {
                 self.delegations.remove(&old);
             }
         }
-        self.delegations
-            .insert(stateid.other, Delegation { fh, stateid, write, recalled: false, used: self.deleg_tick });
+        let granted = match self.delegations.get(&stateid.other) {
+            Some(held) if held.write == write && held.granted.is_some() => held.granted,
+            _ => granted.filter(|_| write),
+        };
+        self.delegations.insert(
+            stateid.other,
+            Delegation { fh, stateid, write, recalled: false, granted, used: self.deleg_tick },
+        );
         if self.delegations.len() <= max.max(1) {
             return Vec::new();
         }
@@ -419,11 +447,11 @@ mod tests {
         let fhn = |i: u32| NfsFh4 { data: Opaque(Bytes::from(i.to_be_bytes().to_vec())) };
         let sidn = |i: u32| Stateid4 { seqid: 1, other: [i as u8; 12] };
         for i in 0..16 {
-            assert!(t.add_delegation(fhn(i), sidn(i), false, 16).is_empty());
+            assert!(t.add_delegation(fhn(i), sidn(i), false, None, 16).is_empty());
         }
         // File 0 is used again: the oldest is file 1 now.
         assert_eq!(t.delegation_for(&0u32.to_be_bytes()).unwrap().stateid, sidn(0));
-        let gone = t.add_delegation(fhn(16), sidn(16), false, 16);
+        let gone = t.add_delegation(fhn(16), sidn(16), false, None, 16);
         assert_eq!(gone.len(), 2, "an eighth of the limit at once: {gone:?}");
         assert_eq!(gone.iter().map(|(f, _)| f.clone()).collect::<Vec<_>>(), vec![fhn(1), fhn(2)]);
         assert_eq!(t.delegations.len(), 15);
@@ -434,13 +462,33 @@ mod tests {
         assert!(t.delegation_for(&3u32.to_be_bytes()).is_none());
         assert!(t.delegations.contains_key(&sidn(3).other));
         // A new delegation of the same file replaces the old one.
-        t.add_delegation(fhn(4), sidn(40), false, 16);
+        t.add_delegation(fhn(4), sidn(40), false, None, 16);
         assert_eq!(t.delegation_for(&4u32.to_be_bytes()).unwrap().stateid, sidn(40));
         assert!(!t.delegations.contains_key(&sidn(4).other));
         assert!(t.remove_delegation(&sidn(40).other).is_some());
         assert!(t.delegation_for(&4u32.to_be_bytes()).is_none());
         t.clear_delegations();
         assert!(t.delegation_for(&0u32.to_be_bytes()).is_none());
+    }
+
+    #[test]
+    fn a_write_delegation_keeps_the_attributes_of_its_first_grant() {
+        let mut t = StateTable::default();
+        let file = fh(b"file");
+        let first_sid = sid(1, 7);
+        let first = GrantedAttrs { change: 100, size: 10 };
+        t.add_delegation(file.clone(), first_sid, true, Some(first), 16);
+        // An OPEN of the file while it is held answers the same stateid, with the file as it
+        // is now: the server's "unmodified" is still the first grant's change attribute.
+        t.add_delegation(file.clone(), first_sid, true, Some(GrantedAttrs { change: 200, size: 20 }), 16);
+        assert_eq!(t.held_delegation(b"file").unwrap().granted, Some(first));
+        // A new delegation (another stateid) starts from its own grant.
+        let second = GrantedAttrs { change: 300, size: 30 };
+        t.add_delegation(file.clone(), sid(1, 8), true, Some(second), 16);
+        assert_eq!(t.held_delegation(b"file").unwrap().granted, Some(second));
+        // A read delegation keeps none: CB_GETATTR is about write delegations only.
+        t.add_delegation(file, sid(1, 9), false, Some(second), 16);
+        assert_eq!(t.held_delegation(b"file").unwrap().granted, None);
     }
 
     #[test]

@@ -793,3 +793,49 @@ impl<H: Hooks> Backend for Wrapped<H> {
         self.hooks.file_locks()
     }
 }
+
+/// Make directory `name` under `root` holding a file, list it once (so any
+/// cache of the server or backend has seen it), empty and remove it, then
+/// check that every operation on the removed directory's handle is STALE:
+/// above all READDIR and READDIRPLUS, whose empty "OK" listing would let a
+/// client believe the directory is still there and empty.
+pub fn removed_dir_handle_is_stale(c: &mut Client, root: &NfsFh3, name: &str) {
+    let d = c.mkdir(root, name);
+    c.create(&d, "inside");
+    let readdir = |c: &mut Client| -> Readdir3Res {
+        c.nfs(NFSPROC3_READDIR, &Readdir3Args { dir: d.clone(), cookie: 0, cookieverf: [0; 8], count: 8192 })
+    };
+    let readdirplus = |c: &mut Client| -> Readdirplus3Res {
+        let args = Readdirplus3Args {
+            dir: d.clone(),
+            cookie: 0,
+            cookieverf: [0; 8],
+            dircount: 8192,
+            maxcount: 32768,
+        };
+        c.nfs(NFSPROC3_READDIRPLUS, &args)
+    };
+    assert!(matches!(readdir(c), Readdir3Res::Ok(_)), "READDIR of the live directory");
+    assert!(matches!(readdirplus(c), Readdirplus3Res::Ok(_)), "READDIRPLUS of the live directory");
+    assert!(matches!(c.remove(&d, "inside"), Remove3Res::Ok(_)));
+    let rmdir: Rmdir3Res = c.nfs(NFSPROC3_RMDIR, &Rmdir3Args { object: diropargs(root, name) });
+    assert_eq!(rmdir.status(), Nfsstat3::Ok, "RMDIR {name}");
+
+    assert_eq!(readdir(c).status(), Nfsstat3::Stale, "READDIR of a removed directory");
+    assert_eq!(readdirplus(c).status(), Nfsstat3::Stale, "READDIRPLUS of a removed directory");
+    assert_eq!(c.getattr(&d).status(), Nfsstat3::Stale, "GETATTR of a removed directory");
+    assert_eq!(c.lookup(&d, "inside").status(), Nfsstat3::Stale, "LOOKUP in a removed directory");
+    assert_eq!(c.access(&d, ACCESS3_READ).status(), Nfsstat3::Stale, "ACCESS of a removed directory");
+    let create = Createhow3::Unchecked(Sattr3::default());
+    assert_eq!(c.create_how(&d, "new", create).status(), Nfsstat3::Stale, "CREATE in a removed directory");
+    let mkdir: Mkdir3Res =
+        c.nfs(NFSPROC3_MKDIR, &Mkdir3Args { where_: diropargs(&d, "sub"), attributes: Sattr3::default() });
+    assert_eq!(mkdir.status(), Nfsstat3::Stale, "MKDIR in a removed directory");
+    assert_eq!(c.remove(&d, "inside").status(), Nfsstat3::Stale, "REMOVE in a removed directory");
+    let rmdir: Rmdir3Res = c.nfs(NFSPROC3_RMDIR, &Rmdir3Args { object: diropargs(&d, "sub") });
+    assert_eq!(rmdir.status(), Nfsstat3::Stale, "RMDIR in a removed directory");
+    assert_eq!(
+        c.setattr(&d, Sattr3 { mode: Some(0o700), ..Default::default() }, None).status(),
+        Nfsstat3::Stale
+    );
+}

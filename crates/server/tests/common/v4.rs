@@ -336,3 +336,82 @@ impl V4 {
 pub fn cred(uid: u32, gid: u32) -> OpaqueAuth {
     super::sys(uid, gid)
 }
+
+/// The NFSv4.1 twin of [`crate::common::removed_dir_handle_is_stale`]: make
+/// directory `dir_name` under `root` with a file in it, list it, empty and
+/// remove it, then every compound on the removed directory's handle (READDIR
+/// above all) must fail with STALE, whether PUTFH or the operation says so.
+pub fn removed_dir_handle_is_stale_v4(v: &mut V4, root: &NfsFh4, dir_name: &str) {
+    let r = v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: root.clone() }),
+        ArgOp::Create(Create4Args {
+            objtype: Createtype4::Dir,
+            objname: name(dir_name),
+            createattrs: Fattr4::default(),
+        }),
+        ArgOp::Getfh(()),
+    ]);
+    let ResOp::Getfh(Res4::Ok(d)) = r.resarray.last().unwrap() else { panic!("GETFH of the new directory") };
+    let d = d.clone();
+    let (file, st, _) = v.open_ok(&d, "inside", OPEN4_SHARE_ACCESS_BOTH);
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: file }),
+        ArgOp::Close(Close4Args { seqid: 0, open_stateid: st }),
+    ]);
+    let readdir = || {
+        vec![
+            ArgOp::Putfh(Putfh4Args { object: d.clone() }),
+            ArgOp::Readdir(Readdir4Args {
+                cookie: 0,
+                cookieverf: [0; 8],
+                dircount: 0,
+                maxcount: 8192,
+                attr_request: Bitmap4::from_bits(&[FATTR4_TYPE, FATTR4_FILEHANDLE]),
+            }),
+        ]
+    };
+    let r = v.ok(readdir());
+    let ResOp::Readdir(Res4::Ok(listed)) = r.resarray.last().unwrap() else {
+        panic!("READDIR of the live directory")
+    };
+    assert_eq!(listed.entries.len(), 1, "the live directory lists its file");
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: d.clone() }),
+        ArgOp::Remove(Remove4Args { target: name("inside") }),
+        ArgOp::Putfh(Putfh4Args { object: root.clone() }),
+        ArgOp::Remove(Remove4Args { target: name(dir_name) }),
+    ]);
+
+    let on_removed = |v: &mut V4, op: ArgOp, what: &str| {
+        let r = v.compound(vec![ArgOp::Putfh(Putfh4Args { object: d.clone() }), op]);
+        assert_eq!(r.status, Nfsstat4::Stale, "{what} of a removed directory: {:?}", r.resarray);
+    };
+    let r = v.compound(readdir());
+    assert_eq!(r.status, Nfsstat4::Stale, "READDIR of a removed directory: {:?}", r.resarray);
+    on_removed(
+        v,
+        ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[FATTR4_TYPE]) }),
+        "GETATTR",
+    );
+    on_removed(v, ArgOp::Lookup(Lookup4Args { objname: name("inside") }), "LOOKUP");
+    on_removed(v, ArgOp::Access(Access4Args { access: ACCESS4_READ }), "ACCESS");
+    let mkdir = ArgOp::Create(Create4Args {
+        objtype: Createtype4::Dir,
+        objname: name("sub"),
+        createattrs: Fattr4::default(),
+    });
+    on_removed(v, mkdir, "CREATE");
+    on_removed(v, ArgOp::Remove(Remove4Args { target: name("inside") }), "REMOVE");
+    let r = v.compound(vec![
+        ArgOp::Putfh(Putfh4Args { object: d.clone() }),
+        ArgOp::Open(Open4Args {
+            seqid: 0,
+            share_access: OPEN4_SHARE_ACCESS_BOTH,
+            share_deny: OPEN4_SHARE_DENY_NONE,
+            owner: StateOwner4 { clientid: v.clientid, owner: o(b"owner-1") },
+            openhow: Openflag4::Create(Createhow4::Unchecked(Fattr4::default())),
+            claim: OpenClaim4::Null(name("new")),
+        }),
+    ]);
+    assert_eq!(r.status, Nfsstat4::Stale, "OPEN in a removed directory: {:?}", r.resarray);
+}
