@@ -448,7 +448,7 @@ print("\n".join(lines))
 W, H, left, bottom, top = 780, 360, 60, 60, 30
 colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "floorfs": "#8c564b", "eagernfs": "#1f77b4",
           "eagernfs-async": "#17becf", "ganesha": "#d62728", "before": "#9467bd",
-          "eagernfs-v4": "#aec7e8", eagernfs-v4wb": "#9467bd", "eagernfs-v4ra0": "#c5b0d5", "ganesha-v4": "#ff9896"}
+          "eagernfs-v4": "#aec7e8", "eagernfs-v4wb": "#9467bd", "eagernfs-v4ra0": "#c5b0d5", "ganesha-v4": "#ff9896"}
 cap = 10.0
 plot_h = H - top - bottom
 group_w = (W - left - 20) / len(steps)
