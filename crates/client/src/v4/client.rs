@@ -1585,8 +1585,9 @@ impl Nfs4Client {
                 out.push(got);
                 break;
             };
-            self.got_delegation(&f.fh, &ok.delegation);
-            got.attrs = r.getattr().ok().and_then(|a| self.fattr3(&a).ok());
+            let fattr = r.getattr().ok();
+            self.got_delegation(&f.fh, &ok.delegation, fattr.as_ref());
+            got.attrs = fattr.and_then(|a| self.fattr3(&a).ok());
             let read = r.read().ok();
             let closed = r.skip().is_some_and(|c| c.status().is_ok());
             if !closed {
