@@ -17,6 +17,9 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
 /// Streams followed at once (programs reading different directories).
 const STREAMS_MAX: usize = 8;
 /// Files read ahead at a stream's first step.
@@ -53,6 +56,14 @@ struct Stream {
     refused: bool,
     /// When it was last used, in [`FilesAhead::clock`] ticks.
     used: u64,
+}
+
+/// [`FilesAhead`] with what wakes the opens waiting for a file being read
+/// ahead: shared with the tasks that read ahead.
+#[derive(Debug, Default)]
+pub(crate) struct AheadShared {
+    pub(crate) state: Mutex<FilesAhead>,
+    pub(crate) done: Notify,
 }
 
 /// The streams of cold opens the mount is following.

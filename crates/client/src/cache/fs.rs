@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::ahead::FilesAhead;
+use super::ahead::AheadShared;
 use super::budget::ByteBudget;
 use super::config::{CacheConfig, CHUNK_BYTES};
 use super::dirent::DirEntry;
@@ -288,9 +288,7 @@ pub(crate) struct Shared<C> {
     /// Cleared when the server answers READDIRPLUS with NOTSUPP.
     pub(crate) readdirplus: AtomicBool,
     /// Cold opens followed for reading files ahead (`ahead`).
-    pub(crate) files_ahead: Mutex<FilesAhead>,
-    /// Wakes opens waiting for a file being read ahead (`prefetch`).
-    pub(crate) files_ahead_done: Notify,
+    pub(crate) files_ahead: Arc<AheadShared>,
     pub(crate) counters: Counters,
     /// Makes hidden names for files unlinked while open unique.
     pub(crate) silly_counter: AtomicU32,
@@ -490,8 +488,7 @@ impl<C: NfsOps> CachedFs<C> {
             mem_fifo: Mutex::new(VecDeque::new()),
             disk,
             readdirplus: AtomicBool::new(true),
-            files_ahead: Mutex::new(FilesAhead::default()),
-            files_ahead_done: Notify::new(),
+            files_ahead: Arc::new(AheadShared::default()),
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),

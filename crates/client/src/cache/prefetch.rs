@@ -18,7 +18,7 @@ use std::sync::Arc;
 use eagernfs_proto::nfs3::Ftype3;
 use tokio::time::Instant;
 
-use super::ahead::Listed;
+use super::ahead::{AheadShared, Listed};
 use super::fs::{access_bits, cache_whole, Shared, READ_AT_OPEN_BYTES_MAX};
 use super::inode::Inode;
 use crate::ops::{Cred, FileToRead, NfsOps};
@@ -28,17 +28,26 @@ use crate::ops::{Cred, FileToRead, NfsOps};
 const FILE_REPLY_OVERHEAD: u64 = 512;
 
 /// Inodes marked as being read ahead, unmarked (and their waiters woken)
-/// when this is dropped, whether the read finished or was cancelled.
-struct InFlight<'a, C: NfsOps> {
-    shared: &'a Shared<C>,
+/// when this is dropped, whether the read finished, failed, or was never
+/// run.
+struct InFlight {
+    ahead: Arc<AheadShared>,
     inos: Vec<u64>,
 }
 
-impl<C: NfsOps> Drop for InFlight<'_, C> {
+impl Drop for InFlight {
     fn drop(&mut self) {
-        self.shared.files_ahead.lock().end(&self.inos);
-        self.shared.files_ahead_done.notify_waiters();
+        self.ahead.state.lock().end(&self.inos);
+        self.ahead.done.notify_waiters();
     }
+}
+
+/// Files picked to be read ahead in one round trip, marked as in flight.
+struct Batch {
+    files: Vec<FileToRead>,
+    /// Each file's inode and its data generation when picked.
+    inodes: Vec<(Arc<Inode>, u64)>,
+    _marked: InFlight,
 }
 
 impl<C: NfsOps> Shared<C> {
@@ -61,8 +70,10 @@ impl<C: NfsOps> Shared<C> {
             return;
         }
         let Some(listed) = inode.state.lock().listed.clone() else { return };
-        let Some(range) = self.files_ahead.lock().cold_open(&listed, max) else { return };
-        self.read_ahead(&listed, range, cred).await;
+        let Some(range) = self.files_ahead.state.lock().cold_open(&listed, max) else { return };
+        if let Some(batch) = self.pick_ahead(&listed, range) {
+            self.read_ahead(&listed, batch, cred).await;
+        }
     }
 
     /// An open of `inode` answered under its delegation: if the program
@@ -74,13 +85,16 @@ impl<C: NfsOps> Shared<C> {
             return;
         }
         let Some(listed) = inode.state.lock().listed.clone() else { return };
-        let Some(range) = self.files_ahead.lock().warm_open(&listed, max) else { return };
+        let Some(range) = self.files_ahead.state.lock().warm_open(&listed, max) else { return };
+        // Marked now, not when the task runs: an open that gets to one of
+        // them first, however busy the machine, waits for this read.
+        let Some(batch) = self.pick_ahead(&listed, range) else { return };
         let (me, cred) = (self.clone(), cred.clone());
         // Unmount waits for it (its delegations are returned after).
         let counted = self.background.start();
         self.runtime.spawn(async move {
             let _counted = counted;
-            me.read_ahead(&listed, range, &cred).await;
+            me.read_ahead(&listed, batch, &cred).await;
         });
     }
 
@@ -89,7 +103,7 @@ impl<C: NfsOps> Shared<C> {
     /// worth it.
     pub(crate) fn files_ahead_opened(&self, inode: &Inode) {
         if self.files_ahead_max() > 0 && self.delegated(inode) {
-            self.files_ahead.lock().granted();
+            self.files_ahead.state.lock().granted();
         }
     }
 
@@ -97,26 +111,26 @@ impl<C: NfsOps> Shared<C> {
     /// cached under a delegation (or reads it itself if that failed).
     pub(crate) async fn wait_files_ahead(&self, ino: u64) {
         loop {
-            let done = self.files_ahead_done.notified();
+            let done = self.files_ahead.done.notified();
             tokio::pin!(done);
             done.as_mut().enable();
-            if !self.files_ahead.lock().in_flight(ino) {
+            if !self.files_ahead.state.lock().in_flight(ino) {
                 return;
             }
             done.await;
         }
     }
 
-    /// Read `listed`'s entries in `range` that are small regular files
-    /// with nothing cached, nothing of ours and no open here, in one
-    /// round trip, and keep what comes under a delegation.
-    async fn read_ahead(&self, listed: &Listed, range: Range<u32>, cred: &Cred) {
+    /// Of `listed`'s entries in `range`, the small regular files with
+    /// nothing cached, nothing of ours and no open here, as many as one
+    /// reply holds, marked as being read ahead.
+    fn pick_ahead(&self, listed: &Listed, range: Range<u32>) -> Option<Batch> {
         let count = self.cfg.rsize.min(READ_AT_OPEN_BYTES_MAX as u32);
         let room = u64::from(self.cfg.rsize);
         let mut bytes = 0;
-        let mut picked: Vec<(Arc<Inode>, u64)> = Vec::new();
+        let mut inodes = Vec::new();
         let mut files = Vec::new();
-        let mut marked = InFlight { shared: self, inos: Vec::new() };
+        let mut marked = InFlight { ahead: self.files_ahead.clone(), inos: Vec::new() };
         for &ino in &listed.page[range.start as usize..range.end as usize] {
             let Some(file) = self.inodes.get(ino) else { continue };
             if file.ftype != Ftype3::Reg || self.delegated(&file) {
@@ -136,20 +150,24 @@ impl<C: NfsOps> Shared<C> {
             if bytes > room {
                 break;
             }
-            if !self.files_ahead.lock().begin(ino) {
+            if !self.files_ahead.state.lock().begin(ino) {
                 continue;
             }
             marked.inos.push(ino);
             // What an open for reading asks.
             let check = access_bits(&file, libc::R_OK).1;
             files.push(FileToRead { fh: file.fh.clone(), count, check });
-            picked.push((file, file_gen));
+            inodes.push((file, file_gen));
         }
-        if files.is_empty() {
-            return;
-        }
+        (!files.is_empty()).then_some(Batch { files, inodes, _marked: marked })
+    }
+
+    /// Read `batch` in one round trip, for `cred`, and keep what comes
+    /// under a delegation; then unmark it.
+    async fn read_ahead(&self, listed: &Listed, batch: Batch, cred: &Cred) {
+        let Batch { files, inodes: picked, _marked } = &batch;
         let gen = self.clock.tick();
-        let read = match self.client.read_files(cred, &files).await {
+        let read = match self.client.read_files(cred, files).await {
             Ok(read) => read,
             Err(e) => {
                 tracing::debug!("reading {} files ahead failed: {e}", files.len());
@@ -184,10 +202,11 @@ impl<C: NfsOps> Shared<C> {
         self.note_inserted(inserted);
         self.counters.files_read_ahead.fetch_add(delegated, Ordering::Relaxed);
         if delegated == 0 {
-            self.files_ahead.lock().refused(listed);
+            self.files_ahead.state.lock().refused(listed);
         } else {
-            self.files_ahead.lock().granted();
+            self.files_ahead.state.lock().granted();
         }
-        drop(marked);
+        // The results are in place: now the waiting opens may look.
+        drop(batch);
     }
 }
