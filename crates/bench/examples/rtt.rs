@@ -147,7 +147,8 @@ fn run_inline(rt: &tokio::runtime::Handle, fut: impl Future<Output = ()> + Send 
         fut.await;
         let _ = done_tx.send(());
     };
-    let deferred = Arc::new(Deferred { rt: rt.clone(), state: std::sync::Mutex::new(State::Polling { woken: false }) });
+    let deferred =
+        Arc::new(Deferred { rt: rt.clone(), state: std::sync::Mutex::new(State::Polling { woken: false }) });
     let waker = Waker::from(deferred.clone());
     let mut task: Task = Box::pin(fut);
     let polled = {

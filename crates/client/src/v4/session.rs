@@ -505,6 +505,13 @@ impl Core {
     ) -> NfsResult<Sent> {
         let mut slot = SlotGuard::take(sess).await;
         let auth = self.rpc.auth_sys(cred);
+        // A request that changes nothing may go on a lane (a FUSE reader
+        // thread sends it and waits for the reply itself, as NFSv3's
+        // read-only calls do): its slot makes a second copy, after a lane
+        // failed, harmless. Connections the server has not bound (a lane)
+        // are bound by the SEQUENCE itself under SP4_NONE; if this server
+        // asks for a bind instead, the request goes on without lanes.
+        let read_only = !cachethis && compound::changes_nothing(ops);
         let started = Instant::now();
         let mut pause = RETRY_MIN;
         let mut binds = 0u32;
@@ -521,7 +528,11 @@ impl Core {
             slot.state = Held::Sent;
             let sent_at = Instant::now();
             // An error leaves the slot uncertain (the guard's drop).
-            let body = self.rpc.submit(call).await?;
+            let body = if read_only && binds == 0 {
+                self.rpc.submit_read_only(call).await?
+            } else {
+                self.rpc.submit(call).await?
+            };
             let res: Compound4Res = eagernfs_xdr::decode_exact(body)
                 .map_err(|e| NfsError::BadReply(format!("COMPOUND reply does not decode: {e}")))?;
             let mut reply = Reply::new(res);
