@@ -102,8 +102,9 @@ fn main() {
 
 /// The process's voluntary and involuntary context switches so far.
 fn context_switches() -> (i64, i64) {
-    // SAFETY: getrusage fills the zeroed struct it is given.
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes only into the struct it is given.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     (u.ru_nvcsw, u.ru_nivcsw)
 }
