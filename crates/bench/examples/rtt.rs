@@ -23,7 +23,7 @@ use eagernfs_client::{AnyClient, Cred, NfsOps};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 use std::time::Instant;
 
 fn usage() -> ! {
@@ -156,7 +156,7 @@ fn run_inline(rt: &tokio::runtime::Handle, fut: impl Future<Output = ()> + Send 
         let _rt = rt.enter();
         eagernfs_client::lane::wait_here(|| task.as_mut().poll(&mut Context::from_waker(&waker)))
     };
-    if let Poll::Pending = polled {
+    if polled.is_pending() {
         let mut state = deferred.state.lock().unwrap();
         match *state {
             State::Polling { woken: true } => {
