@@ -11,7 +11,7 @@ use bytes::Bytes;
 use common::{memory, spec, TestServer, WAIT};
 use eagernfs_client::driver::{RpcClient, TransportConfig};
 use eagernfs_client::lane::{self, LaneStats, LANE_WAIT_MAX};
-use eagernfs_client::{Cred, MountOptions, NfsClient, NfsOps};
+use eagernfs_client::{Cred, MountOptions, Nfs4Client, NfsClient, NfsOps};
 use eagernfs_proto::nfs3::*;
 use eagernfs_rpc::RecordDecoder;
 use std::future::Future;
@@ -236,4 +236,84 @@ fn a_lane_that_fails_is_given_up_and_its_call_answered_on_the_shared_connections
         drop(client);
         rt.shutdown_timeout(Duration::from_secs(1));
     }
+}
+
+/// NFSv4.1/4.2 (issue 34): a COMPOUND that changes nothing (lookups,
+/// attributes, listings), from a thread inside `wait_here`, goes on a lane
+/// with its SEQUENCE, as NFSv3's read-only calls do, and is answered on
+/// that thread: no hand-off to the runtime and back per call. COMPOUNDs
+/// that change a file never do, and the session's slots stay in step with
+/// the server over both kinds of connection (no retry, no new session).
+#[test]
+fn nfsv4_compounds_that_change_nothing_are_answered_on_a_lane() {
+    let rt = runtime();
+    let server = TestServer::start(vec![spec(
+        1,
+        &["/export"],
+        "/export 127.0.0.0/8(rw,insecure,no_root_squash)",
+        memory(),
+    )]);
+    let url = format!("nfs://127.0.0.1:{}/export", server.addr.port());
+    let c = rt.block_on(Nfs4Client::connect(&url)).expect("mount over NFSv4");
+    let cred = root();
+    let mode = |m| Sattr3 { mode: Some(m), ..Default::default() };
+    let data = Bytes::from_static(b"listed on a lane");
+    let f = rt
+        .block_on(c.create(&cred, &c.root(), b"f", Createhow3::Unchecked(mode(0o644))))
+        .unwrap()
+        .obj
+        .expect("a handle");
+    rt.block_on(c.write(&cred, &f, 0, data.clone(), StableHow::FileSync)).unwrap();
+    let stats = c.rpc().lane_stats().expect("a plain TCP client has lanes");
+
+    for _ in 0..5 {
+        rt.block_on(c.getattr(&cred, &f)).unwrap();
+    }
+    assert_eq!(stats.connects.load(Relaxed), 0, "no lane was made for calls outside wait_here");
+
+    until_a_lane_is_up(&rt, stats, || c.getattr(&cred, &f));
+
+    let before = calls(stats);
+    let Poll::Ready(attr) = poll_once_here(&rt, c.getattr(&cred, &f)) else {
+        panic!("SEQUENCE+PUTFH+GETATTR was not answered on this thread")
+    };
+    assert_eq!(attr.unwrap().size, data.len() as u64);
+    let Poll::Ready(found) = poll_once_here(&rt, c.lookup(&cred, &c.root(), b"f")) else {
+        panic!("LOOKUP was not answered on this thread")
+    };
+    assert_eq!(found.unwrap().object, f);
+    let Poll::Ready(missing) = poll_once_here(&rt, c.lookup(&cred, &c.root(), b"nothing")) else {
+        panic!("a failing LOOKUP was not answered on this thread")
+    };
+    assert!(missing.is_err(), "no such file, as on the shared connection");
+    let Poll::Ready(listed) = poll_once_here(&rt, c.readdirplus(&cred, &c.root(), 0, [0; 8], 8192, 65536))
+    else {
+        panic!("READDIR was not answered on this thread")
+    };
+    let listed = listed.unwrap();
+    let names: Vec<&[u8]> = listed.reply.entries.iter().map(|e| &e.name.0[..]).collect();
+    assert!(names.contains(&&b"f"[..]), "{names:?}");
+    let Poll::Ready(access) = poll_once_here(&rt, c.access(&cred, &f, ACCESS3_READ)) else {
+        panic!("ACCESS was not answered on this thread")
+    };
+    assert_eq!(access.unwrap().access & ACCESS3_READ, ACCESS3_READ);
+    assert_eq!(calls(stats), before + 5);
+    assert_eq!(stats.connects.load(Relaxed), 1, "one lane, reused");
+
+    // A COMPOUND that changes something never takes a lane, even here.
+    let before = calls(stats);
+    run_here(&rt, c.setattr(&cred, &f, mode(0o600), None)).unwrap();
+    run_here(&rt, c.write(&cred, &f, 0, Bytes::from_static(b"L"), StableHow::FileSync)).unwrap();
+    run_here(&rt, c.create(&cred, &c.root(), b"g", Createhow3::Unchecked(mode(0o644)))).unwrap();
+    assert_eq!(calls(stats), before, "SETATTR, WRITE and OPEN went through the shared connection");
+    let attr = run_here(&rt, c.getattr(&cred, &f)).unwrap();
+    assert_eq!((attr.mode & 0o777, calls(stats)), (0o600, before + 1));
+    assert_eq!(stats.failures.load(Relaxed), 0);
+    let s = c.session_stats();
+    assert_eq!(s.sessions.load(Relaxed), 1, "the one session served both connections");
+    assert_eq!(
+        (s.same_slot_retries.load(Relaxed), s.resequenced.load(Relaxed), s.binds.load(Relaxed)),
+        (0, 0, 0),
+        "slots stayed in step; the lane was bound by its SEQUENCE (SP4_NONE)"
+    );
 }

@@ -326,31 +326,29 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
         "transport: {} connects · {} retransmissions · {} major timeouts · {} resent after reconnect",
         s.connects, s.retransmissions, s.major_timeouts, s.resent_after_reconnect
     );
-    match &s.nfs4 {
-        None => {
-            let _ = writeln!(
-                o,
-                "lanes: {} calls waited for on the reader thread · {} lanes connected · {} given up",
-                s.lane_calls, s.lane_connects, s.lane_failures
-            );
-        }
-        Some(v4) => {
-            let _ = writeln!(
+    // NFSv3's read-only calls and NFSv4's COMPOUNDs that change nothing.
+    let _ = writeln!(
+        o,
+        "lanes: {} calls waited for on the reader thread · {} lanes connected · {} given up",
+        s.lane_calls, s.lane_connects, s.lane_failures
+    );
+    if let Some(v4) = &s.nfs4 {
+        let _ = writeln!(
                 o,
                 "session: {} sessions · {} client ids · {} renewals · {} binds · retries: {} on the same slot, {} resequenced, {} after DELAY/GRACE",
                 v4.sessions, v4.client_ids, v4.renewals, v4.binds, v4.same_slot_retries, v4.resequenced, v4.delayed
             );
-            let _ = writeln!(
+        let _ = writeln!(
                 o,
                 "recovery: {} opens and {} locks reclaimed · {} made again · {} locks lost · {} delegations returned",
                 v4.reclaimed_opens, v4.reclaimed_locks, v4.reopened, v4.lost_locks, v4.delegreturns
             );
-            let _ = writeln!(
+        let _ = writeln!(
                 o,
                 "delegations: {} held · {} opens answered under one with no call · {} closes written back after returning · {} files read ahead in {} round trips",
                 v4.delegations, s.delegated_opens, s.closes_written_back_later, s.files_read_ahead, s.files_read_ahead_calls
             );
-            let _ = writeln!(
+        let _ = writeln!(
                 o,
                 "back channel: {} CB_NULL · {} CB_COMPOUND ({} replayed) · {} recalls · {} CB_GETATTR · {} refused",
                 v4.callback_nulls,
@@ -360,7 +358,6 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
                 v4.callback_getattrs,
                 v4.callbacks_refused
             );
-        }
     }
     let _ = writeln!(
         o,

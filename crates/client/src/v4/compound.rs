@@ -64,6 +64,36 @@ pub(crate) fn encode(minor: u32, sequence: Option<Sequence4Args>, ops: &[ArgOp],
     )
 }
 
+/// Operations that change nothing on the server, neither files nor state:
+/// a COMPOUND of only these (after SEQUENCE) may go on a lane
+/// ([`crate::lane`]), as NFSv3's read-only procedures do. READ is one (its
+/// stateid is only checked); OPEN, CLOSE, LOCK, DELEGRETURN and every
+/// operation that changes a file are not.
+const CHANGES_NOTHING: [u32; 16] = [
+    OP_ACCESS,
+    OP_GETATTR,
+    OP_GETFH,
+    OP_LOOKUP,
+    OP_LOOKUPP,
+    OP_NVERIFY,
+    OP_PUTFH,
+    OP_PUTPUBFH,
+    OP_PUTROOTFH,
+    OP_READ,
+    OP_READDIR,
+    OP_READLINK,
+    OP_RESTOREFH,
+    OP_SAVEFH,
+    OP_SECINFO_NO_NAME,
+    OP_VERIFY,
+];
+
+/// Whether the COMPOUND of SEQUENCE and `ops` changes nothing on the server
+/// (see [`CHANGES_NOTHING`]): sending it twice does no harm.
+pub(crate) fn changes_nothing(ops: &[ArgOp]) -> bool {
+    ops.iter().all(|op| CHANGES_NOTHING.contains(&op.opnum()))
+}
+
 /// A COMPOUND's results, read in the order the operations were sent.
 #[derive(Debug)]
 pub(crate) struct Reply {

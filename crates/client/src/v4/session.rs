@@ -346,6 +346,11 @@ pub(crate) struct Core {
     pub(crate) stats: SessionStats,
     /// Retry operations answered DELAY (GRACE is always retried).
     pub(crate) retry_delay: AtomicBool,
+    /// The server asked for BIND_CONN_TO_SESSION on a request that may have
+    /// gone on a lane (it does not bind a connection at its first SEQUENCE):
+    /// no more lanes for this client, since every lane call would cost a
+    /// refusal and a bind first.
+    no_lanes: AtomicBool,
     me: Weak<Core>,
 }
 
@@ -375,6 +380,7 @@ impl Core {
             callbacks,
             stats: SessionStats::default(),
             retry_delay: AtomicBool::new(true),
+            no_lanes: AtomicBool::new(false),
             me: me.clone(),
         });
         let owner: Weak<dyn Owner> = core.me.clone();
@@ -505,6 +511,15 @@ impl Core {
     ) -> NfsResult<Sent> {
         let mut slot = SlotGuard::take(sess).await;
         let auth = self.rpc.auth_sys(cred);
+        // A request that changes nothing may go on a lane (a FUSE reader
+        // thread sends it and waits for the reply itself, as NFSv3's
+        // read-only calls do): its slot makes a second copy, after a lane
+        // failed, harmless. Connections the server has not bound (a lane)
+        // are bound by the SEQUENCE itself under SP4_NONE; if this server
+        // asks for a bind instead, this request and every later one go on
+        // without lanes (`no_lanes`).
+        let read_only =
+            !cachethis && compound::changes_nothing(ops) && !self.no_lanes.load(Ordering::Relaxed);
         let started = Instant::now();
         let mut pause = RETRY_MIN;
         let mut binds = 0u32;
@@ -521,7 +536,11 @@ impl Core {
             slot.state = Held::Sent;
             let sent_at = Instant::now();
             // An error leaves the slot uncertain (the guard's drop).
-            let body = self.rpc.submit(call).await?;
+            let body = if read_only && binds == 0 {
+                self.rpc.submit_read_only(call).await?
+            } else {
+                self.rpc.submit(call).await?
+            };
             let res: Compound4Res = eagernfs_xdr::decode_exact(body)
                 .map_err(|e| NfsError::BadReply(format!("COMPOUND reply does not decode: {e}")))?;
             let mut reply = Reply::new(res);
@@ -579,6 +598,9 @@ impl Core {
                         return Ok(Sent::Again);
                     }
                     Nfsstat4::ConnNotBoundToSession if binds < AGAIN_MAX => {
+                        if read_only && binds == 0 {
+                            self.no_lanes.store(true, Ordering::Relaxed);
+                        }
                         binds += 1;
                         self.bind(sess, None).await;
                     }

@@ -39,6 +39,9 @@ macro_rules! attributes {
         /// Every attribute [`FileAttrs`] models, in ascending order.
         pub const MODELLED: &[u32] = &[$($num),*];
 
+        /// Bytes [`FileAttrs::to_fattr`] reserves for the values.
+        const FATTR_VALS_BYTES_TYPICAL: usize = 256;
+
         impl FileAttrs {
             /// The bitmap of the attributes present.
             pub fn mask(&self) -> Bitmap4 {
@@ -54,7 +57,10 @@ macro_rules! attributes {
 
             /// The `fattr4` of the attributes present.
             pub fn to_fattr(&self) -> Fattr4 {
-                let mut vals = Vec::new();
+                // Room for what a READDIR entry or a GETATTR carries (type,
+                // sizes, ids, owners, times, a handle): growing from empty
+                // costs five reallocations per entry (issue 34's profile).
+                let mut vals = Vec::with_capacity(FATTR_VALS_BYTES_TYPICAL);
                 self.encode_values(&mut vals);
                 Fattr4 { attrmask: self.mask(), attr_vals: Opaque(Bytes::from(vals)) }
             }
