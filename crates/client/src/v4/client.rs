@@ -725,6 +725,19 @@ impl Nfs4Client {
     }
 
     /// `share_access` with this client's wish about delegations.
+    /// OPEN of the current file handle (CLAIM_FH, no create, deny none)
+    /// for `uid`'s open-owner.
+    fn open_fh(&self, uid: u32, share_access: u32) -> ArgOp {
+        ArgOp::Open(Open4Args {
+            seqid: 0,
+            share_access,
+            share_deny: OPEN4_SHARE_DENY_NONE,
+            owner: self.open_owner(uid),
+            openhow: Openflag4::NoCreate,
+            claim: OpenClaim4::Fh,
+        })
+    }
+
     fn share_access(&self, access: u32) -> u32 {
         if self.inner.want_delegations.load(Ordering::Relaxed) {
             access
@@ -927,19 +940,7 @@ impl Nfs4Client {
             let st = self.inner.core.state.lock();
             st.opens.get(&key).map_or(0, |o| o.access) | access.bits()
         };
-        let build = || {
-            vec![
-                putfh(fh),
-                ArgOp::Open(Open4Args {
-                    seqid: 0,
-                    share_access: self.share_access(want),
-                    share_deny: OPEN4_SHARE_DENY_NONE,
-                    owner: self.open_owner(cred.uid),
-                    openhow: Openflag4::NoCreate,
-                    claim: OpenClaim4::Fh,
-                }),
-            ]
-        };
+        let build = || vec![putfh(fh), self.open_fh(cred.uid, self.share_access(want))];
         let mut r = self.run(cred, true, &build).await?;
         r.ok(OP_PUTFH)?;
         let ok = r.open()?;
@@ -1481,14 +1482,7 @@ impl Nfs4Client {
             }
             vec![
                 putfh(fh),
-                ArgOp::Open(Open4Args {
-                    seqid: 0,
-                    share_access: OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
-                    share_deny: OPEN4_SHARE_DENY_NONE,
-                    owner: self.open_owner(cred.uid),
-                    openhow: Openflag4::NoCreate,
-                    claim: OpenClaim4::Fh,
-                }),
+                self.open_fh(cred.uid, OPEN4_SHARE_ACCESS_READ | OPEN4_SHARE_ACCESS_WANT_NO_DELEG),
                 std_getattr(),
                 ArgOp::Read(Read4Args { stateid: Stateid4::CURRENT, offset: 0, count }),
                 ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }),
@@ -1549,14 +1543,7 @@ impl Nfs4Client {
                 let f = &files[*index];
                 ops.push(putfh(&f.fh));
                 ops.push(ArgOp::Access(Access4Args { access: f.check }));
-                ops.push(ArgOp::Open(Open4Args {
-                    seqid: 0,
-                    share_access: self.share_access(OPEN4_SHARE_ACCESS_READ),
-                    share_deny: OPEN4_SHARE_DENY_NONE,
-                    owner: self.open_owner(cred.uid),
-                    openhow: Openflag4::NoCreate,
-                    claim: OpenClaim4::Fh,
-                }));
+                ops.push(self.open_fh(cred.uid, self.share_access(OPEN4_SHARE_ACCESS_READ)));
                 ops.push(std_getattr());
                 ops.push(ArgOp::Read(Read4Args { stateid: Stateid4::CURRENT, offset: 0, count: f.count }));
                 ops.push(ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }));
@@ -2345,14 +2332,7 @@ impl Nfs4Client {
                 // A delegation outlives the CLOSE of an open read whole: the
                 // next open of the file asks nothing.
                 let share_access = self.share_access(share);
-                ops.push(ArgOp::Open(Open4Args {
-                    seqid: 0,
-                    share_access,
-                    share_deny: OPEN4_SHARE_DENY_NONE,
-                    owner: self.open_owner(cred.uid),
-                    openhow: Openflag4::NoCreate,
-                    claim: OpenClaim4::Fh,
-                }));
+                ops.push(self.open_fh(cred.uid, share_access));
             }
             // After the OPEN: the attributes a delegation it brings vouches
             // for from then on (a change between a GETATTR before it and
