@@ -21,9 +21,7 @@
 
 use eagernfs_client::{AnyClient, Cred, NfsOps};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Wake, Waker};
 use std::time::Instant;
 
 fn usage() -> ! {
@@ -109,65 +107,14 @@ fn context_switches() -> (i64, i64) {
     (u.ru_nvcsw, u.ru_nivcsw)
 }
 
-type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-/// Where an inline call's future is (a copy of `eagernfs-fuse`'s `inline.rs`, which that crate
-/// does not export, plus the wait for the end that the FUSE reader thread does not do).
-enum State {
-    Polling { woken: bool },
-    Parked(Task),
-    Gone,
-}
-
-struct Deferred {
-    rt: tokio::runtime::Handle,
-    state: std::sync::Mutex<State>,
-}
-
-impl Wake for Deferred {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        let mut state = self.state.lock().unwrap();
-        match std::mem::replace(&mut *state, State::Gone) {
-            State::Polling { .. } => *state = State::Polling { woken: true },
-            State::Parked(task) => {
-                drop(state);
-                self.rt.spawn(task);
-            }
-            State::Gone => {}
-        }
-    }
-}
-
-/// Run `fut` on this thread until it first waits, then on `rt`; return when it has finished.
+/// Run `fut` as the mount runs a FUSE request (`eagernfs_fuse::run_inline`: on this thread
+/// until it first waits, then on `rt`), and return when it has finished, which the FUSE reader
+/// thread does not wait for.
 fn run_inline(rt: &tokio::runtime::Handle, fut: impl Future<Output = ()> + Send + 'static) {
     let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<()>(1);
-    let fut = async move {
+    eagernfs_fuse::run_inline(rt, async move {
         fut.await;
         let _ = done_tx.send(());
-    };
-    let deferred =
-        Arc::new(Deferred { rt: rt.clone(), state: std::sync::Mutex::new(State::Polling { woken: false }) });
-    let waker = Waker::from(deferred.clone());
-    let mut task: Task = Box::pin(fut);
-    let polled = {
-        let _rt = rt.enter();
-        eagernfs_client::lane::wait_here(|| task.as_mut().poll(&mut Context::from_waker(&waker)))
-    };
-    if polled.is_pending() {
-        let mut state = deferred.state.lock().unwrap();
-        match *state {
-            State::Polling { woken: true } => {
-                *state = State::Gone;
-                drop(state);
-                rt.spawn(task);
-            }
-            _ => *state = State::Parked(task),
-        }
-    } else {
-        *deferred.state.lock().unwrap() = State::Gone;
-    }
+    });
     done_rx.recv().expect("the call finished");
 }

@@ -60,7 +60,7 @@ impl Wake for Deferred {
 }
 
 /// Run `fut` on this thread until it first waits, then on `rt`.
-pub(crate) fn run<F>(rt: &Handle, fut: F)
+pub fn run<F>(rt: &Handle, fut: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {

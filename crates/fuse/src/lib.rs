@@ -30,5 +30,8 @@ pub mod mount;
 pub mod options;
 
 pub use fs::NfsFuse;
+/// How the mount runs a request from its FUSE reader thread, for benchmarks that measure
+/// the mount's own call path (`crates/bench/examples/rtt.rs`).
+pub use inline::run as run_inline;
 pub use mount::{unmount, Mount, MountError, MountSpec, UnmountError};
 pub use options::{apply_mount_options, FuseOptions};
