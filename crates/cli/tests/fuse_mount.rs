@@ -457,6 +457,81 @@ fn rm_rf_removes_what_another_mount_changed_over(vers: &str) {
     }
 }
 
+#[test]
+fn names_another_mount_removed_are_not_found_rather_than_stale() {
+    names_another_mount_removed_over("");
+}
+
+/// The same over NFSv3.
+#[test]
+fn names_another_mount_removed_are_not_found_rather_than_stale_over_nfsv3() {
+    names_another_mount_removed_over("vers=3");
+}
+
+/// B looks at a directory, and lists another; A removes both. Within B's (long) attribute
+/// period, B's next steps through them must see what a kernel NFS mount sees: ENOENT, and a
+/// directory B makes again under the name works. (B answered the kernel's retry of the path
+/// walk, which follows ESTALE, from its cache, so the programs got "Stale file handle" until
+/// the attribute period ran out, and `mkdir` said the name existed.)
+fn names_another_mount_removed_over(vers: &str) {
+    require_fuse!("names_another_mount_removed_are_not_found_rather_than_stale");
+    let export = tempfile::tempdir().unwrap();
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    let a = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
+    let b = FuseMount::new(&server.url(""), &with_vers(vers, "actimeo=60"));
+    for d in ["looked", "listed"] {
+        fs::create_dir_all(a.path(&format!("{d}/sub"))).unwrap();
+        fs::write(a.path(&format!("{d}/f")), b"x").unwrap();
+    }
+    assert!(fs::metadata(b.path("looked/sub")).unwrap().is_dir());
+    assert_eq!(tree(&b.path("listed")), ["f", "sub"]);
+    for d in ["looked", "listed"] {
+        fs::remove_dir_all(a.path(&format!("{d}"))).unwrap();
+    }
+    let errno = |r: std::io::Result<()>, what: &str| match r {
+        Ok(()) => panic!("-o {vers:?}: {what} succeeded after A removed it"),
+        Err(e) => e.raw_os_error(),
+    };
+    // A name under the removed directory B never looked up: the lookup in it is what fails.
+    let r = fs::metadata(b.path("looked/never")).map(|_| ());
+    assert_eq!(
+        errno(r, "stat looked/never"),
+        Some(libc::ENOENT),
+        "-o {vers:?}: stat of a name in a removed directory"
+    );
+    let r = fs::read_dir(b.path("looked/sub")).map(|_| ());
+    assert_eq!(
+        errno(r, "opendir looked/sub"),
+        Some(libc::ENOENT),
+        "-o {vers:?}: opendir of a removed directory"
+    );
+    let list = |p: PathBuf| -> std::io::Result<()> {
+        for e in fs::read_dir(p)? {
+            e?;
+        }
+        Ok(())
+    };
+    // The directory B listed (its listing kept): the open revalidates it, so the open fails
+    // and the kernel looks the name up again, as a kernel NFS mount does.
+    for _ in 0..2 {
+        let r = list(b.path("listed"));
+        assert_eq!(
+            errno(r, "listing listed"),
+            Some(libc::ENOENT),
+            "-o {vers:?}: listing a removed directory"
+        );
+    }
+    for d in ["looked", "listed"] {
+        fs::create_dir(b.path(d)).unwrap_or_else(|e| panic!("-o {vers:?}: B makes {d} again: {e}"));
+        fs::write(b.path(&format!("{d}/g")), b"y").unwrap();
+        assert_eq!(
+            fs::read(export.path().join(d).join("g")).unwrap(),
+            b"y",
+            "-o {vers:?}: {d}/g on the server"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------
 // Namespace operations, checked on the server's disk.
 

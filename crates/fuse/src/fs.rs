@@ -183,6 +183,19 @@ fn errno(e: &FsError) -> Errno {
     Errno::from_i32(code)
 }
 
+/// [`errno`] for a failed request about inode `ino` (for a change in a
+/// directory, the directory). When the server called its handle stale
+/// (another client removed it), the cache first forgets it and the names
+/// leading to it (`CachedFs::forget_stale`): the kernel walks the path again
+/// after ESTALE, and that walk's lookups then find what the server has now
+/// (ENOENT), as on a kernel NFS mount, instead of the same stale object.
+fn failed<C: NfsOps>(fs: &CachedFs<C>, ino: u64, e: &FsError) -> Errno {
+    if e.is_stale() {
+        fs.forget_stale(ino);
+    }
+    errno(e)
+}
+
 fn name_bytes(name: &OsStr) -> Vec<u8> {
     name.as_bytes().to_vec()
 }
@@ -288,7 +301,14 @@ impl<C: NfsOps> NfsFuse<C> {
         crate::inline::run(&self.rt, work(self.fs.clone(), self.cred(req)));
     }
 
-    fn reply_entry(names_uncached: bool, reply: ReplyEntry, r: Result<Entry, FsError>) {
+    /// Answer a request about directory `dir` with an entry.
+    fn reply_entry(
+        fs: &CachedFs<C>,
+        dir: u64,
+        names_uncached: bool,
+        reply: ReplyEntry,
+        r: Result<Entry, FsError>,
+    ) {
         match r {
             Ok(e) => {
                 let entry_ttl = if names_uncached { Duration::ZERO } else { e.ttl };
@@ -299,7 +319,15 @@ impl<C: NfsOps> NfsFuse<C> {
                     Generation(u64::from(e.generation)),
                 )
             }
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(failed(fs, dir, &e)),
+        }
+    }
+
+    /// Answer a request about inode `ino`.
+    fn reply_empty_at(fs: &CachedFs<C>, ino: u64, reply: ReplyEmpty, r: Result<(), FsError>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(failed(fs, ino, &e)),
         }
     }
 
@@ -429,12 +457,12 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         // Answered from the cache on this reader thread when it can be
         // (see `CachedFs::try_lookup`), as most lookups of an untar are.
         if let Some(r) = self.fs.try_lookup(parent.0, name.as_bytes()) {
-            return Self::reply_entry(self.names_uncached, reply, r);
+            return Self::reply_entry(&self.fs, parent.0, self.names_uncached, reply, r);
         }
         let name = name_bytes(name);
         let uncached = self.names_uncached;
         self.start(req, move |fs, cred| async move {
-            Self::reply_entry(uncached, reply, fs.lookup(parent.0, &name, &cred).await)
+            Self::reply_entry(&fs, parent.0, uncached, reply, fs.lookup(parent.0, &name, &cred).await)
         });
     }
 
@@ -450,7 +478,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         self.start(req, move |fs, cred| async move {
             match fs.getattr(ino.0, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failed(&fs, ino.0, &e)),
             }
         });
     }
@@ -483,7 +511,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         self.spawn(req, move |fs, cred| async move {
             match fs.setattr(ino.0, attrs, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failed(&fs, ino.0, &e)),
             }
         });
     }
@@ -492,7 +520,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         self.start(req, move |fs, cred| async move {
             match fs.readlink(ino.0, &cred).await {
                 Ok(target) => reply.data(&target),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failed(&fs, ino.0, &e)),
             }
         });
     }
@@ -510,7 +538,13 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         let name = name_bytes(name);
         let uncached = self.names_uncached;
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_entry(uncached, reply, fs.mknod(parent.0, &name, mode, u64::from(rdev), &cred).await)
+            Self::reply_entry(
+                &fs,
+                parent.0,
+                uncached,
+                reply,
+                fs.mknod(parent.0, &name, mode, u64::from(rdev), &cred).await,
+            )
         });
     }
 
@@ -518,21 +552,21 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         let name = name_bytes(name);
         let uncached = self.names_uncached;
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_entry(uncached, reply, fs.mkdir(parent.0, &name, mode, &cred).await)
+            Self::reply_entry(&fs, parent.0, uncached, reply, fs.mkdir(parent.0, &name, mode, &cred).await)
         });
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_bytes(name);
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_empty(reply, fs.unlink(parent.0, &name, &cred).await)
+            Self::reply_empty_at(&fs, parent.0, reply, fs.unlink(parent.0, &name, &cred).await)
         });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_bytes(name);
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_empty(reply, fs.rmdir(parent.0, &name, &cred).await)
+            Self::reply_empty_at(&fs, parent.0, reply, fs.rmdir(parent.0, &name, &cred).await)
         });
     }
 
@@ -541,7 +575,13 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         let target = target.as_os_str().as_bytes().to_vec();
         let uncached = self.names_uncached;
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_entry(uncached, reply, fs.symlink(parent.0, &name, &target, &cred).await)
+            Self::reply_entry(
+                &fs,
+                parent.0,
+                uncached,
+                reply,
+                fs.symlink(parent.0, &name, &target, &cred).await,
+            )
         });
     }
 
@@ -563,7 +603,12 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         }
         let (name, newname) = (name_bytes(name), name_bytes(newname));
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_empty(reply, fs.rename(parent.0, &name, newparent.0, &newname, &cred).await)
+            let r = fs.rename(parent.0, &name, newparent.0, &newname, &cred).await;
+            if r.as_ref().is_err_and(FsError::is_stale) {
+                // Either directory may be the one gone.
+                fs.forget_stale(newparent.0);
+            }
+            Self::reply_empty_at(&fs, parent.0, reply, r)
         });
     }
 
@@ -571,7 +616,13 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         let newname = name_bytes(newname);
         let uncached = self.names_uncached;
         self.spawn(req, move |fs, cred| async move {
-            Self::reply_entry(uncached, reply, fs.link(ino.0, newparent.0, &newname, &cred).await)
+            Self::reply_entry(
+                &fs,
+                newparent.0,
+                uncached,
+                reply,
+                fs.link(ino.0, newparent.0, &newname, &cred).await,
+            )
         });
     }
 
@@ -636,7 +687,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                     };
                     reply.opened(FileHandle(o.fh), keep)
                 }
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failed(&fs, ino.0, &e)),
             }
         });
     }
@@ -981,7 +1032,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         self.start(req, move |fs, cred| async move {
             match fs.opendir(ino.0, &cred).await {
                 Ok(dh) => reply.opened(FileHandle(dh), FopenFlags::empty()),
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failed(&fs, ino.0, &e)),
             }
         });
     }
@@ -994,7 +1045,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             loop {
                 let entries = match fs.readdir(fh.0, after).await {
                     Ok(e) => e,
-                    Err(e) => return reply.error(errno(&e)),
+                    Err(e) => return reply.error(failed(&fs, ino.0, &e)),
                 };
                 if entries.is_empty() {
                     return reply.ok();
@@ -1031,7 +1082,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             loop {
                 let entries = match fs.readdir(fh.0, after).await {
                     Ok(e) => e,
-                    Err(e) => return reply.error(errno(&e)),
+                    Err(e) => return reply.error(failed(&fs, ino.0, &e)),
                 };
                 if entries.is_empty() {
                     return reply.ok();
@@ -1121,7 +1172,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         self.start(req, move |fs, cred| async move {
-            Self::reply_empty(reply, fs.access(ino.0, mask.bits(), &cred).await)
+            Self::reply_empty_at(&fs, ino.0, reply, fs.access(ino.0, mask.bits(), &cred).await)
         });
     }
 
@@ -1150,7 +1201,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                         FopenFlags::empty(),
                     )
                 }
-                Err(e) => reply.error(errno(&e)),
+                Err(e) => reply.error(failed(&fs, parent.0, &e)),
             }
         });
     }

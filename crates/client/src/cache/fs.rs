@@ -216,6 +216,9 @@ pub(crate) struct DirHandle {
     pub(crate) page_after: u64,
     /// The last page reached the end of the directory.
     pub(crate) eof: bool,
+    /// The open checked the kept listing (close-to-open), so the first
+    /// read from offset 0 need not.
+    pub(crate) checked: bool,
 }
 
 /// What an [`OpenFile`] needs from the cache when it goes away; a trait
@@ -575,6 +578,37 @@ impl<C: NfsOps> CachedFs<C> {
             closes_written_back_later: c.closes_written_back_later.load(Ordering::Relaxed),
             files_read_ahead: c.files_read_ahead.load(Ordering::Relaxed),
             files_read_ahead_calls: c.files_read_ahead_calls.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The server called `ino`'s file handle stale: the object is gone
+    /// (another client removed it). Nothing cached about it is trusted any
+    /// more, and the names that led to it are forgotten, along with their
+    /// directories' listings and trust (they changed on the server). The
+    /// kernel walks the path again after ESTALE, looking each name up with
+    /// us afresh; that lookup now asks the server and finds what is there
+    /// now (ENOENT, or another object made under the name), as a kernel NFS
+    /// mount's retry does, where answered from the cache it met the same
+    /// stale object again and the program got ESTALE. Rare, so the
+    /// directories are searched rather than indexed.
+    pub fn forget_stale(&self, ino: u64) {
+        let s = &self.shared;
+        let Some(inode) = s.inodes.get(ino) else { return };
+        inode.state.lock().forget_stale();
+        if ino == ROOT_INO {
+            // No name leads to the export's root.
+            return;
+        }
+        for dir in s.inodes.dirs() {
+            let mut st = dir.state.lock();
+            let before = st.names.len();
+            st.names.retain(|_, d| !matches!(d, Dentry::Positive(fh) if *fh == inode.fh));
+            if st.names.len() != before {
+                // Its names are all still true but the one; its listing is not.
+                st.attr_timeout = Duration::ZERO;
+                st.complete = false;
+                st.drop_listing();
+            }
         }
     }
 

@@ -672,6 +672,17 @@ impl InodeState {
         self.drop_listing();
     }
 
+    /// The server called the object's handle stale: trust nothing cached
+    /// about it until the server answers again (a zero period, as for
+    /// attributes dropped; see `vouched`), and for a directory, none of its
+    /// names or its listing.
+    pub(crate) fn forget_stale(&mut self) {
+        self.attr_timeout = Duration::ZERO;
+        self.names.clear();
+        self.complete = false;
+        self.drop_listing();
+    }
+
     /// Forget the cached listing, and any being fetched.
     pub(crate) fn drop_listing(&mut self) {
         self.listing = None;
@@ -926,6 +937,12 @@ impl InodeTable {
         // The number is in use again: what it named before is not this.
         self.forgotten.lock().by_ino.remove(&ino);
         (inode, true)
+    }
+
+    /// The directories known now (a snapshot; the table's lock is not held
+    /// after).
+    pub(crate) fn dirs(&self) -> Vec<Arc<Inode>> {
+        self.tables.read().by_ino.values().filter(|i| i.is_dir()).cloned().collect()
     }
 
     /// Forget an inode the kernel no longer references (its handle is

@@ -143,6 +143,11 @@ pub enum FsError {
 }
 
 impl FsError {
+    /// The server called the handle stale (see [`CachedFs::forget_stale`]).
+    pub fn is_stale(&self) -> bool {
+        matches!(self, FsError::Nfs(NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Stale)))
+    }
+
     /// The errno to return to the kernel or print.
     pub fn errno(&self) -> i32 {
         match self {
