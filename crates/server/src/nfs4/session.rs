@@ -123,6 +123,37 @@ pub(crate) struct SlotGuard {
     done: bool,
 }
 
+/// Connections a session's fore channel lists before the closed ones are
+/// dropped from the list.
+const FORE_CONNS_PRUNE_AT: usize = 8;
+
+impl Session {
+    /// Bind connection `id` to the fore channel (`alive`: whether a
+    /// connection is still open).
+    pub(crate) fn bind_fore(&self, id: u64, alive: impl Fn(u64) -> bool) {
+        bind_conn_id(&mut self.fore_conns.lock(), id, alive);
+    }
+
+    /// Whether connection `id` is bound to the fore channel.
+    pub(crate) fn fore_bound(&self, id: u64) -> bool {
+        self.fore_conns.lock().contains(&id)
+    }
+}
+
+/// Add `id` to a session's connections, dropping those no longer `alive`
+/// once there are [`FORE_CONNS_PRUNE_AT`]: a client whose connections come
+/// and go (the mount's lanes after failures, reconnects) would otherwise
+/// grow the list, which every SEQUENCE searches, for the session's life.
+fn bind_conn_id(conns: &mut Vec<u64>, id: u64, alive: impl Fn(u64) -> bool) {
+    if conns.contains(&id) {
+        return;
+    }
+    if conns.len() >= FORE_CONNS_PRUNE_AT {
+        conns.retain(|c| alive(*c));
+    }
+    conns.push(id);
+}
+
 impl SlotGuard {
     /// Keep `reply` for retries (if it fits) and free the slot.
     pub(crate) fn finish(mut self, reply: Option<Bytes>) {
@@ -323,7 +354,28 @@ pub(crate) fn request_hash(tag: &[u8], rest: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::request_hash;
+    use super::{bind_conn_id, request_hash, FORE_CONNS_PRUNE_AT};
+
+    #[test]
+    fn closed_connections_leave_a_sessions_list_once_it_grows() {
+        let mut conns = Vec::new();
+        let open = |c: u64| c.is_multiple_of(2);
+        for id in 1..=1000u64 {
+            bind_conn_id(&mut conns, id, open);
+            bind_conn_id(&mut conns, id, open);
+            assert!(conns.len() <= 2 * FORE_CONNS_PRUNE_AT + 500, "{} listed after {id}", conns.len());
+        }
+        // Every open one stays; closed ones only since the last pruning.
+        assert!((2..=1000).step_by(2).all(|c| conns.contains(&c)), "an open connection was dropped");
+        assert!(conns.iter().filter(|c| !open(**c)).count() < FORE_CONNS_PRUNE_AT, "{conns:?}");
+        assert_eq!(conns.iter().filter(|c| **c == 1000).count(), 1, "listed once");
+        // A short list keeps even closed ones (nothing to gain).
+        let mut few = Vec::new();
+        for id in [1, 3, 5] {
+            bind_conn_id(&mut few, id, |_| false);
+        }
+        assert_eq!(few, [1, 3, 5]);
+    }
 
     #[test]
     fn a_request_digest_changes_with_any_byte_and_with_where_the_tag_ends() {

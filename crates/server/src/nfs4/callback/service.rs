@@ -57,6 +57,11 @@ impl Callbacks {
         self.channel.get().and_then(Weak::upgrade)
     }
 
+    /// Whether connection `conn` is still open (true when not known).
+    pub(crate) fn conn_alive(&self, conn: u64) -> bool {
+        self.channel().is_none_or(|ch| ch.alive(conn))
+    }
+
     /// A reply to one of our calls arrived.
     pub(crate) fn reply_arrived(&self, header: ReplyHeader, body: Bytes) {
         if let Some(tx) = self.events.lock().as_ref() {

@@ -382,10 +382,7 @@ impl Nfs4 {
         drop(slots);
         // A request on a connection not bound to the session binds it (SP4_NONE).
         if call.conn.id != 0 {
-            let mut conns = session.fore_conns.lock();
-            if !conns.contains(&call.conn.id) {
-                conns.push(call.conn.id);
-            }
+            session.bind_fore(call.conn.id, |c| self.back.conn_alive(c));
         }
         session.client.renew(now);
         // Lapsed records go now and then (after this client's own renewal).
@@ -437,10 +434,7 @@ impl Nfs4 {
             }
         };
         if matches!(dir, ChannelDirFromServer4::Fore | ChannelDirFromServer4::Both) {
-            let mut conns = session.fore_conns.lock();
-            if !conns.contains(&id) {
-                conns.push(id);
-            }
+            session.bind_fore(id, |c| self.back.conn_alive(c));
         }
         if matches!(dir, ChannelDirFromServer4::Back | ChannelDirFromServer4::Both) {
             session.back.bind(id);
@@ -462,7 +456,7 @@ impl Nfs4 {
         let Some(session) = self.sessions.session(&a.sessionid) else {
             return Res4::Err(Nfsstat4::Badsession);
         };
-        if current.is_none() && call.conn.id != 0 && !session.fore_conns.lock().contains(&call.conn.id) {
+        if current.is_none() && call.conn.id != 0 && !session.fore_bound(call.conn.id) {
             return Res4::Err(Nfsstat4::ConnNotBoundToSession);
         }
         self.drop_session(&session);
