@@ -155,8 +155,15 @@ pub struct CompoundKind {
 /// What a COMPOUND is for: its first operation that is not bookkeeping
 /// (current file handles, the attributes and checks around an operation,
 /// lookups on the way), else its first lookup or check, else its first
-/// GETATTR; `OP_SEQUENCE` for none (a renewal).
+/// GETATTR; `OP_SEQUENCE` for none (a renewal). CLOSEs riding at the end
+/// (PUTFH, CLOSE pairs after the request's own operations) are not what it
+/// is for, unless they are all it is.
 fn main_op(ops: &[ArgOp]) -> u32 {
+    let mut end = ops.len();
+    while end >= 2 && matches!((&ops[end - 2], &ops[end - 1]), (ArgOp::Putfh(_), ArgOp::Close(_))) {
+        end -= 2;
+    }
+    let ops = if end > 0 { &ops[..end] } else { ops };
     const PUTS: &[u32] = &[OP_PUTFH, OP_PUTROOTFH, OP_PUTPUBFH, OP_SAVEFH, OP_RESTOREFH];
     const AROUND: &[u32] = &[OP_GETFH, OP_GETATTR];
     const ON_THE_WAY: &[u32] = &[OP_ACCESS, OP_VERIFY, OP_NVERIFY, OP_LOOKUP, OP_LOOKUPP];
@@ -1187,9 +1194,13 @@ mod tests {
         let read = ArgOp::Read(Read4Args { stateid: Stateid4::ANONYMOUS, offset: 0, count: 1 });
         assert_eq!(name(&[fh(), access, getattr(), read]), "READ", "a check on the way is not the point");
         assert_eq!(
-            name(&[fh(), ArgOp::Savefh(()), lookup, ArgOp::Restorefh(()), remove, getattr()]),
+            name(&[fh(), ArgOp::Savefh(()), lookup.clone(), ArgOp::Restorefh(()), remove, getattr()]),
             "REMOVE"
         );
         assert_eq!(name(&[]), "SEQUENCE", "a renewal");
+        let close = || ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::ANONYMOUS });
+        let looked = [fh(), lookup.clone(), ArgOp::Getfh(()), getattr(), fh(), close(), fh(), close()];
+        assert_eq!(name(&looked), "LOOKUP", "CLOSEs riding along");
+        assert_eq!(name(&[fh(), close(), fh(), close()]), "CLOSE", "CLOSEs alone");
     }
 }
