@@ -235,7 +235,8 @@ fn encode_values(
     want: &Bitmap4,
 ) -> Fattr4 {
     let (mut handle, mut xattrs) = (Some(handle), Some(xattrs));
-    let mut mask = Bitmap4(Vec::with_capacity(want.0.len()));
+    // The answer's bitmap: the words of `want`'s, each bit kept as its value is written.
+    let mut mask = Bitmap4(vec![0; want.0.len()]);
     let mut vals: Vec<u8> = Vec::with_capacity(VALS_BYTES_TYPICAL);
     for (w, word) in want.0.iter().enumerate() {
         let mut bits = *word;
@@ -248,10 +249,11 @@ fn encode_values(
                 n => values.encode(n, &mut vals),
             };
             if done {
-                mask.set(n);
+                mask.0[w] |= 1 << (n % 32);
             }
         }
     }
+    mask.trim();
     Fattr4 { attrmask: mask, attr_vals: Opaque(Bytes::from(vals)) }
 }
 
@@ -384,9 +386,8 @@ pub(crate) fn decode_set(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
 
 /// Decode attributes to set by SETATTR (delegated times included: the caller checks the stateid).
 pub(crate) fn decode_setattr(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
-    let supported = supported();
     for n in f.attrmask.iter() {
-        if !supported.contains(n) {
+        if !SUPPORTED.contains(&n) {
             return Err(Nfsstat4::Attrnotsupp);
         }
         if is_read_only(n) {
