@@ -15,7 +15,7 @@ use super::Nfs4;
 use crate::call::Call;
 use eagernfs_proto::nfs4::*;
 use eagernfs_vfs::{Attr, FileType, FsProperties, FsStat, SetAttr, SetTime, Timestamp};
-use eagernfs_xdr::{Bytes, Opaque};
+use eagernfs_xdr::{Bytes, Encode, Opaque};
 
 /// The fsid of the pseudo-root's directories (exports use their id as `major`, a u32).
 pub(crate) const PSEUDO_FSID: Fsid4 = Fsid4 { major: u64::MAX, minor: u64::MAX };
@@ -151,179 +151,195 @@ pub(crate) struct Source<'a, 'c> {
     pub(crate) mounted_on: Option<u64>,
 }
 
-/// Encode the attributes in `want` that this server supports (write-only ones are the caller's to refuse).
+/// Bytes [`encode`] reserves for the values: what a READDIR entry or a GETATTR carries (type,
+/// sizes, ids, owners, times, a handle) without growing.
+const VALS_BYTES_TYPICAL: usize = 256;
+
+/// The attributes that need the backend's [`FsProperties`].
+const NEEDS_PROPS: &[u32] = &[
+    FATTR4_LINK_SUPPORT,
+    FATTR4_SYMLINK_SUPPORT,
+    FATTR4_CASE_INSENSITIVE,
+    FATTR4_CASE_PRESERVING,
+    FATTR4_MAXFILESIZE,
+    FATTR4_MAXLINK,
+    FATTR4_MAXNAME,
+    FATTR4_TIME_DELTA,
+];
+
+/// The attributes that need the backend's [`FsStat`] (a system call).
+const NEEDS_STAT: &[u32] = &[
+    FATTR4_FILES_AVAIL,
+    FATTR4_FILES_FREE,
+    FATTR4_FILES_TOTAL,
+    FATTR4_SPACE_AVAIL,
+    FATTR4_SPACE_FREE,
+    FATTR4_SPACE_TOTAL,
+];
+
+/// Encode the attributes in `want` that this server supports (write-only ones are the caller's
+/// to refuse).
+///
+/// Each value goes straight into the `fattr4`'s buffer, in bit order, as it is found: no
+/// [`FileAttrs`] with every attribute an `Option`, no owner `String`s, no mask computed after
+/// (a READDIR encodes this per entry: issue 34's profile). The bytes are those of
+/// `FileAttrs::to_fattr` of the same values (the test `direct_encoding_is_file_attrs_encoding`).
 pub(crate) fn encode(v4: &Nfs4, call: &Call, src: &Source, want: &Bitmap4) -> Fattr4 {
-    let has = |n| want.contains(n);
     let a = src.attr;
-    let (fsid, props, obj): (Fsid4, FsProperties, Option<&Obj>) = match src.cur {
-        Cur::Pseudo(_) => (PSEUDO_FSID, pseudo_properties(), None),
-        Cur::Obj(o) => {
-            (Fsid4 { major: o.export.id as u64, minor: a.fsid }, o.backend().properties(), Some(o))
-        }
+    let obj: Option<&Obj> = match src.cur {
+        Cur::Pseudo(_) => None,
+        Cur::Obj(o) => Some(o),
     };
-    let stat = if [
-        FATTR4_FILES_AVAIL,
-        FATTR4_FILES_FREE,
-        FATTR4_FILES_TOTAL,
-        FATTR4_SPACE_AVAIL,
-        FATTR4_SPACE_FREE,
-        FATTR4_SPACE_TOTAL,
-    ]
-    .iter()
-    .any(|n| has(*n))
-    {
+    let fsid = match obj {
+        None => PSEUDO_FSID,
+        Some(o) => Fsid4 { major: o.export.id as u64, minor: a.fsid },
+    };
+    let asked = |set: &[u32]| set.iter().any(|n| want.contains(*n));
+    let props = if asked(NEEDS_PROPS) {
+        obj.map_or_else(pseudo_properties, |o| o.backend().properties())
+    } else {
+        pseudo_properties()
+    };
+    let stat = if asked(NEEDS_STAT) {
         obj.and_then(|o| o.backend().fsstat(&o.fh).ok()).unwrap_or_default()
     } else {
         FsStat::default()
     };
-    let cfg = &call.state.config;
-    let mut f = FileAttrs::default();
-    if has(FATTR4_SUPPORTED_ATTRS) {
-        f.supported_attrs = Some(supported());
+    let values = Values {
+        attr: a,
+        fsid,
+        props,
+        stat,
+        lease_secs: v4.lease_secs(),
+        read_max: call.state.config.read_max_bytes as u64,
+        write_max: call.state.config.write_max_bytes as u64,
+        mounted_on: src.mounted_on.unwrap_or(a.fileid),
+    };
+    // The handle straight from the object's wire form (a clone of a `Bytes` made for this
+    // reply would allocate to share it).
+    let handle = |v: &mut Vec<u8>| match src.cur {
+        Cur::Pseudo(id) => eagernfs_xdr::encode_opaque(v, &id.to_be_bytes()),
+        Cur::Obj(o) => eagernfs_xdr::encode_opaque(v, &o.wire),
+    };
+    // Whether the backend keeps extended attributes for this object.
+    let xattrs = || obj.is_some_and(|o| o.backend().listxattr(&o.cred, &o.fh).is_ok());
+    encode_values(&values, handle, xattrs, want)
+}
+
+/// [`encode`] of `values`, the file handle (`handle` appends it) and whether the object has
+/// extended attributes (each asked only if wanted).
+fn encode_values(
+    values: &Values,
+    handle: impl FnOnce(&mut Vec<u8>),
+    xattrs: impl FnOnce() -> bool,
+    want: &Bitmap4,
+) -> Fattr4 {
+    let (mut handle, mut xattrs) = (Some(handle), Some(xattrs));
+    // The answer's bitmap: the words of `want`'s, each bit kept as its value is written.
+    let mut mask = Bitmap4(vec![0; want.0.len()]);
+    let mut vals: Vec<u8> = Vec::with_capacity(VALS_BYTES_TYPICAL);
+    for (w, word) in want.0.iter().enumerate() {
+        let mut bits = *word;
+        while bits != 0 {
+            let n = w as u32 * 32 + bits.trailing_zeros();
+            bits &= bits - 1;
+            let done = match n {
+                FATTR4_FILEHANDLE => handle.take().map(|f| f(&mut vals)).is_some(),
+                FATTR4_XATTR_SUPPORT => xattrs.take().map(|f| f().encode(&mut vals)).is_some(),
+                n => values.encode(n, &mut vals),
+            };
+            if done {
+                mask.0[w] |= 1 << (n % 32);
+            }
+        }
     }
-    if has(FATTR4_TYPE) {
-        f.ftype = Some(ftype4(a.ftype));
+    mask.trim();
+    Fattr4 { attrmask: mask, attr_vals: Opaque(Bytes::from(vals)) }
+}
+
+/// What [`encode`]'s values come from, but the handle and the extended attributes.
+struct Values<'a> {
+    attr: &'a Attr,
+    fsid: Fsid4,
+    props: FsProperties,
+    stat: FsStat,
+    lease_secs: u32,
+    read_max: u64,
+    write_max: u64,
+    mounted_on: u64,
+}
+
+impl Values<'_> {
+    /// Append attribute `n`'s value to `v` if this server returns it (else nothing, and false).
+    fn encode(&self, n: u32, v: &mut Vec<u8>) -> bool {
+        let (a, props, stat) = (self.attr, &self.props, &self.stat);
+        match n {
+            FATTR4_SUPPORTED_ATTRS => supported().encode(v),
+            FATTR4_TYPE => ftype4(a.ftype).encode(v),
+            FATTR4_FH_EXPIRE_TYPE => FH4_PERSISTENT.encode(v),
+            FATTR4_CHANGE => change_of(a.ctime).encode(v),
+            FATTR4_SIZE => a.size.encode(v),
+            FATTR4_LINK_SUPPORT => props.supports_hard_links.encode(v),
+            FATTR4_SYMLINK_SUPPORT => props.supports_symlinks.encode(v),
+            FATTR4_NAMED_ATTR => false.encode(v),
+            FATTR4_FSID => self.fsid.encode(v),
+            FATTR4_UNIQUE_HANDLES => true.encode(v),
+            FATTR4_LEASE_TIME => self.lease_secs.encode(v),
+            FATTR4_RDATTR_ERROR => Nfsstat4::Ok.encode(v),
+            FATTR4_ACLSUPPORT => 0u32.encode(v),
+            FATTR4_CANSETTIME => true.encode(v),
+            FATTR4_CASE_INSENSITIVE => props.case_insensitive.encode(v),
+            FATTR4_CASE_PRESERVING => props.case_preserving.encode(v),
+            FATTR4_CHOWN_RESTRICTED => true.encode(v),
+            FATTR4_FILEID => a.fileid.encode(v),
+            FATTR4_FILES_AVAIL => stat.avail_files.encode(v),
+            FATTR4_FILES_FREE => stat.free_files.encode(v),
+            FATTR4_FILES_TOTAL => stat.total_files.encode(v),
+            FATTR4_HOMOGENEOUS => true.encode(v),
+            FATTR4_MAXFILESIZE => props.max_file_size.encode(v),
+            FATTR4_MAXLINK => props.link_max.encode(v),
+            FATTR4_MAXNAME => props.name_max.encode(v),
+            FATTR4_MAXREAD => self.read_max.encode(v),
+            FATTR4_MAXWRITE => self.write_max.encode(v),
+            FATTR4_MODE => (a.mode & 0o7777).encode(v),
+            FATTR4_NO_TRUNC => true.encode(v),
+            FATTR4_NUMLINKS => a.nlink.encode(v),
+            FATTR4_OWNER => encode_id(v, a.uid),
+            FATTR4_OWNER_GROUP => encode_id(v, a.gid),
+            FATTR4_RAWDEV => Specdata4 { specdata1: a.rdev.0, specdata2: a.rdev.1 }.encode(v),
+            FATTR4_SPACE_AVAIL => stat.avail_bytes.encode(v),
+            FATTR4_SPACE_FREE => stat.free_bytes.encode(v),
+            FATTR4_SPACE_TOTAL => stat.total_bytes.encode(v),
+            FATTR4_SPACE_USED => a.used.encode(v),
+            FATTR4_TIME_ACCESS => time4(a.atime).encode(v),
+            FATTR4_TIME_DELTA => time4(props.time_delta).encode(v),
+            FATTR4_TIME_METADATA => time4(a.ctime).encode(v),
+            FATTR4_TIME_MODIFY => time4(a.mtime).encode(v),
+            FATTR4_MOUNTED_ON_FILEID => self.mounted_on.encode(v),
+            FATTR4_SUPPATTR_EXCLCREAT => Bitmap4::from_bits(EXCLCREAT).encode(v),
+            FATTR4_TIME_DELEG_ACCESS => time4(a.atime).encode(v),
+            FATTR4_TIME_DELEG_MODIFY => time4(a.mtime).encode(v),
+            FATTR4_OPEN_ARGUMENTS => open_arguments().encode(v),
+            _ => return false,
+        }
+        true
     }
-    if has(FATTR4_FH_EXPIRE_TYPE) {
-        f.fh_expire_type = Some(FH4_PERSISTENT);
+}
+
+/// An owner or group as it goes out: the number in decimal, as a `utf8str_mixed`.
+fn encode_id(v: &mut Vec<u8>, id: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut x = id;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (x % 10) as u8;
+        x /= 10;
+        if x == 0 {
+            break;
+        }
     }
-    if has(FATTR4_CHANGE) {
-        f.change = Some(change_of(a.ctime));
-    }
-    if has(FATTR4_SIZE) {
-        f.size = Some(a.size);
-    }
-    if has(FATTR4_LINK_SUPPORT) {
-        f.link_support = Some(props.supports_hard_links);
-    }
-    if has(FATTR4_SYMLINK_SUPPORT) {
-        f.symlink_support = Some(props.supports_symlinks);
-    }
-    if has(FATTR4_NAMED_ATTR) {
-        f.named_attr = Some(false);
-    }
-    if has(FATTR4_FSID) {
-        f.fsid = Some(fsid);
-    }
-    if has(FATTR4_UNIQUE_HANDLES) {
-        f.unique_handles = Some(true);
-    }
-    if has(FATTR4_LEASE_TIME) {
-        f.lease_time = Some(v4.lease_secs());
-    }
-    if has(FATTR4_RDATTR_ERROR) {
-        f.rdattr_error = Some(Nfsstat4::Ok);
-    }
-    if has(FATTR4_ACLSUPPORT) {
-        f.aclsupport = Some(0);
-    }
-    if has(FATTR4_CANSETTIME) {
-        f.cansettime = Some(true);
-    }
-    if has(FATTR4_CASE_INSENSITIVE) {
-        f.case_insensitive = Some(props.case_insensitive);
-    }
-    if has(FATTR4_CASE_PRESERVING) {
-        f.case_preserving = Some(props.case_preserving);
-    }
-    if has(FATTR4_CHOWN_RESTRICTED) {
-        f.chown_restricted = Some(true);
-    }
-    if has(FATTR4_FILEHANDLE) {
-        f.filehandle = Some(src.cur.wire());
-    }
-    if has(FATTR4_FILEID) {
-        f.fileid = Some(a.fileid);
-    }
-    if has(FATTR4_FILES_AVAIL) {
-        f.files_avail = Some(stat.avail_files);
-    }
-    if has(FATTR4_FILES_FREE) {
-        f.files_free = Some(stat.free_files);
-    }
-    if has(FATTR4_FILES_TOTAL) {
-        f.files_total = Some(stat.total_files);
-    }
-    if has(FATTR4_HOMOGENEOUS) {
-        f.homogeneous = Some(true);
-    }
-    if has(FATTR4_MAXFILESIZE) {
-        f.maxfilesize = Some(props.max_file_size);
-    }
-    if has(FATTR4_MAXLINK) {
-        f.maxlink = Some(props.link_max);
-    }
-    if has(FATTR4_MAXNAME) {
-        f.maxname = Some(props.name_max);
-    }
-    if has(FATTR4_MAXREAD) {
-        f.maxread = Some(cfg.read_max_bytes as u64);
-    }
-    if has(FATTR4_MAXWRITE) {
-        f.maxwrite = Some(cfg.write_max_bytes as u64);
-    }
-    if has(FATTR4_MODE) {
-        f.mode = Some(a.mode & 0o7777);
-    }
-    if has(FATTR4_NO_TRUNC) {
-        f.no_trunc = Some(true);
-    }
-    if has(FATTR4_NUMLINKS) {
-        f.numlinks = Some(a.nlink);
-    }
-    if has(FATTR4_OWNER) {
-        f.owner = Some(Opaque(Bytes::from(a.uid.to_string())));
-    }
-    if has(FATTR4_OWNER_GROUP) {
-        f.owner_group = Some(Opaque(Bytes::from(a.gid.to_string())));
-    }
-    if has(FATTR4_RAWDEV) {
-        f.rawdev = Some(Specdata4 { specdata1: a.rdev.0, specdata2: a.rdev.1 });
-    }
-    if has(FATTR4_SPACE_AVAIL) {
-        f.space_avail = Some(stat.avail_bytes);
-    }
-    if has(FATTR4_SPACE_FREE) {
-        f.space_free = Some(stat.free_bytes);
-    }
-    if has(FATTR4_SPACE_TOTAL) {
-        f.space_total = Some(stat.total_bytes);
-    }
-    if has(FATTR4_SPACE_USED) {
-        f.space_used = Some(a.used);
-    }
-    if has(FATTR4_TIME_ACCESS) {
-        f.time_access = Some(time4(a.atime));
-    }
-    if has(FATTR4_TIME_DELTA) {
-        f.time_delta = Some(time4(props.time_delta));
-    }
-    if has(FATTR4_TIME_METADATA) {
-        f.time_metadata = Some(time4(a.ctime));
-    }
-    if has(FATTR4_TIME_MODIFY) {
-        f.time_modify = Some(time4(a.mtime));
-    }
-    if has(FATTR4_MOUNTED_ON_FILEID) {
-        f.mounted_on_fileid = Some(src.mounted_on.unwrap_or(a.fileid));
-    }
-    if has(FATTR4_XATTR_SUPPORT) {
-        // Whether the backend keeps extended attributes for this object.
-        f.xattr_support = Some(obj.is_some_and(|o| o.backend().listxattr(&o.cred, &o.fh).is_ok()));
-    }
-    if has(FATTR4_SUPPATTR_EXCLCREAT) {
-        f.suppattr_exclcreat = Some(Bitmap4::from_bits(EXCLCREAT));
-    }
-    if has(FATTR4_TIME_DELEG_ACCESS) {
-        f.time_deleg_access = Some(time4(a.atime));
-    }
-    if has(FATTR4_TIME_DELEG_MODIFY) {
-        f.time_deleg_modify = Some(time4(a.mtime));
-    }
-    if has(FATTR4_OPEN_ARGUMENTS) {
-        f.open_arguments = Some(open_arguments());
-    }
-    f.to_fattr()
+    eagernfs_xdr::encode_opaque(v, &digits[at..]);
 }
 
 fn pseudo_properties() -> FsProperties {
@@ -370,9 +386,8 @@ pub(crate) fn decode_set(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
 
 /// Decode attributes to set by SETATTR (delegated times included: the caller checks the stateid).
 pub(crate) fn decode_setattr(v4: &Nfs4, f: &Fattr4) -> Result<ToSet, Nfsstat4> {
-    let supported = supported();
     for n in f.attrmask.iter() {
-        if !supported.contains(n) {
+        if !SUPPORTED.contains(&n) {
             return Err(Nfsstat4::Attrnotsupp);
         }
         if is_read_only(n) {
@@ -471,5 +486,147 @@ mod tests {
         let b = change_of(Timestamp { secs: 5, nsecs: 2 });
         assert!(b > a);
         assert_eq!(change_of(Timestamp { secs: -3, nsecs: 0 }), 0);
+    }
+
+    #[test]
+    fn direct_encoding_is_file_attrs_encoding() {
+        let t = |secs, nsecs| Timestamp { secs, nsecs };
+        let attr = Attr {
+            ftype: FileType::Regular,
+            mode: 0o104755,
+            nlink: 3,
+            uid: 4_000_000_123,
+            gid: 0,
+            size: 1 << 40,
+            used: 8192,
+            rdev: (7, 9),
+            fsid: 0xfeed,
+            fileid: 0x1234_5678_9abc,
+            atime: t(1_700_000_000, 5),
+            mtime: t(1_700_000_001, 999_999_999),
+            ctime: t(1_700_000_002, 1),
+        };
+        let props = FsProperties {
+            max_file_size: u64::MAX / 3,
+            time_delta: t(0, 1),
+            supports_hard_links: true,
+            supports_symlinks: false,
+            link_max: 65000,
+            name_max: 255,
+            case_insensitive: false,
+            case_preserving: true,
+            holes_reported: true,
+        };
+        let stat = FsStat {
+            total_bytes: 11,
+            free_bytes: 12,
+            avail_bytes: 13,
+            total_files: 14,
+            free_files: 15,
+            avail_files: 16,
+        };
+        let values = Values {
+            attr: &attr,
+            fsid: Fsid4 { major: 3, minor: attr.fsid },
+            props: props.clone(),
+            stat,
+            lease_secs: 90,
+            read_max: 1 << 20,
+            write_max: 1 << 19,
+            mounted_on: 77,
+        };
+        let wire = NfsFh4 { data: Opaque(Bytes::from_static(b"\0\0\0\x03handle-bytes")) };
+        // What the encoder built before it wrote values straight into the buffer.
+        let s = |ts: Timestamp| Some(time4(ts));
+        let every = FileAttrs {
+            supported_attrs: Some(supported()),
+            ftype: Some(NfsFtype4::Reg),
+            fh_expire_type: Some(FH4_PERSISTENT),
+            change: Some(change_of(attr.ctime)),
+            size: Some(attr.size),
+            link_support: Some(true),
+            symlink_support: Some(false),
+            named_attr: Some(false),
+            fsid: Some(values.fsid),
+            unique_handles: Some(true),
+            lease_time: Some(90),
+            rdattr_error: Some(Nfsstat4::Ok),
+            aclsupport: Some(0),
+            cansettime: Some(true),
+            case_insensitive: Some(false),
+            case_preserving: Some(true),
+            chown_restricted: Some(true),
+            filehandle: Some(wire.clone()),
+            fileid: Some(attr.fileid),
+            files_avail: Some(16),
+            files_free: Some(15),
+            files_total: Some(14),
+            homogeneous: Some(true),
+            maxfilesize: Some(props.max_file_size),
+            maxlink: Some(65000),
+            maxname: Some(255),
+            maxread: Some(1 << 20),
+            maxwrite: Some(1 << 19),
+            mode: Some(0o4755),
+            no_trunc: Some(true),
+            numlinks: Some(3),
+            owner: Some(Opaque(Bytes::from_static(b"4000000123"))),
+            owner_group: Some(Opaque(Bytes::from_static(b"0"))),
+            rawdev: Some(Specdata4 { specdata1: 7, specdata2: 9 }),
+            space_avail: Some(13),
+            space_free: Some(12),
+            space_total: Some(11),
+            space_used: Some(8192),
+            time_access: s(attr.atime),
+            time_delta: s(props.time_delta),
+            time_metadata: s(attr.ctime),
+            time_modify: s(attr.mtime),
+            mounted_on_fileid: Some(77),
+            suppattr_exclcreat: Some(Bitmap4::from_bits(EXCLCREAT)),
+            xattr_support: Some(true),
+            time_deleg_access: s(attr.atime),
+            time_deleg_modify: s(attr.mtime),
+            open_arguments: Some(open_arguments()),
+            ..FileAttrs::default()
+        };
+        // What the mount's READDIR asks for.
+        let listing = FileAttrs {
+            ftype: every.ftype,
+            change: every.change,
+            size: every.size,
+            fsid: every.fsid,
+            rdattr_error: every.rdattr_error,
+            filehandle: every.filehandle.clone(),
+            fileid: every.fileid,
+            mode: every.mode,
+            numlinks: every.numlinks,
+            owner: every.owner.clone(),
+            owner_group: every.owner_group.clone(),
+            rawdev: every.rawdev,
+            space_used: every.space_used,
+            time_access: every.time_access,
+            time_metadata: every.time_metadata,
+            time_modify: every.time_modify,
+            ..FileAttrs::default()
+        };
+        let ids =
+            FileAttrs { fileid: every.fileid, rdattr_error: every.rdattr_error, ..FileAttrs::default() };
+        // Write-only, unmodelled or unsupported attributes are left out of the answer.
+        let mut all = SUPPORTED.to_vec();
+        all.extend([FATTR4_ACL, FATTR4_TIME_ACCESS_SET, FATTR4_HIDDEN, 100]);
+        for (want, expected) in [
+            (Bitmap4::from_bits(&all), &every),
+            (listing.mask(), &listing),
+            (ids.mask(), &ids),
+            (Bitmap4::default(), &FileAttrs::default()),
+            (Bitmap4::from_bits(&[FATTR4_ACL, FATTR4_TIME_MODIFY_SET]), &FileAttrs::default()),
+        ] {
+            let direct = encode_values(&values, |v| wire.encode(v), || true, &want);
+            assert_eq!(direct, expected.to_fattr(), "asked for {want:?}");
+        }
+        // Only a request for it looks at the extended attributes or makes the handle.
+        let direct =
+            encode_values(&values, |_| panic!("handle made"), || panic!("xattrs listed"), &ids.mask());
+        assert_eq!(direct, ids.to_fattr());
     }
 }
