@@ -23,7 +23,7 @@ use eagernfs_proto::nfs3::{
     FSF3_CANSETTIME, FSF3_HOMOGENEOUS, FSF3_LINK, FSF3_SYMLINK,
 };
 use eagernfs_proto::nfs4::*;
-use eagernfs_xdr::{Error as XdrError, Opaque};
+use eagernfs_xdr::{Encode, Error as XdrError, Opaque};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 
@@ -347,8 +347,60 @@ fn settime(t: SetTime) -> Option<Settime4> {
     }
 }
 
-/// The attributes `s` sets, as SETATTR, CREATE and OPEN take them.
+/// The attributes `s` sets, as SETATTR, CREATE and OPEN take them: the
+/// `fattr4` [`FileAttrs::to_fattr`] makes of them, written directly (each
+/// value in bit order; owners as numbers) rather than through a
+/// `FileAttrs` and an owner `String` (issue 34's profile of an untar).
 pub(crate) fn to_fattr4(s: &Sattr3) -> Fattr4 {
+    let mut mask = [0u32; 2];
+    let mut set = |n: u32| mask[(n / 32) as usize] |= 1 << (n % 32);
+    let mut vals = Vec::with_capacity(64);
+    if let Some(size) = s.size {
+        set(FATTR4_SIZE);
+        size.encode(&mut vals);
+    }
+    if let Some(mode) = s.mode {
+        set(FATTR4_MODE);
+        (mode & 0o7777).encode(&mut vals);
+    }
+    let mut digits = [0u8; 10];
+    if let Some(uid) = s.uid {
+        set(FATTR4_OWNER);
+        eagernfs_xdr::encode_opaque(&mut vals, decimal(uid, &mut digits));
+    }
+    if let Some(gid) = s.gid {
+        set(FATTR4_OWNER_GROUP);
+        eagernfs_xdr::encode_opaque(&mut vals, decimal(gid, &mut digits));
+    }
+    if let Some(t) = settime(s.atime) {
+        set(FATTR4_TIME_ACCESS_SET);
+        t.encode(&mut vals);
+    }
+    if let Some(t) = settime(s.mtime) {
+        set(FATTR4_TIME_MODIFY_SET);
+        t.encode(&mut vals);
+    }
+    let mut attrmask = Bitmap4(mask.to_vec());
+    attrmask.trim();
+    Fattr4 { attrmask, attr_vals: Opaque(bytes::Bytes::from(vals)) }
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
+/// [`to_fattr4`] through [`FileAttrs`]: what it must equal.
+#[cfg(test)]
+fn to_fattr4_by_file_attrs(s: &Sattr3) -> Fattr4 {
     FileAttrs {
         mode: s.mode.map(|m| m & 0o7777),
         owner: s.uid.map(owner_string),
@@ -365,6 +417,7 @@ pub(crate) fn to_fattr4(s: &Sattr3) -> Fattr4 {
 pub const NOBODY: u32 = 65534;
 
 /// An id as an owner string: the number.
+#[cfg(test)]
 pub(crate) fn owner_string(id: u32) -> Utf8Str {
     Opaque(bytes::Bytes::from(id.to_string()))
 }
@@ -646,5 +699,24 @@ mod tests {
         assert_eq!(a.time_access_set, Some(Settime4::ServerTime));
         assert_eq!(a.time_modify_set, Some(Settime4::ClientTime(Nfstime4 { seconds: 9, nseconds: 1 })));
         assert!(to_fattr4(&Sattr3::default()).attrmask.is_empty(), "nothing to set: an empty mask");
+        let times = [
+            SetTime::DontChange,
+            SetTime::SetToServerTime,
+            SetTime::SetToClientTime(Nfstime3 { seconds: u32::MAX, nseconds: 999_999_999 }),
+        ];
+        for bits in 0..16u32 {
+            for (atime, mtime) in times.iter().flat_map(|a| times.iter().map(move |m| (*a, *m))) {
+                let on = |b: u32| bits & (1 << b) != 0;
+                let s = Sattr3 {
+                    mode: on(0).then_some(0o170_777),
+                    uid: on(1).then_some(if on(3) { 0 } else { u32::MAX }),
+                    gid: on(2).then_some(if on(3) { 4_000_000_000 } else { 7 }),
+                    size: on(3).then_some(u64::MAX),
+                    atime,
+                    mtime,
+                };
+                assert_eq!(to_fattr4(&s), to_fattr4_by_file_attrs(&s), "{s:?}");
+            }
+        }
     }
 }
