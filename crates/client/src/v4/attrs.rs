@@ -460,10 +460,18 @@ impl IdMapper {
 
 /// `s` as a decimal number, if it is one (no sign, no spaces).
 fn numeric(s: &[u8]) -> Option<u32> {
-    if s.is_empty() || s.len() > 10 || !s.iter().all(u8::is_ascii_digit) {
+    if s.is_empty() || s.len() > 10 {
         return None;
     }
-    std::str::from_utf8(s).ok()?.parse().ok()
+    // By hand: every entry of a listing has two owners (issue 34's profile).
+    let mut n = 0u64;
+    for b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u64::from(b - b'0');
+    }
+    u32::try_from(n).ok()
 }
 
 /// Look a user (or group) name up in this host's databases.
@@ -574,6 +582,10 @@ mod tests {
         assert_eq!(ids.id(b"", false), NOBODY);
         assert_eq!(ids.id(b"-1", false), NOBODY, "not a number, not a name");
         assert_eq!(ids.id(b"99999999999", false), NOBODY, "too large for an id");
+        assert_eq!(ids.id(b"4294967295", false), u32::MAX);
+        assert_eq!(ids.id(b"4294967296", false), NOBODY, "too large for an id");
+        assert_eq!(ids.id(b"0000000042", true), 42);
+        assert_eq!(ids.id(b"12a", true), NOBODY);
         assert_eq!(&owner_string(42)[..], b"42");
     }
 
