@@ -1771,10 +1771,12 @@ impl Nfs4Client {
             }
         }
         for e in rd.entries {
-            let a = attrs::decode(&e.attrs).ok();
+            let a = attrs::decode_file(&e.attrs, &self.inner.ids).ok();
             let fileid = a.as_ref().and_then(|a| a.fileid).unwrap_or(0);
-            let attrs = a.as_ref().filter(|_| plus).and_then(|a| attrs::to_fattr3(a, &self.inner.ids).ok());
-            let fh = a.and_then(|a| a.filehandle).filter(|_| plus).and_then(|f| fh3(f).ok());
+            let (attrs, fh) = match a {
+                Some(a) if plus => (a.attrs.ok(), a.filehandle.and_then(|f| fh3(f).ok())),
+                _ => (None, None),
+            };
             entries.push(Listed { fileid, name: e.name.0, cookie: e.cookie, attrs, fh });
         }
         Ok(Listing { dir_attrs, verf: rd.cookieverf, entries, eof: rd.eof })

@@ -20,6 +20,30 @@ impl Encode for Raw<'_> {
     }
 }
 
+/// Bytes an operation of a COMPOUND usually takes (a PUTFH of a 32-byte
+/// handle is 40, a GETATTR 16, a LOOKUP 8 and its name).
+const OP_BYTES_TYPICAL: usize = 48;
+
+/// A COMPOUND's arguments: its head, SEQUENCE and the operations.
+struct Args<'a> {
+    minor: u32,
+    count: u32,
+    sequence: Option<Sequence4Args>,
+    ops: &'a [ArgOp],
+}
+
+impl Encode for Args<'_> {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        Compound4Head { tag: Opaque::default(), minorversion: self.minor, count: self.count }.encode(buf);
+        if let Some(s) = &self.sequence {
+            ArgOp::Sequence(s.clone()).encode(buf);
+        }
+        for op in self.ops {
+            op.encode(buf);
+        }
+    }
+}
+
 /// WRITE payloads at least this large go on the wire from the caller's
 /// buffer; smaller ones are cheaper to copy than to send as an iovec.
 const ZERO_COPY_MIN_BYTES: usize = 4096;
@@ -27,20 +51,22 @@ const ZERO_COPY_MIN_BYTES: usize = 4096;
 /// The call for `SEQUENCE` (if any) followed by `ops`, as `auth`.
 pub(crate) fn encode(minor: u32, sequence: Option<Sequence4Args>, ops: &[ArgOp], auth: &OpaqueAuth) -> Call {
     let count = ops.len() as u32 + u32::from(sequence.is_some());
+    // A large WRITE's data goes after the head, not copied into it.
+    let split =
+        ops.iter().position(|op| matches!(op, ArgOp::Write(w) if w.data.len() >= ZERO_COPY_MIN_BYTES));
+    let Some(at) = split else {
+        // Encoded straight into the call's record: no buffer of its own to
+        // copy from, and room for what a COMPOUND of `ops` usually takes
+        // (a record grown from the header's size was reallocated per call).
+        let args = Args { minor, count, sequence, ops };
+        let hint = 64 + ops.len() * OP_BYTES_TYPICAL;
+        return Call::new(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, auth, &args, hint);
+    };
     let mut head = BytesMut::with_capacity(256);
     Compound4Head { tag: Opaque::default(), minorversion: minor, count }.encode(&mut head);
     if let Some(s) = sequence {
         ArgOp::Sequence(s).encode(&mut head);
     }
-    // A large WRITE's data goes after the head, not copied into it.
-    let split =
-        ops.iter().position(|op| matches!(op, ArgOp::Write(w) if w.data.len() >= ZERO_COPY_MIN_BYTES));
-    let Some(at) = split else {
-        for op in ops {
-            op.encode(&mut head);
-        }
-        return Call::new(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, auth, &Raw(&head), 0);
-    };
     for op in &ops[..at] {
         op.encode(&mut head);
     }
@@ -276,6 +302,37 @@ mod tests {
         let mut rec = call.wire_bytes().slice(4..);
         let _ = eagernfs_rpc::Message::decode(&mut rec).unwrap();
         eagernfs_xdr::decode_exact(rec).unwrap()
+    }
+
+    #[test]
+    fn a_compound_goes_on_the_wire_as_compound4args_encodes_it() {
+        let fh = NfsFh4 { data: Opaque::from_static(b"a file handle") };
+        let seq = Sequence4Args {
+            sessionid: [9; 16],
+            sequenceid: 7,
+            slotid: 1,
+            highest_slotid: 3,
+            cachethis: false,
+        };
+        let ops: Vec<ArgOp> = (0..40)
+            .flat_map(|i| {
+                [
+                    ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+                    ArgOp::Lookup(Lookup4Args { objname: Opaque(Bytes::from(format!("name-{i}"))) }),
+                    ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&[1, 3, 4, 33, 53]) }),
+                ]
+            })
+            .collect();
+        for n in [0, 1, 3, ops.len()] {
+            for sequence in [None, Some(seq.clone())] {
+                let mut argarray: Vec<ArgOp> = sequence.clone().map(ArgOp::Sequence).into_iter().collect();
+                argarray.extend(ops[..n].iter().cloned());
+                let args = Compound4Args { tag: Opaque::default(), minorversion: 1, argarray };
+                let want = Call::new(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &OpaqueAuth::none(), &args, 0);
+                let got = encode(1, sequence, &ops[..n], &OpaqueAuth::none());
+                assert_eq!(got.wire_bytes(), want.wire_bytes(), "{n} operations");
+            }
+        }
     }
 
     #[test]
