@@ -486,7 +486,7 @@ fn names_another_mount_removed_over(vers: &str) {
     assert!(fs::metadata(b.path("looked/sub")).unwrap().is_dir());
     assert_eq!(tree(&b.path("listed")), ["f", "sub"]);
     for d in ["looked", "listed"] {
-        fs::remove_dir_all(a.path(&format!("{d}"))).unwrap();
+        fs::remove_dir_all(a.path(d)).unwrap();
     }
     let errno = |r: std::io::Result<()>, what: &str| match r {
         Ok(()) => panic!("-o {vers:?}: {what} succeeded after A removed it"),
