@@ -183,24 +183,10 @@ pub(crate) struct FileAttrs3 {
 /// Attributes [`decode_file`] reads in place, as bitmap words: [`STANDARD`], the
 /// file handle, `rdattr_error` and the file id (all GETATTR and READDIR ask
 /// for). A `fattr4` with any other takes [`decode`]'s way.
-const IN_PLACE: [u32; 2] = bit_words(&[
-    FATTR4_TYPE,
-    FATTR4_CHANGE,
-    FATTR4_SIZE,
-    FATTR4_FSID,
-    FATTR4_RDATTR_ERROR,
-    FATTR4_FILEHANDLE,
-    FATTR4_FILEID,
-    FATTR4_MODE,
-    FATTR4_NUMLINKS,
-    FATTR4_OWNER,
-    FATTR4_OWNER_GROUP,
-    FATTR4_RAWDEV,
-    FATTR4_SPACE_USED,
-    FATTR4_TIME_ACCESS,
-    FATTR4_TIME_METADATA,
-    FATTR4_TIME_MODIFY,
-]);
+const IN_PLACE: [u32; 2] = {
+    let (standard, more) = (bit_words(STANDARD), bit_words(&[FATTR4_RDATTR_ERROR, FATTR4_FILEHANDLE]));
+    [standard[0] | more[0], standard[1] | more[1]]
+};
 
 const fn bit_words(bits: &[u32]) -> [u32; 2] {
     let mut w = [0u32; 2];

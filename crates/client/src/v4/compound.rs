@@ -63,13 +63,7 @@ pub(crate) fn encode(minor: u32, sequence: Option<Sequence4Args>, ops: &[ArgOp],
         return Call::new(NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, auth, &args, hint);
     };
     let mut head = BytesMut::with_capacity(256);
-    Compound4Head { tag: Opaque::default(), minorversion: minor, count }.encode(&mut head);
-    if let Some(s) = sequence {
-        ArgOp::Sequence(s).encode(&mut head);
-    }
-    for op in &ops[..at] {
-        op.encode(&mut head);
-    }
+    Args { minor, count, sequence, ops: &ops[..at] }.encode(&mut head);
     let ArgOp::Write(w) = &ops[at] else { unreachable!("found above") };
     OP_WRITE.encode(&mut head);
     w.stateid.encode(&mut head);
