@@ -6,9 +6,8 @@
 //! cookie to continue after. The handle keeps the last page, so the
 //! entries that did not fit in FUSE's buffer are served again without a
 //! call; a read from offset 0 (a rewind) always goes to the server, or is
-//! served the listing kept from the last whole read once a GETATTR (at the
-//! open, for its first read) shows the directory unchanged (close-to-open,
-//! unless `nocto`). READDIRPLUS
+//! served the listing kept from the last whole read once a GETATTR shows
+//! the directory unchanged (close-to-open, unless `nocto`). READDIRPLUS
 //! results fill the attribute and lookup caches, so a following `ls -l`
 //! needs no LOOKUPs or GETATTRs.
 
@@ -33,22 +32,7 @@ impl<C: NfsOps> CachedFs<C> {
         if !inode.is_dir() {
             return Err(NfsError::Nfs(Nfsstat3::Notdir).into());
         }
-        // Close-to-open holds for directories too (as in Linux's NFS
-        // client, whose open of a directory revalidates it): a listing kept
-        // from before another client changed the directory is not served to
-        // a new read (one that missed the names another mount made since
-        // made `rm -rf` fail with ENOTEMPTY). Only when there is a listing
-        // to vouch for: a READDIR brings the directory's attributes anyway,
-        // and an open that never reads (tar's `-C`) costs nothing. Asked
-        // here rather than at the first read, so a directory another client
-        // removed fails the open with ESTALE, which the kernel answers by
-        // looking the path up again (ENOENT), not the program's read.
-        let checked = s.cfg.cto && inode.state.lock().listing.is_some();
-        if checked {
-            s.check_listing(&inode, cred).await?;
-        } else {
-            s.revalidate(&inode, cred).await?;
-        }
+        s.revalidate(&inode, cred).await?;
         let id = s.next_handle.fetch_add(1, Ordering::Relaxed);
         let h = DirHandle {
             inode,
@@ -57,7 +41,6 @@ impl<C: NfsOps> CachedFs<C> {
             page: Vec::new(),
             page_after: 0,
             eof: false,
-            checked,
         };
         s.dir_handles.lock().insert(id, Arc::new(tokio::sync::Mutex::new(h)));
         Ok(id)
@@ -85,9 +68,21 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         if offset == 0 {
-            // The open checked the kept listing for the first read; a
-            // rewind checks it again (see `opendir`).
-            if !std::mem::take(&mut h.checked) && s.cfg.cto && h.inode.state.lock().listing.is_some() {
+            if s.cfg.cto && h.inode.state.lock().listing.is_some() {
+                // Close-to-open holds for directories too (as in Linux's NFS
+                // client, whose open of a directory revalidates it): a
+                // listing kept from before another client changed the
+                // directory is not served to a new read (one that missed the
+                // names another mount made since made `rm -rf` fail with
+                // ENOTEMPTY). New attributes that differ drop the listing.
+                // Only when there is a listing to vouch for: a READDIR
+                // brings the directory's attributes anyway, and an open
+                // that never reads costs nothing (asked at the open, `find`
+                // paid one GETATTR more per directory with subdirectories:
+                // fts opens those again without reading them). A directory
+                // another client removed fails this read with ESTALE; the
+                // cache then forgets it (`CachedFs::forget_stale`), so the
+                // next open finds ENOENT.
                 s.check_listing(&h.inode, &h.cred).await?;
             }
             // The listing kept from the last read, while the directory's

@@ -216,9 +216,6 @@ pub(crate) struct DirHandle {
     pub(crate) page_after: u64,
     /// The last page reached the end of the directory.
     pub(crate) eof: bool,
-    /// The open checked the kept listing (close-to-open), so the first
-    /// read from offset 0 need not.
-    pub(crate) checked: bool,
 }
 
 /// What an [`OpenFile`] needs from the cache when it goes away; a trait
