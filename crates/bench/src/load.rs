@@ -1121,16 +1121,7 @@ async fn execute_v4(
         LoadOp::Fsstat => (
             vec![
                 put(file),
-                ArgOp::Getattr(Getattr4Args {
-                    attr_request: Bitmap4::from_bits(&[
-                        FATTR4_FILES_AVAIL,
-                        FATTR4_FILES_FREE,
-                        FATTR4_FILES_TOTAL,
-                        FATTR4_SPACE_AVAIL,
-                        FATTR4_SPACE_FREE,
-                        FATTR4_SPACE_TOTAL,
-                    ]),
-                }),
+                ArgOp::Getattr(Getattr4Args { attr_request: Bitmap4::from_bits(&FATTR4_FSSTAT) }),
             ],
             false,
             op,

@@ -67,14 +67,7 @@ const FS_INFO: &[u32] = &[
 ];
 
 /// The attributes that answer FSSTAT.
-const FS_STAT: &[u32] = &[
-    FATTR4_FILES_AVAIL,
-    FATTR4_FILES_FREE,
-    FATTR4_FILES_TOTAL,
-    FATTR4_SPACE_AVAIL,
-    FATTR4_SPACE_FREE,
-    FATTR4_SPACE_TOTAL,
-];
+const FS_STAT: &[u32] = &FATTR4_FSSTAT;
 
 /// [`STANDARD`] as bitmap words, made once: a GETATTR in nearly every
 /// COMPOUND asks for them, and `Bitmap4::from_bits` grows its `Vec` word by

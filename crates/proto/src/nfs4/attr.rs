@@ -188,6 +188,16 @@ pub mod open_args_want {
     pub const OPEN_XOR_DELEGATION: u32 = 21;
 }
 
+/// The attributes that answer NFSv3's FSSTAT: space and file counts.
+pub const FATTR4_FSSTAT: [u32; 6] = [
+    FATTR4_FILES_AVAIL,
+    FATTR4_FILES_FREE,
+    FATTR4_FILES_TOTAL,
+    FATTR4_SPACE_AVAIL,
+    FATTR4_SPACE_FREE,
+    FATTR4_SPACE_TOTAL,
+];
+
 /// Attribute number of `acl` (not modelled).
 pub const FATTR4_ACL: u32 = 12;
 /// Attribute number of `fs_locations` (not modelled).

@@ -168,14 +168,7 @@ const NEEDS_PROPS: &[u32] = &[
 ];
 
 /// The attributes that need the backend's [`FsStat`] (a system call).
-const NEEDS_STAT: &[u32] = &[
-    FATTR4_FILES_AVAIL,
-    FATTR4_FILES_FREE,
-    FATTR4_FILES_TOTAL,
-    FATTR4_SPACE_AVAIL,
-    FATTR4_SPACE_FREE,
-    FATTR4_SPACE_TOTAL,
-];
+const NEEDS_STAT: &[u32] = &FATTR4_FSSTAT;
 
 /// Encode the attributes in `want` that this server supports (write-only ones are the caller's
 /// to refuse).
