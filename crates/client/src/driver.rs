@@ -472,21 +472,21 @@ impl RpcClient {
         self.submit_maybe_laned(call, false).await
     }
 
-    /// [`RpcClient::submit`] for a call its caller knows changes nothing on
-    /// the server, whatever its program (an NFSv4 COMPOUND of lookups,
-    /// attributes and listings): a thread inside [`crate::lane::wait_here`]
-    /// may send it on a lane, as NFSv3's read-only procedures. If the lane
-    /// fails, the same call goes to the shared connections: the caller must
-    /// not mind it arriving twice (an NFSv4.1 request keeps its slot and
-    /// sequence id, so the server runs it once).
-    pub async fn submit_read_only(&self, call: Call) -> NfsResult<Bytes> {
+    /// [`RpcClient::submit`] for a call its caller knows the server runs at
+    /// most once, whatever its program and even if it arrives twice (an
+    /// NFSv4.1 COMPOUND that changes nothing, or whose reply the server
+    /// keeps in its session slot): a thread inside
+    /// [`crate::lane::wait_here`] may send it on a lane, as NFSv3's
+    /// read-only procedures. If the lane fails, the same call goes to the
+    /// shared connections.
+    pub async fn submit_once_only(&self, call: Call) -> NfsResult<Bytes> {
         self.submit_maybe_laned(call, true).await
     }
 
-    async fn submit_maybe_laned(&self, call: Call, read_only: bool) -> NfsResult<Bytes> {
+    async fn submit_maybe_laned(&self, call: Call, once_only: bool) -> NfsResult<Bytes> {
         let started = Instant::now();
         let key = (call.prog, call.proc_);
-        let call = match self.try_lane(call, read_only) {
+        let call = match self.try_lane(call, once_only) {
             Ok(result) => {
                 self.record_op(key, started, &result);
                 return result;
@@ -540,13 +540,13 @@ impl RpcClient {
 
     /// Send `call` on a lane and wait for its reply on this thread, if this
     /// thread asked for that ([`crate::lane::wait_here`]) and the call is
-    /// one a lane may carry (`read_only`: its caller says it changes
-    /// nothing); otherwise give it back. Starts a lane's connect in the
+    /// one a lane may carry (`once_only`: its caller says the server runs
+    /// it at most once); otherwise give it back. Starts a lane's connect in the
     /// background when none was idle.
-    fn try_lane(&self, call: Call, read_only: bool) -> Result<NfsResult<Bytes>, Call> {
+    fn try_lane(&self, call: Call, once_only: bool) -> Result<NfsResult<Bytes>, Call> {
         let Some(lanes) = &self.inner.lanes else { return Err(call) };
         if !crate::lane::may_wait_here()
-            || !(read_only || crate::lane::eligible(call.prog, call.vers, call.proc_))
+            || !(once_only || crate::lane::eligible(call.prog, call.vers, call.proc_))
             || !call.is_contiguous()
             || call.len() > DIRECT_RECORD_BYTES_MAX
         {

@@ -10,17 +10,21 @@
 //! thread at a time: the caller writes the call, blocks in `recv` until
 //! the reply is there and decodes it — the kernel wakes that very thread,
 //! and nothing else runs. Only threads that asked for it use lanes (FUSE
-//! reader threads, inside [`wait_here`]), and only for calls that change
-//! nothing on the server: NFSv3's ([`eligible`]), and NFSv4 COMPOUNDs whose
-//! operations all change nothing (lookups, attributes, listings, READ),
-//! which the session layer vouches for (`RpcClient::submit_read_only`;
-//! the server binds a lane to the session's fore channel at its first
-//! SEQUENCE, as SP4_NONE has it). A lane that fails — refused,
-//! broken, or no answer within [`LANE_WAIT_MAX`] — is closed and the call
-//! goes to the shared connections as any other, where timeouts,
-//! retransmission, reconnects and fail-over are the core's business.
-//! Sending such a call twice is harmless (an NFSv4.1 request goes again
-//! with its slot and sequence id, so the server runs it once). After a failure lanes rest for
+//! reader threads, inside [`wait_here`]), and only for calls the server
+//! runs at most once even if they arrive twice: NFSv3's that change
+//! nothing ([`eligible`]), and NFSv4.1 COMPOUNDs that either change nothing
+//! (lookups, attributes, listings, READ) or ask the server to keep their
+//! reply in the session slot (`cachethis`: creates, removes, renames,
+//! SETATTR, OPEN, a small file's write and close), which the session layer
+//! vouches for (`RpcClient::submit_once_only`; the server binds a lane to
+//! the session's fore channel at its first SEQUENCE, as SP4_NONE has it).
+//! A lane that fails — refused, broken, or no answer within
+//! [`LANE_WAIT_MAX`] — is closed and the call goes to the shared
+//! connections as any other, where timeouts, retransmission, reconnects
+//! and fail-over are the core's business. Sending such a call twice is
+//! harmless: an NFSv4.1 request goes again with its slot and sequence id,
+//! and the server answers it from the slot's cached reply, or DELAY while
+//! the first copy still runs. After a failure lanes rest for
 //! [`LANE_BACKOFF`] so a sick server does not cost every call the wait.
 //! The price: on a soft mount, a call whose lane stalled fails that wait
 //! (at most 1 s, or `timeo`) later than the shared connections alone would

@@ -284,15 +284,18 @@ impl<C: NfsOps> NfsFuse<C> {
         // Polling every request on the reader thread first (sending its call from there, the
         // reply still coming through the runtime) was tried (0387f50, 43f2dbc): fewer context
         // switches, but no faster on any step of scripts/bench-mount.sh in two runs
-        // (docs/benchmarks/mount-2026-11-26-c and -d). Requests that wait for their replies
-        // on lanes use `start`.
+        // (docs/benchmarks/mount-2026-11-26-c and -d). Requests whose calls may wait for their
+        // replies on lanes use `start`: those that read, and over NFSv4.1 those that change
+        // something with one call (its slot makes a second copy harmless).
         self.rt.spawn(work(self.fs.clone(), self.cred(req)));
     }
 
-    /// Run `work` on this reader thread, its short read-only calls on lanes
-    /// (`eagernfs_client::lane`): the call goes out and its reply comes back
-    /// to this thread, with no runtime thread in between. Whatever else it
-    /// waits for (a call no lane takes, a lock) moves it to the runtime.
+    /// Run `work` on this reader thread, its short calls that a lane may
+    /// carry on lanes (`eagernfs_client::lane`: NFSv3's read-only calls,
+    /// NFSv4.1's read-only and `cachethis` COMPOUNDs): the call goes out and
+    /// its reply comes back to this thread, with no runtime thread in
+    /// between. Whatever else it waits for (a call no lane takes, a lock, a
+    /// write-back) moves it to the runtime.
     fn start<F, Fut>(&self, req: &Request, work: F)
     where
         F: FnOnce(CachedFs<C>, Cred) -> Fut,
@@ -508,7 +511,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                 Err(e) => reply.error(errno(&e)),
             };
         }
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             match fs.setattr(ino.0, attrs, &cred).await {
                 Ok(e) => reply.attr(&e.ttl, &file_attr(e.ino, &e.attr)),
                 Err(e) => reply.error(failed(&fs, ino.0, &e)),
@@ -537,7 +540,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     ) {
         let name = name_bytes(name);
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_entry(
                 &fs,
                 parent.0,
@@ -551,21 +554,21 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let name = name_bytes(name);
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_entry(&fs, parent.0, uncached, reply, fs.mkdir(parent.0, &name, mode, &cred).await)
         });
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_bytes(name);
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_empty_at(&fs, parent.0, reply, fs.unlink(parent.0, &name, &cred).await)
         });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = name_bytes(name);
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_empty_at(&fs, parent.0, reply, fs.rmdir(parent.0, &name, &cred).await)
         });
     }
@@ -574,7 +577,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         let name = name_bytes(link_name);
         let target = target.as_os_str().as_bytes().to_vec();
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_entry(
                 &fs,
                 parent.0,
@@ -602,7 +605,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
             return;
         }
         let (name, newname) = (name_bytes(name), name_bytes(newname));
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             let r = fs.rename(parent.0, &name, newparent.0, &newname, &cred).await;
             if r.as_ref().is_err_and(FsError::is_stale) {
                 // Either directory may be the one gone.
@@ -615,7 +618,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let newname = name_bytes(newname);
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             Self::reply_entry(
                 &fs,
                 newparent.0,
@@ -778,7 +781,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                     return Self::reply_empty(reply, r);
                 }
             }
-            return self.spawn(req, move |fs, cred| async move {
+            return self.start(req, move |fs, cred| async move {
                 let r = fs.flush(fh.0).await;
                 if let (true, Some(nfh)) = (holds, nfh) {
                     v4.release_owner(&cred, &nfh, lock_owner.0).await;
@@ -794,7 +797,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                 return Self::reply_empty(reply, r);
             }
         }
-        self.spawn(req, move |fs, _cred| async move {
+        self.start(req, move |fs, _cred| async move {
             let r = fs.flush(fh.0).await;
             if let Some(l) = locks {
                 release_owner(&fs, &l, ino.0, lock_owner.0).await;
@@ -1188,7 +1191,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     ) {
         let name = name_bytes(name);
         let uncached = self.names_uncached;
-        self.spawn(req, move |fs, cred| async move {
+        self.start(req, move |fs, cred| async move {
             match fs.create(parent.0, &name, mode, flags, &cred).await {
                 Ok((e, fh)) => {
                     // One TTL covers both the name and the attributes here.

@@ -518,15 +518,18 @@ impl Core {
     ) -> NfsResult<Sent> {
         let mut slot = SlotGuard::take(sess).await;
         let auth = self.rpc.auth_sys(cred);
-        // A request that changes nothing may go on a lane (a FUSE reader
-        // thread sends it and waits for the reply itself, as NFSv3's
-        // read-only calls do): its slot makes a second copy, after a lane
-        // failed, harmless. Connections the server has not bound (a lane)
-        // are bound by the SEQUENCE itself under SP4_NONE; if this server
-        // asks for a bind instead, this request and every later one go on
-        // without lanes (`no_lanes`).
-        let read_only =
-            !cachethis && compound::changes_nothing(ops) && !self.no_lanes.load(Ordering::Relaxed);
+        // A request the server runs at most once may go on a lane (a FUSE
+        // reader thread sends it and waits for the reply itself, as NFSv3's
+        // read-only calls do): one that changes nothing, or one whose reply
+        // the server keeps (`cachethis`). After a lane failed, the second
+        // copy goes on the same slot and sequence id: the server answers
+        // it from its reply cache, or DELAY while the first still runs.
+        // Connections the server has not bound (a lane) are bound by the
+        // SEQUENCE itself under SP4_NONE; if this server asks for a bind
+        // instead, this request and every later one go on without lanes
+        // (`no_lanes`).
+        let laned =
+            (cachethis || compound::changes_nothing(ops)) && !self.no_lanes.load(Ordering::Relaxed);
         let started = Instant::now();
         let mut pause = RETRY_MIN;
         let mut binds = 0u32;
@@ -543,8 +546,8 @@ impl Core {
             slot.state = Held::Sent;
             let sent_at = Instant::now();
             // An error leaves the slot uncertain (the guard's drop).
-            let body = if read_only && binds == 0 {
-                self.rpc.submit_read_only(call).await?
+            let body = if laned && binds == 0 {
+                self.rpc.submit_once_only(call).await?
             } else {
                 self.rpc.submit(call).await?
             };
@@ -605,7 +608,7 @@ impl Core {
                         return Ok(Sent::Again);
                     }
                     Nfsstat4::ConnNotBoundToSession if binds < AGAIN_MAX => {
-                        if read_only && binds == 0 {
+                        if laned && binds == 0 {
                             self.no_lanes.store(true, Ordering::Relaxed);
                         }
                         binds += 1;
