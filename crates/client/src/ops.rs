@@ -491,6 +491,8 @@ pub trait NfsOps: Send + Sync + 'static {
     /// until it says otherwise (an NFSv4 delegation, held and not
     /// recalled): its cached attributes and data need no revalidation, and
     /// an open for reading needs no call (its reads use the delegation).
+    /// For a directory (a directory delegation): its names and listing
+    /// need none either.
     /// Asked often: must answer at once. Default: never (NFSv3 has no such
     /// promise).
     fn delegated(&self, fh: &NfsFh3) -> bool {

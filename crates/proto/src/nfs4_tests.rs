@@ -296,6 +296,16 @@ fn arg_op() -> impl Strategy<Value = ArgOp> {
             ]
         )
             .prop_map(|(want, claim)| ArgOp::WantDelegation(WantDelegation4Args { want, claim })),
+        (any::<bool>(), bitmap(), time(), time(), bitmap(), bitmap()).prop_map(|(s, n, c, d, ca, da)| {
+            ArgOp::GetDirDelegation(GetDirDelegation4Args {
+                signal_deleg_avail: s,
+                notification_types: n,
+                child_attr_delay: c,
+                dir_attr_delay: d,
+                child_attributes: ca,
+                dir_attributes: da,
+            })
+        }),
         owner().prop_map(|lock_owner| ArgOp::ReleaseLockowner(ReleaseLockowner4Args { lock_owner })),
     ];
     let session_ops = prop_oneof![
@@ -506,6 +516,21 @@ fn res_op() -> impl Strategy<Value = ResOp> {
             Res4::Ok(Listxattrs4ResOk { cookie, names: XattrNames(n), eof })
         )),
         cinfo().prop_map(|c| ResOp::Removexattr(Res4::Ok(c))),
+        (any::<[u8; 8]>(), stateid(), bitmap(), bitmap(), bitmap()).prop_map(
+            |(cookieverf, stateid, n, c, d)| {
+                ResOp::GetDirDelegation(Res4::Ok(GetDirDelegation4Res::Granted(GetDirDelegation4ResOk {
+                    cookieverf,
+                    stateid,
+                    notification: n,
+                    child_attributes: c,
+                    dir_attributes: d,
+                })))
+            }
+        ),
+        any::<bool>().prop_map(|will_signal| ResOp::GetDirDelegation(Res4::Ok(
+            GetDirDelegation4Res::Unavail { will_signal }
+        ))),
+        fail().prop_map(|s| ResOp::GetDirDelegation(Res4::Err(s))),
         fail().prop_map(|s| ResOp::NotDecoded(OP_LAYOUTGET, s)),
         Just(ResOp::Illegal(Nfsstat4::OpIllegal)),
     ]

@@ -116,8 +116,9 @@ impl<'a> Call<'a> {
     }
 }
 
-/// An NFSv4 client holds a delegation of `fh` in `r`'s export: it is being
-/// recalled, and this change must wait (the client retries on JUKEBOX).
+/// An NFSv4 client holds a delegation of `fh` in `r`'s export (a file, or a
+/// directory whose entries this call changes): it is being recalled, and
+/// this change must wait (the client retries on JUKEBOX).
 /// The counter is read first: with no delegation out (every NFSv3-only
 /// server, and most of the time), a WRITE, SETATTR or COMMIT builds no wire
 /// handle to look up.
@@ -383,6 +384,9 @@ macro_rules! create_like {
             if let Err(s) = check_new_name(&$a.where_.name) {
                 return $res::Fail(s, $fail { dir_wcc: $r.wcc_after() });
             }
+            if delegated(call, &$r, &$r.fh) {
+                return $res::Fail(Nfsstat3::Jukebox, $fail { dir_wcc: $r.wcc_after() });
+            }
             match created(&$r, $call) {
                 Ok(ok) => {
                     $res::Ok($ok { obj: ok.obj, obj_attributes: ok.obj_attributes, dir_wcc: ok.dir_wcc })
@@ -438,7 +442,7 @@ fn remove(call: &Call, a: Remove3Args) -> Remove3Res {
         let s = if s == Nfsstat3::Exist { Nfsstat3::Inval } else { s };
         return Remove3Res::Fail(s, Remove3ResFail { dir_wcc: r.wcc_after() });
     }
-    if delegated_child(call, &r, &a.object.name) {
+    if delegated(call, &r, &r.fh) || delegated_child(call, &r, &a.object.name) {
         return Remove3Res::Fail(Nfsstat3::Jukebox, Remove3ResFail { dir_wcc: r.wcc_after() });
     }
     match r.export.backend.remove(&r.cred, &r.fh, &a.object.name) {
@@ -455,6 +459,9 @@ fn rmdir(call: &Call, a: Rmdir3Args) -> Rmdir3Res {
     if let Err(s) = check_new_name(&a.object.name) {
         let s = if s == Nfsstat3::Exist { Nfsstat3::Inval } else { s };
         return Rmdir3Res::Fail(s, Rmdir3ResFail { dir_wcc: r.wcc_after() });
+    }
+    if delegated(call, &r, &r.fh) || delegated_child(call, &r, &a.object.name) {
+        return Rmdir3Res::Fail(Nfsstat3::Jukebox, Rmdir3ResFail { dir_wcc: r.wcc_after() });
     }
     match r.export.backend.rmdir(&r.cred, &r.fh, &a.object.name) {
         Ok(w) => Rmdir3Res::Ok(Rmdir3ResOk { dir_wcc: wcc(&w) }),
@@ -487,7 +494,11 @@ fn rename(call: &Call, a: Rename3Args) -> Rename3Res {
         let s = if s == Nfsstat3::Exist { Nfsstat3::Inval } else { s };
         return fail(s, Some(&from), Some(&to));
     }
-    if delegated_child(call, &from, &a.from.name) || delegated_child(call, &to, &a.to.name) {
+    if delegated(call, &from, &from.fh)
+        || delegated(call, &to, &to.fh)
+        || delegated_child(call, &from, &a.from.name)
+        || delegated_child(call, &to, &a.to.name)
+    {
         return fail(Nfsstat3::Jukebox, Some(&from), Some(&to));
     }
     match from.export.backend.rename(&from.cred, &from.fh, &a.from.name, &to.fh, &a.to.name) {
@@ -515,7 +526,7 @@ fn link(call: &Call, a: Link3Args) -> Link3Res {
     if let Err(s) = check_new_name(&a.link.name) {
         return fail(s);
     }
-    if delegated(call, &file, &file.fh) {
+    if delegated(call, &file, &file.fh) || delegated(call, &dir, &dir.fh) {
         return fail(Nfsstat3::Jukebox);
     }
     match file.export.backend.link(&file.cred, &file.fh, &dir.fh, &a.link.name) {

@@ -3,7 +3,9 @@
 //! NFSv3 and NLM alike) while the other caller is told to wait, other
 //! clients' GETATTRs answered with what the holder reports in CB_GETATTR,
 //! revoked when not returned within a lease, and delegated timestamps set by
-//! the holder.
+//! the holder. And directory delegations (GET_DIR_DELEGATION, RFC 8881
+//! §18.39), recalled by every change of the directory's entries or
+//! attributes by anyone but the holder.
 
 mod common;
 
@@ -492,4 +494,198 @@ fn a_getattr_waiting_for_cb_getattr_lets_the_answer_in_on_its_own_connection() {
     assert!(other.callbacks.iter().any(|c| matches!(c, Callback::Getattr(_))), "CB_GETATTR came on it");
     assert_eq!(a.size, Some(42));
     delegreturn(&mut holder, &fh, st);
+}
+
+/// GET_DIR_DELEGATION of `dir`: the stateid, or `None` for GDD4_UNAVAIL.
+fn get_dir_delegation(v: &mut V4, dir: &NfsFh4) -> Result<Option<Stateid4>, Nfsstat4> {
+    let r = v.compound(vec![
+        ArgOp::Putfh(Putfh4Args { object: dir.clone() }),
+        ArgOp::GetDirDelegation(GetDirDelegation4Args::default()),
+    ]);
+    match r.resarray.last() {
+        Some(ResOp::GetDirDelegation(Res4::Ok(GetDirDelegation4Res::Granted(ok)))) => {
+            assert!(ok.notification.is_empty(), "no notifications are offered: every change recalls");
+            Ok(Some(ok.stateid))
+        }
+        Some(ResOp::GetDirDelegation(Res4::Ok(GetDirDelegation4Res::Unavail { .. }))) => Ok(None),
+        Some(other) => Err(other.status()),
+        None => panic!("no result"),
+    }
+}
+
+/// What another client (NFSv4 or NFSv3) may do to a directory's entries or attributes.
+#[derive(Debug, Clone, Copy)]
+enum DirChange {
+    V4Create,
+    V4Mkdir,
+    V4Remove,
+    V4RenameIn,
+    V4RenameOut,
+    V4Link,
+    V4Chmod,
+    V3Create,
+    V3Mkdir,
+    V3Remove,
+    V3Rmdir,
+    V3Rename,
+    V3Link,
+    V3Chmod,
+}
+
+impl DirChange {
+    const ALL: [DirChange; 14] = [
+        DirChange::V4Create,
+        DirChange::V4Mkdir,
+        DirChange::V4Remove,
+        DirChange::V4RenameIn,
+        DirChange::V4RenameOut,
+        DirChange::V4Link,
+        DirChange::V4Chmod,
+        DirChange::V3Create,
+        DirChange::V3Mkdir,
+        DirChange::V3Remove,
+        DirChange::V3Rmdir,
+        DirChange::V3Rename,
+        DirChange::V3Link,
+        DirChange::V3Chmod,
+    ];
+
+    /// Make the change to `dir` (named `dir_name` in /mem, holding a file `f` and a directory
+    /// `sub`): `true` if it went through, `false` if the caller was told to wait.
+    fn run(self, v: &mut V4, c3: &mut Client, dir_name: &str) -> bool {
+        let v4 = |r: Compound4Res| match r.status {
+            Nfsstat4::Ok => true,
+            Nfsstat4::Delay => false,
+            s => panic!("{self:?}: {s:?}"),
+        };
+        let v3 = |s: nfs3::Nfsstat3| match s {
+            nfs3::Nfsstat3::Ok => true,
+            nfs3::Nfsstat3::Jukebox => false,
+            s => panic!("{self:?}: {s:?}"),
+        };
+        let root = v.fh("/mem");
+        let dir = v.fh(&format!("/mem/{dir_name}"));
+        let put = |fh: &NfsFh4| ArgOp::Putfh(Putfh4Args { object: fh.clone() });
+        let root3 = c3.root("/mem");
+        let dir3 = c3.root(&format!("/mem/{dir_name}"));
+        let outside = format!("{dir_name}.outside");
+        let mode = |m: u32| FileAttrs { mode: Some(m), ..FileAttrs::default() }.to_fattr();
+        match self {
+            DirChange::V4Create => v4(v.open(&dir, "new", OPEN4_SHARE_ACCESS_READ, true)),
+            DirChange::V4Mkdir => v4(v.compound(vec![
+                put(&dir),
+                ArgOp::Create(Create4Args {
+                    objtype: Createtype4::Dir,
+                    objname: name_of("newdir"),
+                    createattrs: Fattr4::default(),
+                }),
+            ])),
+            DirChange::V4Remove => {
+                v4(v.compound(vec![put(&dir), ArgOp::Remove(Remove4Args { target: name_of("f") })]))
+            }
+            DirChange::V4RenameIn => {
+                c3.create(&root3, &outside);
+                v4(v.compound(vec![
+                    put(&root),
+                    ArgOp::Savefh(()),
+                    put(&dir),
+                    ArgOp::Rename(Rename4Args { oldname: name_of(&outside), newname: name_of("moved-in") }),
+                ]))
+            }
+            DirChange::V4RenameOut => v4(v.compound(vec![
+                put(&dir),
+                ArgOp::Savefh(()),
+                put(&root),
+                ArgOp::Rename(Rename4Args { oldname: name_of("f"), newname: name_of(&outside) }),
+            ])),
+            DirChange::V4Link => {
+                let file = c3.create(&root3, &outside);
+                v4(v.compound(vec![
+                    put(&v4_fh(&file)),
+                    ArgOp::Savefh(()),
+                    put(&dir),
+                    ArgOp::Link(Link4Args { newname: name_of("linked") }),
+                ]))
+            }
+            DirChange::V4Chmod => v4(v.compound(vec![
+                put(&dir),
+                ArgOp::Setattr(Setattr4Args { stateid: Stateid4::ANONYMOUS, obj_attributes: mode(0o750) }),
+            ])),
+            DirChange::V3Create => {
+                v3(c3.create_how(&dir3, "new", nfs3::Createhow3::Unchecked(Default::default())).status())
+            }
+            DirChange::V3Mkdir => v3(c3
+                .nfs::<_, nfs3::Mkdir3Res>(
+                    nfs3::NFSPROC3_MKDIR,
+                    &nfs3::Mkdir3Args { where_: diropargs(&dir3, "newdir"), attributes: Default::default() },
+                )
+                .status()),
+            DirChange::V3Remove => v3(c3.remove(&dir3, "f").status()),
+            DirChange::V3Rmdir => v3(c3
+                .nfs::<_, nfs3::Rmdir3Res>(
+                    nfs3::NFSPROC3_RMDIR,
+                    &nfs3::Rmdir3Args { object: diropargs(&dir3, "sub") },
+                )
+                .status()),
+            DirChange::V3Rename => v3(c3
+                .nfs::<_, nfs3::Rename3Res>(
+                    nfs3::NFSPROC3_RENAME,
+                    &nfs3::Rename3Args { from: diropargs(&dir3, "f"), to: diropargs(&dir3, "f.renamed") },
+                )
+                .status()),
+            DirChange::V3Link => {
+                let file = c3.create(&root3, &outside);
+                v3(c3
+                    .nfs::<_, nfs3::Link3Res>(
+                        nfs3::NFSPROC3_LINK,
+                        &nfs3::Link3Args { file, link: diropargs(&dir3, "linked") },
+                    )
+                    .status())
+            }
+            DirChange::V3Chmod => {
+                v3(c3.setattr(&dir3, nfs3::Sattr3 { mode: Some(0o750), ..Default::default() }, None).status())
+            }
+        }
+    }
+}
+
+#[test]
+fn a_directory_delegation_is_recalled_by_every_change_of_its_entries_or_attributes_by_anyone_else() {
+    let s = server();
+    let mut holder = client(&s, "holder");
+    let mut other = client(&s, "other");
+    let mut c3 = s.client();
+    let root3 = c3.root("/mem");
+    // Only directories.
+    let file = v4_fh(&v3_file(&s, "plain"));
+    assert_eq!(get_dir_delegation(&mut holder, &file), Err(Nfsstat4::Notdir));
+    for (i, change) in DirChange::ALL.into_iter().enumerate() {
+        let dir_name = format!("d{i}");
+        let dir3 = c3.mkdir(&root3, &dir_name);
+        c3.create(&dir3, "f");
+        c3.mkdir(&dir3, "sub");
+        let dir = v4_fh(&dir3);
+        let st = get_dir_delegation(&mut holder, &dir).expect("granted").expect("not GDD4_UNAVAIL");
+        // Asked again: the same delegation.
+        assert_eq!(get_dir_delegation(&mut holder, &dir), Ok(Some(st)), "{change:?}");
+        // The holder's own changes recall nothing.
+        holder.callbacks.clear();
+        let (_, open_st, _) = holder.open_ok(&dir, "holders-own", OPEN4_SHARE_ACCESS_READ);
+        assert!(
+            !holder.callbacks.iter().any(|c| is_recall_of(c, &st)),
+            "{change:?}: the holder's own create"
+        );
+        let _ = open_st;
+        // Anyone else's change waits, and the holder is asked for the delegation.
+        assert!(
+            !change.run(&mut other, &mut c3, &dir_name),
+            "{change:?} went through a directory delegation"
+        );
+        assert!(holder.wait_callback(|c| is_recall_of(c, &st)), "{change:?}: CB_RECALL");
+        assert!(!change.run(&mut other, &mut c3, &dir_name), "{change:?} before the return");
+        delegreturn(&mut holder, &dir, st);
+        assert!(change.run(&mut other, &mut c3, &dir_name), "{change:?} after the return");
+        // Just recalled: none again for a while (the directory is in use by others).
+        assert_eq!(get_dir_delegation(&mut holder, &dir), Ok(None), "{change:?}: granted again at once");
+    }
 }

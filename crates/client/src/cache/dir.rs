@@ -68,7 +68,10 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         if offset == 0 {
-            if s.cfg.cto && h.inode.state.lock().listing.is_some() {
+            // A delegation of the directory vouches for the listing kept:
+            // no other client can change the directory without its recall.
+            let delegated = s.delegated(&h.inode);
+            if s.cfg.cto && !delegated && h.inode.state.lock().listing.is_some() {
                 // Close-to-open holds for directories too (as in Linux's NFS
                 // client, whose open of a directory revalidates it): a
                 // listing kept from before another client changed the
@@ -89,7 +92,8 @@ impl<C: NfsOps> CachedFs<C> {
             // attributes are trusted and nothing of ours changed it.
             let kept = {
                 let st = h.inode.state.lock();
-                st.listing.clone().filter(|_| st.attr_valid(tokio::time::Instant::now()))
+                let now = tokio::time::Instant::now();
+                st.listing.clone().filter(|_| st.attr_valid(now) || st.vouched(delegated))
             };
             if let Some(l) = kept {
                 h.page = (*l).clone();

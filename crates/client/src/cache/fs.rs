@@ -709,7 +709,8 @@ impl<C: NfsOps> CachedFs<C> {
 
     /// [`CachedFs::lookup`] if the cache knows the answer: a cached name
     /// whose object's attributes are trusted, or a name known not to exist,
-    /// in a directory whose attributes are trusted.
+    /// in a directory whose attributes are trusted (or that this client
+    /// holds a delegation of).
     pub fn try_lookup(&self, parent: u64, name: &[u8]) -> Option<FsResult<Entry>> {
         let s = &self.shared;
         if matches!(name, b"." | b"..") || s.cfg.lookupcache == LookupCache::None || check_name(name).is_err()
@@ -718,8 +719,9 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let dir = s.inodes.get(parent)?;
         let now = Instant::now();
+        let delegated = dir.is_dir() && s.delegated(&dir);
         let st = dir.state.lock();
-        if !dir.is_dir() || !st.attr_valid(now) {
+        if !dir.is_dir() || !(st.attr_valid(now) || st.vouched(delegated)) {
             return None;
         }
         match st.names.get(name) {
@@ -1825,9 +1827,10 @@ impl<C: NfsOps> Shared<C> {
     }
 
     /// Whether the server promised that no other client changes `inode`
-    /// (a delegation of a regular file: see `NfsOps::delegated`).
+    /// (a delegation of a regular file, or of a directory: its entries and
+    /// attributes; see `NfsOps::delegated`).
     pub(crate) fn delegated(&self, inode: &Inode) -> bool {
-        inode.ftype == Ftype3::Reg && self.client.delegated(&inode.fh)
+        matches!(inode.ftype, Ftype3::Reg | Ftype3::Dir) && self.client.delegated(&inode.fh)
     }
 
     /// Whether `inode`'s cached attributes (`st`) may be used without

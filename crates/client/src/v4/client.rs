@@ -95,6 +95,9 @@ struct Inner {
     want_delegations: Arc<AtomicBool>,
     /// Delegations held at most (the least recently used go back past it).
     delegations_max: Arc<AtomicUsize>,
+    /// The server may grant directory delegations: cleared when it refuses
+    /// GET_DIR_DELEGATION with an error (NOTSUPP), so it is not asked again.
+    dir_delegations: Arc<AtomicBool>,
     /// OPEN and CLOSE of one file and owner go one at a time, so the
     /// server's open and the table agree.
     open_locks: Arc<Mutex<HashMap<OpenKey, Arc<tokio::sync::Mutex<()>>>>>,
@@ -404,6 +407,9 @@ impl Nfs4Client {
                 delegations_max: share.map(|i| i.delegations_max.clone()).unwrap_or_else(|| {
                     Arc::new(AtomicUsize::new(crate::options::DELEGATIONS_MAX_DEFAULT as usize))
                 }),
+                dir_delegations: share
+                    .map(|i| i.dir_delegations.clone())
+                    .unwrap_or_else(|| Arc::new(AtomicBool::new(true))),
                 open_locks: share.map(|i| i.open_locks.clone()).unwrap_or_default(),
                 closes: share.map(|i| i.closes.clone()).unwrap_or_default(),
                 closer: share.map(|i| i.closer.clone()).unwrap_or_default(),
@@ -766,6 +772,53 @@ impl Nfs4Client {
             }
         } else {
             self.inner.core.return_delegation(fh4(fh), stateid);
+        }
+    }
+
+    /// Whether a listing of `dir` from its start should ask for a delegation
+    /// of it: delegations wanted, the server not known to refuse them, none
+    /// held.
+    fn may_ask_dir_delegation(&self, dir: &NfsFh3) -> bool {
+        self.inner.want_delegations.load(Ordering::Relaxed)
+            && self.inner.dir_delegations.load(Ordering::Relaxed)
+            && self.inner.core.lease_held()
+            && self.inner.core.state.lock().held_delegation(&dir.data).is_none()
+    }
+
+    /// The tail of a listing that asked for a delegation of `dir` (PUTFH,
+    /// GET_DIR_DELEGATION, GETATTR): keep one granted if the directory's
+    /// attributes after the grant are those from before the READDIR
+    /// (`before`, but for the access time), so that nothing changed it
+    /// between the listing and the promise; else give it back at once.
+    /// Directory delegations are kept and given back as read delegations of
+    /// files are (a recall drops them: nothing to write back).
+    fn got_dir_delegation(&self, dir: &NfsFh3, before: Option<&Fattr3>, r: &mut Reply) {
+        if r.ok(OP_PUTFH).is_err() {
+            return;
+        }
+        let granted = match r.get_dir_delegation() {
+            Ok(GetDirDelegation4Res::Granted(ok)) => ok.stateid,
+            Ok(GetDirDelegation4Res::Unavail { .. }) => return,
+            Err(NfsError::Nfs4(Nfsstat4::Delay | Nfsstat4::Grace)) => return,
+            Err(e) => {
+                tracing::debug!("GET_DIR_DELEGATION refused ({e}): not asked again");
+                self.inner.dir_delegations.store(false, Ordering::Relaxed);
+                return;
+            }
+        };
+        use super::callback::Owner;
+        let after = self.fattr3_opt(r.getattr_opt());
+        // The READDIR itself may have moved the access time.
+        let unchanged =
+            matches!((before, &after), (Some(b), Some(a)) if Fattr3 { atime: a.atime, ..*b } == *a);
+        if unchanged && self.inner.want_delegations.load(Ordering::Relaxed) {
+            let max = self.inner.delegations_max.load(Ordering::Relaxed);
+            let evicted = self.inner.core.state.lock().add_delegation(fh4(dir), granted, false, None, max);
+            for (fh, stateid) in evicted {
+                self.inner.core.callbacks.give_back(fh, stateid);
+            }
+        } else {
+            self.inner.core.return_delegation(fh4(dir), granted);
         }
     }
 
@@ -1722,6 +1775,7 @@ impl Nfs4Client {
         let dots = cookie < 2;
         let (server_cookie, server_verf) = if cookie <= 2 { (0, [0u8; 8]) } else { (cookie, verf) };
         let mask = if plus { attrs::readdir_plus() } else { attrs::readdir_plain() };
+        let ask_deleg = cookie <= 2 && self.may_ask_dir_delegation(dir);
         let build = || {
             let mut ops = vec![
                 putfh(dir),
@@ -1738,6 +1792,13 @@ impl Nfs4Client {
                 ops.push(ArgOp::Lookupp(()));
                 ops.push(getattr(Bitmap4::from_bits(&[FATTR4_FILEID])));
             }
+            if ask_deleg {
+                // Last, so that a server without them (NOTSUPP ends the
+                // COMPOUND) still answers everything above.
+                ops.push(putfh(dir));
+                ops.push(ArgOp::GetDirDelegation(GetDirDelegation4Args::default()));
+                ops.push(std_getattr());
+            }
             ops
         };
         let mut r = self.run(cred, false, &build).await?;
@@ -1747,8 +1808,14 @@ impl Nfs4Client {
         let parent_fileid = if dots && r.ok(OP_LOOKUPP).is_ok() {
             r.getattr_opt().and_then(|f| attrs::decode(&f).ok()).and_then(|a| a.fileid)
         } else {
+            if dots {
+                r.skip();
+            }
             None
         };
+        if ask_deleg {
+            self.got_dir_delegation(dir, dir_attrs.as_ref(), &mut r);
+        }
         let mut entries = Vec::with_capacity(rd.entries.len() + 2);
         if let Some(d) = &dir_attrs {
             if cookie == 0 {

@@ -87,10 +87,13 @@ pub(crate) fn encode(minor: u32, sequence: Option<Sequence4Args>, ops: &[ArgOp],
 /// Operations that change nothing on the server, neither files nor state:
 /// a COMPOUND of only these (after SEQUENCE) may go on a lane
 /// ([`crate::lane`]), as NFSv3's read-only procedures do. READ is one (its
-/// stateid is only checked); OPEN, CLOSE, LOCK, DELEGRETURN and every
-/// operation that changes a file are not.
-const CHANGES_NOTHING: [u32; 16] = [
+/// stateid is only checked), and GET_DIR_DELEGATION (a second copy gets the
+/// delegation the first granted: the server grants a client one per
+/// directory); OPEN, CLOSE, LOCK, DELEGRETURN and every operation that
+/// changes a file are not.
+const CHANGES_NOTHING: [u32; 17] = [
     OP_ACCESS,
+    OP_GET_DIR_DELEGATION,
     OP_GETATTR,
     OP_GETFH,
     OP_LOOKUP,
@@ -154,6 +157,7 @@ results! {
     rename => OP_RENAME Rename -> Rename4ResOk;
     link => OP_LINK Link -> ChangeInfo4;
     readdir => OP_READDIR Readdir -> Readdir4ResOk;
+    get_dir_delegation => OP_GET_DIR_DELEGATION GetDirDelegation -> GetDirDelegation4Res;
     locku => OP_LOCKU Locku -> Stateid4;
     exchange_id => OP_EXCHANGE_ID ExchangeId -> ExchangeId4ResOk;
     create_session => OP_CREATE_SESSION CreateSession -> CreateSession4ResOk;

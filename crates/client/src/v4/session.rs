@@ -528,8 +528,7 @@ impl Core {
         // SEQUENCE itself under SP4_NONE; if this server asks for a bind
         // instead, this request and every later one go on without lanes
         // (`no_lanes`).
-        let laned =
-            (cachethis || compound::changes_nothing(ops)) && !self.no_lanes.load(Ordering::Relaxed);
+        let laned = (cachethis || compound::changes_nothing(ops)) && !self.no_lanes.load(Ordering::Relaxed);
         let started = Instant::now();
         let mut pause = RETRY_MIN;
         let mut binds = 0u32;

@@ -209,6 +209,7 @@ nfs4_ops! {
     43 CreateSession(CreateSession4Args, Res4<CreateSession4ResOk>);
     44 DestroySession(DestroySession4Args, StatusRes);
     45 FreeStateid(FreeStateid4Args, StatusRes);
+    46 GetDirDelegation(GetDirDelegation4Args, Res4<GetDirDelegation4Res>);
     52 SecinfoNoName(SecinfoStyle4, Res4<Secinfo4ResOk>);
     53 Sequence(Sequence4Args, Res4<Sequence4ResOk>);
     55 TestStateid(TestStateid4Args, Res4<TestStateid4ResOk>);

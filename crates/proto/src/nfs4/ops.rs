@@ -1,7 +1,6 @@
 //! Arguments and results of the NFSv4.1 and NFSv4.2 operations this crate
 //! models (RFC 8881 §18, RFC 7862 §15). Operations not modelled here (pNFS
-//! layouts, SSV, directory delegations, extended attributes, inter-server
-//! copy) are answered NFS4ERR_NOTSUPP by a server without decoding their
+//! layouts, SSV, inter-server copy) are answered NFS4ERR_NOTSUPP by a server without decoding their
 //! arguments: an error ends the COMPOUND, so nothing after them is read.
 //!
 //! Results follow one shape where the RFC does: [`Res4`] is the status and,
@@ -1390,6 +1389,74 @@ xdr_struct! {
     #[doc(alias = "WANT_DELEGATION4args")]
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct WantDelegation4Args { pub want: u32, pub claim: DelegClaim4 }
+}
+xdr_struct! {
+    /// GET_DIR_DELEGATION arguments (RFC 8881 §18.39): a delegation of the
+    /// current directory, and which changes the client would like to be
+    /// told of (notifications) rather than have it recalled for.
+    #[doc(alias = "GET_DIR_DELEGATION4args")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct GetDirDelegation4Args {
+        pub signal_deleg_avail: bool,
+        pub notification_types: Bitmap4,
+        pub child_attr_delay: Nfstime4,
+        pub dir_attr_delay: Nfstime4,
+        pub child_attributes: Bitmap4,
+        pub dir_attributes: Bitmap4,
+    }
+}
+xdr_struct! {
+    /// A directory delegation granted (`GET_DIR_DELEGATION4resok`).
+    #[doc(alias = "GET_DIR_DELEGATION4resok")]
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct GetDirDelegation4ResOk {
+        pub cookieverf: Verifier4,
+        pub stateid: Stateid4,
+        /// The notifications the server will send (none: every change recalls).
+        pub notification: Bitmap4,
+        pub child_attributes: Bitmap4,
+        pub dir_attributes: Bitmap4,
+    }
+}
+
+/// GET_DIR_DELEGATION's NFS4_OK result (`GET_DIR_DELEGATION4res_non_fatal`):
+/// the delegation, or why not (GDD4_UNAVAIL), which is no error.
+#[doc(alias = "GET_DIR_DELEGATION4res_non_fatal")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetDirDelegation4Res {
+    /// GDD4_OK.
+    Granted(GetDirDelegation4ResOk),
+    /// GDD4_UNAVAIL, and whether the server will signal (CB_RECALLABLE_OBJ_AVAIL) when one is.
+    Unavail { will_signal: bool },
+}
+
+/// `gddrnf4_status`: GDD4_OK.
+pub const GDD4_OK: u32 = 0;
+/// `gddrnf4_status`: GDD4_UNAVAIL.
+pub const GDD4_UNAVAIL: u32 = 1;
+
+impl Encode for GetDirDelegation4Res {
+    fn encode<B: BufMut>(&self, buf: &mut B) {
+        match self {
+            GetDirDelegation4Res::Granted(ok) => {
+                GDD4_OK.encode(buf);
+                ok.encode(buf);
+            }
+            GetDirDelegation4Res::Unavail { will_signal } => {
+                GDD4_UNAVAIL.encode(buf);
+                will_signal.encode(buf);
+            }
+        }
+    }
+}
+impl Decode for GetDirDelegation4Res {
+    fn decode(buf: &mut Bytes) -> Result<Self> {
+        match u32::decode(buf)? {
+            GDD4_OK => Ok(GetDirDelegation4Res::Granted(GetDirDelegation4ResOk::decode(buf)?)),
+            GDD4_UNAVAIL => Ok(GetDirDelegation4Res::Unavail { will_signal: bool::decode(buf)? }),
+            value => Err(Error::BadEnum { name: "gddrnf4_status", value }),
+        }
+    }
 }
 xdr_struct! {
     /// DESTROY_CLIENTID arguments (RFC 8881 §18.50).

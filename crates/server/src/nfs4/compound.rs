@@ -331,6 +331,7 @@ fn execute(ctx: &mut Ctx, op: ArgOp) -> ResOp {
         ArgOp::Delegreturn(a) => ResOp::Delegreturn(state::delegreturn(ctx, &a.deleg_stateid).into()),
         ArgOp::Delegpurge(_) => ResOp::Delegpurge(Res4::Err(Nfsstat4::Notsupp)),
         ArgOp::WantDelegation(a) => ResOp::WantDelegation(state::want_delegation(ctx, &a).into()),
+        ArgOp::GetDirDelegation(a) => ResOp::GetDirDelegation(state::get_dir_delegation(ctx, &a).into()),
         ArgOp::ReleaseLockowner(_) => ResOp::ReleaseLockowner(Res4::Err(Nfsstat4::Notsupp)),
         // ---- sessions
         ArgOp::ExchangeId(a) => ResOp::ExchangeId(v4.exchange_id(call, &a)),

@@ -454,13 +454,15 @@ fn entry_attrs(
     }
 }
 
-/// The current directory, which this operation changes.
+/// The current directory, which this operation changes: another client's
+/// delegation of it is recalled first (NFS4ERR_DELAY meanwhile).
 fn writable_dir<'a>(ctx: &Ctx<'a, '_>) -> Result<Obj<'a>, Nfsstat4> {
     let o = ctx.writable()?.clone();
     let a = o.backend().getattr(&o.fh).map_err(status)?;
     if a.ftype != FileType::Directory {
         return Err(Nfsstat4::Notdir);
     }
+    super::state::break_delegations(ctx, &o, true)?;
     Ok(o)
 }
 
@@ -533,6 +535,7 @@ pub(crate) fn rename(ctx: &mut Ctx, a: &Rename4Args) -> Result<Rename4ResOk, Nfs
     }
     let old = check_name(&a.oldname)?;
     let new = check_name(&a.newname)?;
+    super::state::break_delegations(ctx, &from, true)?;
     if let Ok(l) = from.backend().lookup(&from.cred, &from.fh, old) {
         super::state::break_delegations(ctx, &from.sibling(l.handle), true)?;
     }

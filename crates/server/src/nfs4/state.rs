@@ -48,8 +48,8 @@ mod deleg;
 
 pub(crate) use deleg::{check_deleg_times, delegated_attrs};
 pub(crate) use ops::{
-    break_delegations, check_io, check_stateid_valid, close, delegreturn, free_stateid, lock, lockt, locku,
-    open, open_downgrade, resend_recalls, test_stateid, want_delegation,
+    break_delegations, check_io, check_stateid_valid, close, delegreturn, free_stateid, get_dir_delegation,
+    lock, lockt, locku, open, open_downgrade, resend_recalls, test_stateid, want_delegation,
 };
 
 use crate::nlm::locks::{LockTable, Owner, Range};

@@ -599,6 +599,8 @@ fn open_by_name<'a>(
                     (CreateMode::Exclusive(*verf), Some(t.set), t.mask)
                 }
             };
+            // A name made: another client's delegation of the directory goes first.
+            break_delegations(ctx, &dir, true)?;
             let c = dir.backend().create(&dir.cred, &dir.fh, name, &mode);
             let c = match c {
                 Err(FsError::IsDir) => return Err(Nfsstat4::Isdir),
@@ -1179,6 +1181,71 @@ pub(crate) fn delegreturn(ctx: &mut Ctx, s: &Stateid4) -> Result<(), Nfsstat4> {
     }
     remove(&v4.state, &mut inner, &s.other);
     Ok(())
+}
+
+/// GET_DIR_DELEGATION (RFC 8881 §18.39): a delegation of the current
+/// directory, with no notifications: any change to its entries or its
+/// attributes by another client (NFSv4 or NFSv3) recalls it, and that
+/// change waits (NFS4ERR_DELAY, JUKEBOX) until it is returned. Its holder
+/// may trust its listing and names meanwhile, without asking at each open.
+/// GDD4_UNAVAIL (no error) when one cannot be had: delegations off, no back
+/// channel, a file system others change unseen (CephFS, several heads), a
+/// recent recall, or no room.
+pub(crate) fn get_dir_delegation(
+    ctx: &mut Ctx,
+    a: &GetDirDelegation4Args,
+) -> Result<GetDirDelegation4Res, Nfsstat4> {
+    let _ = a;
+    let client = ctx.client()?.clone();
+    let o = match ctx.cur()? {
+        Cur::Obj(o) => o.clone(),
+        // The pseudo-root changes only with the exports: nothing to promise.
+        Cur::Pseudo(_) => return Ok(GetDirDelegation4Res::Unavail { will_signal: false }),
+    };
+    let attr = o.backend().getattr(&o.fh).map_err(status)?;
+    if attr.ftype != FileType::Directory {
+        return Err(Nfsstat4::Notdir);
+    }
+    let v4 = ctx.v4;
+    let unavail = Ok(GetDirDelegation4Res::Unavail { will_signal: false });
+    if !v4.config.delegations || o.export.backend.remote() {
+        return unavail;
+    }
+    let Some(session) = &ctx.session else { return unavail };
+    if !v4.back.path_up(session) {
+        return unavail;
+    }
+    let now = v4.clock.now_ns();
+    let mut inner = v4.state.inner.lock();
+    if let Some(f) = inner.files.get(&o.wire) {
+        if let Some(other) =
+            f.delegs.iter().find(|d| inner.ids.get(*d).is_some_and(|e| e.client == client.id))
+        {
+            let e = &inner.ids[other];
+            return Ok(dir_granted(Stateid4 { seqid: e.seqid, other: *other }));
+        }
+        if f.recalled_ns != 0 && now.saturating_sub(f.recalled_ns) < RECALL_COOLDOWN_NS {
+            return unavail;
+        }
+    }
+    if room(v4, &mut inner, client.id).is_err() {
+        return unavail;
+    }
+    let other = v4.state.new_other(epoch(ctx));
+    let kind = Kind::Deleg { recalled_ns: None, revoked: false, write: None };
+    v4.state.count_granted(&kind);
+    insert(&v4.state, &mut inner, other, Entry { seqid: 1, client: client.id, file: o.wire.clone(), kind });
+    Ok(dir_granted(Stateid4 { seqid: 1, other }))
+}
+
+fn dir_granted(stateid: Stateid4) -> GetDirDelegation4Res {
+    GetDirDelegation4Res::Granted(GetDirDelegation4ResOk {
+        cookieverf: [0; 8],
+        stateid,
+        notification: Bitmap4::default(),
+        child_attributes: Bitmap4::default(),
+        dir_attributes: Bitmap4::default(),
+    })
 }
 
 pub(crate) fn want_delegation(ctx: &mut Ctx, a: &WantDelegation4Args) -> Result<OpenDelegation4, Nfsstat4> {
