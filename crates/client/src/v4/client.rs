@@ -95,8 +95,8 @@ struct Inner {
     want_delegations: Arc<AtomicBool>,
     /// Delegations held at most (the least recently used go back past it).
     delegations_max: Arc<AtomicUsize>,
-    /// The server may grant directory delegations: cleared when it refuses
-    /// GET_DIR_DELEGATION with an error (NOTSUPP), so it is not asked again.
+    /// The server may grant directory delegations: cleared when it does not
+    /// know GET_DIR_DELEGATION (NOTSUPP), so it is not asked again.
     dir_delegations: Arc<AtomicBool>,
     /// OPEN and CLOSE of one file and owner go one at a time, so the
     /// server's open and the table agree.
@@ -689,21 +689,46 @@ impl Nfs4Client {
         cachethis: bool,
         build: &(dyn Fn() -> Vec<ArgOp> + Send + Sync),
     ) -> NfsResult<Reply> {
+        self.run_with_optional(cred, cachethis, build, 0).await
+    }
+
+    /// [`Nfs4Client::run`] where the last `optional` operations `build`
+    /// makes are asked for in passing: their failure (an error ends the
+    /// COMPOUND there) neither fails nor repeats the request, and their
+    /// results, if any, are the reply's last.
+    async fn run_with_optional(
+        &self,
+        cred: &Cred,
+        cachethis: bool,
+        build: &(dyn Fn() -> Vec<ArgOp> + Send + Sync),
+        optional: usize,
+    ) -> NfsResult<Reply> {
         let riders = self.take_closes(cred, build).await;
-        if riders.is_empty() {
-            return self.inner.core.run(cred, cachethis, build).await;
-        }
+        // The operations that decide the request's status, and those that are its own.
         let main = std::sync::atomic::AtomicUsize::new(0);
+        let own = std::sync::atomic::AtomicUsize::new(0);
+        if riders.is_empty() {
+            if optional == 0 {
+                return self.inner.core.run(cred, cachethis, build).await;
+            }
+            let counted = || {
+                let ops = build();
+                main.store(ops.len().saturating_sub(optional), Ordering::Relaxed);
+                ops
+            };
+            return self.inner.core.run_main(cred, cachethis, &counted, Some(&main)).await;
+        }
         let with_closes = || {
             let mut ops = build();
-            main.store(ops.len(), Ordering::Relaxed);
+            main.store(ops.len().saturating_sub(optional), Ordering::Relaxed);
+            own.store(ops.len(), Ordering::Relaxed);
             ops.extend(self.close_ops(&riders));
             ops
         };
         let r = self.inner.core.run_main(cred, cachethis, &with_closes, Some(&main)).await;
         match r {
             Ok(mut reply) => {
-                let tail = reply.split_off(main.load(Ordering::Relaxed));
+                let tail = reply.split_off_after(main.load(Ordering::Relaxed), own.load(Ordering::Relaxed));
                 self.closes_done(riders, tail);
                 Ok(reply)
             }
@@ -796,15 +821,15 @@ impl Nfs4Client {
         if r.ok(OP_PUTFH).is_err() {
             return;
         }
-        let granted = match r.get_dir_delegation() {
-            Ok(GetDirDelegation4Res::Granted(ok)) => ok.stateid,
-            Ok(GetDirDelegation4Res::Unavail { .. }) => return,
-            Err(NfsError::Nfs4(Nfsstat4::Delay | Nfsstat4::Grace)) => return,
-            Err(e) => {
-                tracing::debug!("GET_DIR_DELEGATION refused ({e}): not asked again");
+        let granted = match r.skip() {
+            Some(ResOp::GetDirDelegation(Res4::Ok(GetDirDelegation4Res::Granted(ok)))) => ok.stateid,
+            Some(ResOp::GetDirDelegation(Res4::Err(Nfsstat4::Notsupp)) | ResOp::Illegal(_)) => {
+                tracing::debug!("the server does not grant directory delegations: not asked again");
                 self.inner.dir_delegations.store(false, Ordering::Relaxed);
                 return;
             }
+            // GDD4_UNAVAIL, or a refusal that may pass (DELAY, …).
+            _ => return,
         };
         use super::callback::Owner;
         let after = self.fattr3_opt(r.getattr_opt());
@@ -1801,16 +1826,13 @@ impl Nfs4Client {
             }
             ops
         };
-        let mut r = self.run(cred, false, &build).await?;
+        let mut r = self.run_with_optional(cred, false, &build, if ask_deleg { 3 } else { 0 }).await?;
         r.ok(OP_PUTFH)?;
         let dir_attrs = self.fattr3_opt(r.getattr_opt());
         let rd = r.readdir()?;
         let parent_fileid = if dots && r.ok(OP_LOOKUPP).is_ok() {
             r.getattr_opt().and_then(|f| attrs::decode(&f).ok()).and_then(|a| a.fileid)
         } else {
-            if dots {
-                r.skip();
-            }
             None
         };
         if ask_deleg {

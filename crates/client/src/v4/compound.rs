@@ -157,7 +157,6 @@ results! {
     rename => OP_RENAME Rename -> Rename4ResOk;
     link => OP_LINK Link -> ChangeInfo4;
     readdir => OP_READDIR Readdir -> Readdir4ResOk;
-    get_dir_delegation => OP_GET_DIR_DELEGATION GetDirDelegation -> GetDirDelegation4Res;
     locku => OP_LOCKU Locku -> Stateid4;
     exchange_id => OP_EXCHANGE_ID ExchangeId -> ExchangeId4ResOk;
     create_session => OP_CREATE_SESSION CreateSession -> CreateSession4ResOk;
@@ -271,9 +270,16 @@ impl Reply {
     /// Keep the results of the first `main` operations (with their status,
     /// see [`Reply::main_status`]); returns the rest.
     pub(crate) fn split_off(&mut self, main: usize) -> Vec<ResOp> {
+        self.split_off_after(main, main)
+    }
+
+    /// Keep the results of the first `own` operations, with the status of
+    /// the first `main` of them (see [`Reply::main_status`]); returns the
+    /// rest.
+    pub(crate) fn split_off_after(&mut self, main: usize, own: usize) -> Vec<ResOp> {
         let status = self.main_status(main);
         let mut all: Vec<ResOp> = std::mem::take(&mut self.results).collect();
-        let tail = all.split_off(main.min(all.len()));
+        let tail = all.split_off(own.min(all.len()));
         self.results = all.into_iter();
         self.status = status;
         tail
@@ -295,6 +301,31 @@ pub(crate) fn component(name: &[u8]) -> NfsResult<Component4> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_is_split_after_its_own_results_with_the_status_of_those_that_decide() {
+        // READDIR's COMPOUND with a GET_DIR_DELEGATION asked in passing (refused), then CLOSEs riding along.
+        let res = Compound4Res {
+            status: Nfsstat4::Notsupp,
+            tag: Default::default(),
+            resarray: vec![
+                ResOp::Putfh(Res4::OK),
+                ResOp::Getattr(Res4::Ok(Fattr4::default())),
+                ResOp::Putfh(Res4::OK),
+                ResOp::GetDirDelegation(Res4::Err(Nfsstat4::Notsupp)),
+            ],
+        };
+        let mut r = Reply::new(res.clone());
+        assert_eq!(r.main_status(2), Nfsstat4::Ok);
+        assert_eq!(r.main_status(4), Nfsstat4::Notsupp);
+        let tail = r.split_off_after(2, 4);
+        assert!(tail.is_empty(), "the riders never ran: {tail:?}");
+        assert_eq!(r.status, Nfsstat4::Ok, "the request itself succeeded");
+        assert_eq!(r.results.len(), 4, "its own results stay, the refused one too");
+        let mut r = Reply::new(res);
+        assert_eq!(r.split_off(2).len(), 2);
+        assert_eq!(r.results.len(), 2);
+    }
 
     fn args_of(call: &Call) -> Compound4Args {
         let mut rec = call.wire_bytes().slice(4..);
