@@ -432,6 +432,10 @@ impl NfsOps for AnyClient {
         both!(self, c => NfsOps::write_close(c, cred, fh, offset, data, attrs, close))
     }
 
+    async fn getattr_listed_dir(&self, cred: &Cred, dir: &NfsFh3) -> NfsResult<Fattr3> {
+        both!(self, c => c.getattr_listed_dir(cred, dir))
+    }
+
     async fn remove_known(&self, cred: &Cred, dir: &NfsFh3, name: &[u8], is_dir: bool) -> NfsResult<WccData> {
         both!(self, c => c.remove_known(cred, dir, name, is_dir))
     }

@@ -531,6 +531,19 @@ pub trait NfsOps: Send + Sync + 'static {
         false
     }
 
+    /// GETATTR of directory `dir` whose listing the caller keeps, to see
+    /// whether it changed (close-to-open for directories): a directory
+    /// looked at again is worth a delegation, which the NFSv4 client asks
+    /// for in the same round trip (see [`NfsOps::delegated`]). Default:
+    /// GETATTR.
+    fn getattr_listed_dir(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+    ) -> impl Future<Output = NfsResult<Fattr3>> + Send {
+        self.getattr(cred, dir)
+    }
+
     /// Remove `name` from `dir`, which the caller knows is a directory
     /// (`is_dir`) or is not, so the server need not check. Default: RMDIR
     /// or REMOVE.

@@ -118,7 +118,7 @@ impl<C: NfsOps> Shared<C> {
     async fn check_listing(&self, dir: &Inode, cred: &Cred) -> FsResult<()> {
         self.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
         let gen = self.clock.tick();
-        let a = self.client.getattr(cred, &dir.fh).await?;
+        let a = self.client.getattr_listed_dir(cred, &dir.fh).await?;
         self.fresh_attrs(dir, a, gen, true);
         Ok(())
     }

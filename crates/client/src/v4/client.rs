@@ -810,17 +810,14 @@ impl Nfs4Client {
             && self.inner.core.state.lock().held_delegation(&dir.data).is_none()
     }
 
-    /// The tail of a listing that asked for a delegation of `dir` (PUTFH,
-    /// GET_DIR_DELEGATION, GETATTR): keep one granted if the directory's
-    /// attributes after the grant are those from before the READDIR
-    /// (`before`, but for the access time), so that nothing changed it
-    /// between the listing and the promise; else give it back at once.
-    /// Directory delegations are kept and given back as read delegations of
-    /// files are (a recall drops them: nothing to write back).
-    fn got_dir_delegation(&self, dir: &NfsFh3, before: Option<&Fattr3>, r: &mut Reply) {
-        if r.ok(OP_PUTFH).is_err() {
-            return;
-        }
+    /// The tail of a GETATTR that asked for a delegation of `dir`
+    /// (GET_DIR_DELEGATION, GETATTR): keep one granted if the directory's
+    /// attributes after the grant are those from before it (`before`, but
+    /// for the access time), so that what the caller checks against them
+    /// is what the promise covers; else give it back at once. Directory
+    /// delegations are kept and given back as read delegations of files are
+    /// (a recall drops them: nothing to write back).
+    fn got_dir_delegation(&self, dir: &NfsFh3, before: &Fattr3, r: &mut Reply) {
         let granted = match r.skip() {
             Some(ResOp::GetDirDelegation(Res4::Ok(GetDirDelegation4Res::Granted(ok)))) => ok.stateid,
             Some(ResOp::GetDirDelegation(Res4::Err(Nfsstat4::Notsupp)) | ResOp::Illegal(_)) => {
@@ -833,9 +830,7 @@ impl Nfs4Client {
         };
         use super::callback::Owner;
         let after = self.fattr3_opt(r.getattr_opt());
-        // The READDIR itself may have moved the access time.
-        let unchanged =
-            matches!((before, &after), (Some(b), Some(a)) if Fattr3 { atime: a.atime, ..*b } == *a);
+        let unchanged = after.is_some_and(|a| Fattr3 { atime: a.atime, ..*before } == a);
         if unchanged && self.inner.want_delegations.load(Ordering::Relaxed) {
             let max = self.inner.delegations_max.load(Ordering::Relaxed);
             let evicted = self.inner.core.state.lock().add_delegation(fh4(dir), granted, false, None, max);
@@ -1800,7 +1795,6 @@ impl Nfs4Client {
         let dots = cookie < 2;
         let (server_cookie, server_verf) = if cookie <= 2 { (0, [0u8; 8]) } else { (cookie, verf) };
         let mask = if plus { attrs::readdir_plus() } else { attrs::readdir_plain() };
-        let ask_deleg = cookie <= 2 && self.may_ask_dir_delegation(dir);
         let build = || {
             let mut ops = vec![
                 putfh(dir),
@@ -1817,16 +1811,9 @@ impl Nfs4Client {
                 ops.push(ArgOp::Lookupp(()));
                 ops.push(getattr(Bitmap4::from_bits(&[FATTR4_FILEID])));
             }
-            if ask_deleg {
-                // Last, so that a server without them (NOTSUPP ends the
-                // COMPOUND) still answers everything above.
-                ops.push(putfh(dir));
-                ops.push(ArgOp::GetDirDelegation(GetDirDelegation4Args::default()));
-                ops.push(std_getattr());
-            }
             ops
         };
-        let mut r = self.run_with_optional(cred, false, &build, if ask_deleg { 3 } else { 0 }).await?;
+        let mut r = self.run(cred, false, &build).await?;
         r.ok(OP_PUTFH)?;
         let dir_attrs = self.fattr3_opt(r.getattr_opt());
         let rd = r.readdir()?;
@@ -1835,9 +1822,6 @@ impl Nfs4Client {
         } else {
             None
         };
-        if ask_deleg {
-            self.got_dir_delegation(dir, dir_attrs.as_ref(), &mut r);
-        }
         let mut entries = Vec::with_capacity(rd.entries.len() + 2);
         if let Some(d) = &dir_attrs {
             if cookie == 0 {
@@ -1914,6 +1898,30 @@ impl NfsOps for Nfs4Client {
         let mut r = self.run(cred, false, &build).await?;
         r.ok(OP_PUTFH)?;
         self.fattr3(&r.getattr()?)
+    }
+
+    /// PUTFH, GETATTR, and when the mount may hold directory delegations
+    /// and holds none of `dir`, GET_DIR_DELEGATION and GETATTR asked in
+    /// passing after them (a server without them still answers the
+    /// GETATTR, and is not asked again): a directory looked at again is
+    /// held from then on, so the next opens of it ask nothing.
+    async fn getattr_listed_dir(&self, cred: &Cred, dir: &NfsFh3) -> NfsResult<Fattr3> {
+        if !self.may_ask_dir_delegation(dir) {
+            return self.getattr(cred, dir).await;
+        }
+        let build = || {
+            vec![
+                putfh(dir),
+                std_getattr(),
+                ArgOp::GetDirDelegation(GetDirDelegation4Args::default()),
+                std_getattr(),
+            ]
+        };
+        let mut r = self.run_with_optional(cred, false, &build, 2).await?;
+        r.ok(OP_PUTFH)?;
+        let a = self.fattr3(&r.getattr()?)?;
+        self.got_dir_delegation(dir, &a, &mut r);
+        Ok(a)
     }
 
     async fn setattr(
