@@ -70,8 +70,9 @@ impl<C: NfsOps> CachedFs<C> {
         if offset == 0 {
             // A delegation of the directory vouches for the listing kept:
             // no other client can change the directory without its recall.
-            let delegated = s.delegated(&h.inode);
-            if s.cfg.cto && !delegated && h.inode.state.lock().listing.is_some() {
+            let listing_kept = h.inode.state.lock().listing.is_some();
+            let delegated = listing_kept && s.delegated(&h.inode);
+            if s.cfg.cto && !delegated && listing_kept {
                 // Close-to-open holds for directories too (as in Linux's NFS
                 // client, whose open of a directory revalidates it): a
                 // listing kept from before another client changed the

@@ -718,11 +718,20 @@ impl<C: NfsOps> CachedFs<C> {
             return None;
         }
         let dir = s.inodes.get(parent)?;
-        let now = Instant::now();
-        let delegated = dir.is_dir() && s.delegated(&dir);
-        let st = dir.state.lock();
-        if !dir.is_dir() || !(st.attr_valid(now) || st.vouched(delegated)) {
+        if !dir.is_dir() {
             return None;
+        }
+        let now = Instant::now();
+        let mut st = dir.state.lock();
+        if !st.attr_valid(now) {
+            // A delegation of the directory vouches for its names however
+            // old its attributes (asked only then: lookups are frequent).
+            drop(st);
+            let delegated = s.delegated(&dir);
+            st = dir.state.lock();
+            if !(st.attr_valid(now) || st.vouched(delegated)) {
+                return None;
+            }
         }
         match st.names.get(name) {
             Some(Dentry::Positive(fh)) => {
