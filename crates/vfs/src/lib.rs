@@ -387,7 +387,10 @@ pub enum FsError {
 }
 
 impl FsError {
-    /// Map an `errno` from a system call.
+    /// Map an `errno` from a system call. A shortage that passes (memory,
+    /// descriptors, a call interrupted or timed out) asks the client to try
+    /// again, as knfsd answers ENOMEM; an errno with no NFS meaning is an I/O
+    /// error, logged with its name so the answer can be traced.
     pub fn from_errno(e: i32) -> FsError {
         match e {
             libc::EPERM => FsError::Perm,
@@ -410,8 +413,14 @@ impl FsError {
             libc::ESTALE => FsError::Stale,
             libc::EOPNOTSUPP => FsError::NotSupp,
             libc::ELOOP => FsError::Inval,
-            libc::EAGAIN => FsError::Jukebox,
-            _ => FsError::Io,
+            libc::EAGAIN | libc::ENOMEM | libc::EMFILE | libc::ENFILE | libc::EINTR | libc::ETIMEDOUT => {
+                FsError::Jukebox
+            }
+            libc::EIO => FsError::Io,
+            _ => {
+                tracing::warn!("{} answered as an I/O error", std::io::Error::from_raw_os_error(e));
+                FsError::Io
+            }
         }
     }
 }
@@ -790,5 +799,21 @@ pub trait Backend: Send + Sync + 'static {
     fn removexattr(&self, cred: &Credentials, fh: &FileHandle, name: &[u8]) -> FsResult<()> {
         let _ = (cred, fh, name);
         Err(FsError::NotSupp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FsError;
+
+    #[test]
+    fn a_shortage_that_passes_asks_the_client_to_retry_and_a_failing_disk_does_not() {
+        for e in [libc::ENOMEM, libc::EMFILE, libc::ENFILE, libc::EINTR, libc::ETIMEDOUT, libc::EAGAIN] {
+            assert_eq!(FsError::from_errno(e), FsError::Jukebox, "errno {e}");
+        }
+        for e in [libc::EIO, libc::EUCLEAN, libc::EBADMSG] {
+            assert_eq!(FsError::from_errno(e), FsError::Io, "errno {e}");
+        }
+        assert_eq!(FsError::from(std::io::Error::from_raw_os_error(libc::ESTALE)), FsError::Stale);
     }
 }

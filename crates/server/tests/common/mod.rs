@@ -97,6 +97,7 @@ impl TestServer {
         exports: Vec<ExportSpec>,
         listen: Vec<SocketAddr>,
     ) -> TestServer {
+        log_warnings();
         let (tx, rx) = std::sync::mpsc::channel();
         let (done_tx, done) = std::sync::mpsc::channel();
         let shutdown = CancellationToken::new();
@@ -838,4 +839,17 @@ pub fn removed_dir_handle_is_stale(c: &mut Client, root: &NfsFh3, name: &str) {
         c.setattr(&d, Sattr3 { mode: Some(0o700), ..Default::default() }, None).status(),
         Nfsstat3::Stale
     );
+}
+
+/// Warnings (and worse) of the servers under test go to the test's captured
+/// output, shown when it fails: an answer such as NFS3ERR_IO then comes with
+/// the errno behind it. RUST_LOG chooses more.
+pub fn log_warnings() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // Another test binary's common module may have set one already.
+        let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+    });
 }
