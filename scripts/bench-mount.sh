@@ -33,7 +33,7 @@
 #                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-v4ra0 eagernfs-v4wb
 #                                      eagernfs-async ganesha ganesha-v4"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
-#                          [--settle-untar SECONDS] [--server-args "ARGS"]
+#                          [--settle-untar SECONDS] [--server-args "ARGS"] [--loop-ext4 GIB]
 #
 # --server-args adds ARGS to `eagernfs serve` for the eagernfs targets (and `before`), e.g.
 # "--journal /dev/shm/{state}.journal": metadata and data committed at log speed (issue 36);
@@ -50,6 +50,13 @@
 # inodes freed in the last 60 s (300 s more while their table block is dirty) when it allocates
 # one (`recently_deleted`), at a cost that grows with the deletions before, so an untar that
 # follows another target's rm -r closely pays for it (docs/benchmarks/mount-v4-2026-11-28).
+#
+# --loop-ext4 GIB runs everything on a new ext4 file system with a journal, made for the run on a
+# loop device (a sparse GIB GiB image under /var/tmp), as a file server's would be: where the
+# machine's own file system has no journal (/proc/fs/jbd2 lists none for it), ext4 checks for
+# recently deleted inodes at every allocation (above), which a journal turns off, and which makes
+# each round's untar slower than the last. Every target's directory, the servers' exports and
+# bindfs's source are on it; the journals of --server-args stay where they are named.
 #
 # --before BIN adds the target `before`: BIN's server and mount, in the same rounds (an A/B of
 # a change: build the old revision somewhere and name its binary).
@@ -71,6 +78,7 @@ mount_options=
 before_bin=
 settle_untar=0
 server_args=
+loop_gib=
 orig_args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -82,6 +90,7 @@ while [ $# -gt 0 ]; do
         --mount-options) mount_options=$2; shift 2 ;;
         --settle-untar) settle_untar=$2; shift 2 ;;
         --server-args) server_args=$2; shift 2 ;;
+        --loop-ext4) loop_gib=$2; shift 2 ;;
         --before) before_bin=$(realpath "$2"); targets="$targets before"; shift 2 ;;
         -h | --help) sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench-mount: unknown argument $1" >&2; exit 2 ;;
@@ -99,6 +108,15 @@ for tool in bindfs make cc; do
 done
 
 work=$(mktemp -d /var/tmp/eagernfs-benchmount.XXXXXX)
+image=
+if [ -n "$loop_gib" ]; then
+    case "$loop_gib" in *[!0-9]* | '' | 0) log "--loop-ext4 takes a whole number of GiB, e.g. 8"; exit 2 ;; esac
+    command -v mkfs.ext4 >/dev/null || { log "--loop-ext4 needs mkfs.ext4 (apt install e2fsprogs)"; exit 1; }
+    image=$work.img
+    truncate -s "${loop_gib}G" "$image"
+    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$image"
+    mount -o loop "$image" "$work" || { log "cannot mount a loop device (needs root and /dev/loop-control)"; rm -f "$image"; exit 1; }
+fi
 chmod 755 "$work"
 server_pid=
 async_pid=
@@ -116,7 +134,13 @@ cleanup() {
         rm -f "$j"
     done
     # Never remove the work directory through a mount that is still there.
-    if [ "$unmounted" = 1 ]; then rm -rf "$work"; fi
+    if [ "$unmounted" = 1 ]; then
+        if [ -n "$image" ]; then
+            umount "$work" && rm -f "$image" && rmdir "$work"
+        else
+            rm -rf "$work"
+        fi
+    fi
 }
 trap cleanup EXIT
 mkdir -p "$out"
