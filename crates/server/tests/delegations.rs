@@ -689,3 +689,76 @@ fn a_directory_delegation_is_recalled_by_every_change_of_its_entries_or_attribut
         assert_eq!(get_dir_delegation(&mut holder, &dir), Ok(None), "{change:?}: granted again at once");
     }
 }
+
+/// TEST_STATEID of one stateid: OK while the server holds it.
+fn test_stateid(v: &mut V4, st: Stateid4) -> Nfsstat4 {
+    let r = v.ok(vec![ArgOp::TestStateid(TestStateid4Args(vec![st]))]);
+    let Some(ResOp::TestStateid(Res4::Ok(t))) = r.resarray.last() else { panic!("{r:?}") };
+    t.0[0]
+}
+
+fn close(v: &mut V4, fh: &NfsFh4, st: Stateid4) {
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Close(Close4Args { seqid: 0, open_stateid: st }),
+    ]);
+}
+
+fn remove(v: &mut V4, dir: &NfsFh4, name: &str) {
+    v.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: dir.clone() }),
+        ArgOp::Remove(Remove4Args { target: name_of(name) }),
+    ]);
+}
+
+/// A client that removes the last name of a file or directory it holds a delegation of, and
+/// does not give it back first, could never give it back (the handle is stale): the server
+/// drops it rather than keep it until the client id ends. Not while the object lives on:
+/// another name, an open of it, or a rename onto another name of itself.
+#[test]
+fn the_delegation_of_an_object_whose_last_name_is_removed_is_dropped_and_no_sooner() {
+    let s = server();
+    let mut a = client(&s, "remover");
+    let root = a.fh("/mem");
+    let want = OPEN4_SHARE_ACCESS_BOTH | OPEN4_SHARE_ACCESS_WANT_WRITE_DELEG;
+    // One name: gone with it.
+    let (fh, open_st, open) = a.open_ok(&root, "one", want);
+    let (st, _) = write_deleg(&open.delegation);
+    close(&mut a, &fh, open_st);
+    assert_eq!(test_stateid(&mut a, st), Nfsstat4::Ok);
+    remove(&mut a, &root, "one");
+    assert_eq!(test_stateid(&mut a, st), Nfsstat4::BadStateid, "dropped with the file's last name");
+    // Two names: the file lives on under the other, and so does its delegation.
+    let (fh, open_st, open) = a.open_ok(&root, "two", want);
+    let (st, _) = write_deleg(&open.delegation);
+    a.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: fh.clone() }),
+        ArgOp::Savefh(()),
+        ArgOp::Putfh(Putfh4Args { object: root.clone() }),
+        ArgOp::Link(Link4Args { newname: name_of("two-again") }),
+    ]);
+    close(&mut a, &fh, open_st);
+    remove(&mut a, &root, "two");
+    assert_eq!(test_stateid(&mut a, st), Nfsstat4::Ok, "another name is left");
+    remove(&mut a, &root, "two-again");
+    assert_eq!(test_stateid(&mut a, st), Nfsstat4::BadStateid, "the last name went");
+    // Still open: kept (the open's holder may still use the file).
+    let (_, open_st, open) = a.open_ok(&root, "open", want);
+    let (st, _) = write_deleg(&open.delegation);
+    remove(&mut a, &root, "open");
+    assert_eq!(test_stateid(&mut a, st), Nfsstat4::Ok, "an open of it is left");
+    assert_eq!(test_stateid(&mut a, open_st), Nfsstat4::Ok);
+    // A directory: gone with its RMDIR.
+    a.ok(vec![
+        ArgOp::Putfh(Putfh4Args { object: root.clone() }),
+        ArgOp::Create(Create4Args {
+            objtype: Createtype4::Dir,
+            objname: name_of("dir"),
+            createattrs: Fattr4::default(),
+        }),
+    ]);
+    let dir = a.fh("/mem/dir");
+    let st = get_dir_delegation(&mut a, &dir).expect("GET_DIR_DELEGATION").expect("granted");
+    remove(&mut a, &root, "dir");
+    assert_eq!(test_stateid(&mut a, st), Nfsstat4::BadStateid, "dropped with the directory");
+}

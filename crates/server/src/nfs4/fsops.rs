@@ -512,12 +512,15 @@ pub(crate) fn remove(ctx: &mut Ctx, target: &Component4) -> Result<ChangeInfo4, 
     let l = dir.backend().lookup(&dir.cred, &dir.fh, name).map_err(status)?;
     let victim = dir.sibling(l.handle);
     super::state::break_delegations(ctx, &victim, true)?;
-    let w = if l.attr.ftype == FileType::Directory {
+    let is_dir = l.attr.ftype == FileType::Directory;
+    let w = if is_dir {
         dir.backend().rmdir(&dir.cred, &dir.fh, name)
     } else {
         dir.backend().remove(&dir.cred, &dir.fh, name)
     };
-    Ok(cinfo(&w.map_err(status)?))
+    let w = w.map_err(status)?;
+    super::state::object_removed(ctx, &victim, is_dir);
+    Ok(cinfo(&w))
 }
 
 pub(crate) fn rename(ctx: &mut Ctx, a: &Rename4Args) -> Result<Rename4ResOk, Nfsstat4> {
@@ -539,10 +542,20 @@ pub(crate) fn rename(ctx: &mut Ctx, a: &Rename4Args) -> Result<Rename4ResOk, Nfs
     if let Ok(l) = from.backend().lookup(&from.cred, &from.fh, old) {
         super::state::break_delegations(ctx, &from.sibling(l.handle), true)?;
     }
-    if let Ok(l) = to.backend().lookup(&to.cred, &to.fh, new) {
-        super::state::break_delegations(ctx, &to.sibling(l.handle), true)?;
-    }
+    let replaced = match to.backend().lookup(&to.cred, &to.fh, new) {
+        Ok(l) => {
+            let victim = to.sibling(l.handle);
+            super::state::break_delegations(ctx, &victim, true)?;
+            Some((victim, l.attr.ftype == FileType::Directory))
+        }
+        Err(_) => None,
+    };
     let (fw, tw) = from.backend().rename(&from.cred, &from.fh, old, &to.fh, new).map_err(status)?;
+    if let Some((victim, is_dir)) = replaced {
+        // A rename of a name onto itself (or onto another name of the same
+        // file) removes nothing: the handle still works, so nothing is dropped.
+        super::state::object_removed(ctx, &victim, is_dir);
+    }
     Ok(Rename4ResOk { source_cinfo: cinfo(&fw), target_cinfo: cinfo(&tw) })
 }
 

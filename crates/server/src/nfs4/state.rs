@@ -49,7 +49,7 @@ mod deleg;
 pub(crate) use deleg::{check_deleg_times, delegated_attrs};
 pub(crate) use ops::{
     break_delegations, check_io, check_stateid_valid, close, delegreturn, free_stateid, get_dir_delegation,
-    lock, lockt, locku, open, open_downgrade, resend_recalls, test_stateid, want_delegation,
+    lock, lockt, locku, object_removed, open, open_downgrade, resend_recalls, test_stateid, want_delegation,
 };
 
 use crate::nlm::locks::{LockTable, Owner, Range};
@@ -231,6 +231,38 @@ impl StateTable {
     /// How many stateids `client` holds.
     pub(crate) fn client_state_count(&self, client: Clientid4) -> usize {
         self.inner.lock().per_client.get(&client).copied().unwrap_or(0)
+    }
+
+    /// Whether `file` has delegations out and neither opens nor locks: if
+    /// its last name goes, nothing is left that could still use them.
+    pub(crate) fn only_delegated(&self, file: &Bytes) -> bool {
+        if self.delegations.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let inner = self.inner.lock();
+        inner
+            .files
+            .get(file)
+            .is_some_and(|f| !f.delegs.is_empty() && f.opens.is_empty() && f.locks.is_empty())
+    }
+
+    /// `file` is gone (its last name removed) with no open or lock of it
+    /// left: drop its delegations, which no holder can return any more (its
+    /// handle is stale, so a DELEGRETURN fails at PUTFH). A holder that
+    /// names one later hears BAD_STATEID, which means "not yours".
+    /// How many went.
+    pub(crate) fn forget_delegations_of_gone(&self, file: &Bytes) -> usize {
+        let mut inner = self.inner.lock();
+        let Some(f) = inner.files.get(file) else { return 0 };
+        if !f.opens.is_empty() || !f.locks.is_empty() {
+            return 0;
+        }
+        let delegs = f.delegs.clone();
+        for o in &delegs {
+            remove(self, &mut inner, o);
+        }
+        inner.files.remove(file);
+        delegs.len()
     }
 
     /// Drop everything `client` holds (its locks too); how many stateids went.

@@ -208,6 +208,25 @@ pub(crate) fn break_delegations(ctx: &Ctx, o: &Obj, write: bool) -> Result<(), N
     Ok(())
 }
 
+/// The last name of `o` was just removed (by a REMOVE or a RENAME over
+/// it), and `o` is a directory (`is_dir`) or a file: if the object is gone
+/// and only delegations of it are left (the remover's own: any other
+/// client's were recalled first), drop them, since no one can give them
+/// back; a client that does not return them with its REMOVE, as ours
+/// does, would otherwise keep them until its client id ends.
+pub(crate) fn object_removed(ctx: &Ctx, o: &Obj, is_dir: bool) {
+    let state = &ctx.v4.state;
+    if !state.only_delegated(&o.wire) {
+        return;
+    }
+    // A file may have other names, or be kept alive by the server (removed
+    // while open): gone only if its handle no longer works.
+    let gone = is_dir || matches!(o.backend().getattr(&o.fh), Err(FsError::Stale | FsError::NoEnt));
+    if gone {
+        state.forget_delegations_of_gone(&o.wire);
+    }
+}
+
 /// Recall the delegations of `file` held by clients other than `me` that
 /// `conflict` runs into. Whether any is still out (the caller must wait:
 /// NFS4ERR_DELAY or JUKEBOX).
