@@ -133,6 +133,39 @@ fn a_second_cat_of_files_held_under_read_delegations_asks_nothing() {
     }
 }
 
+/// `rm -r` of files and directories the mount holds delegations of gives each delegation back
+/// in the COMPOUND of its REMOVE: one round trip per entry, none held afterwards, and none
+/// left to return (stale, one by one) at unmount.
+#[test]
+fn removing_what_the_mount_holds_delegations_of_gives_them_back_in_the_same_round_trip() {
+    require_fuse!("removing_what_the_mount_holds_delegations_of_gives_them_back_in_the_same_round_trip");
+    let export = tempfile::tempdir().unwrap();
+    let (dirs, per_dir) = (3, 30);
+    let entries = (dirs * per_dir + dirs + 1) as u64;
+    small_tree(export.path(), dirs, per_dir);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "removing_what_the_mount_holds_delegations_of") {
+        return;
+    }
+    let m = FuseMount::new(&server.url(""), "");
+    cat_all(&m.path("src"));
+    cat_all(&m.path("src"));
+    let held = delegations(&m).0;
+    assert_eq!(held, entries, "a delegation of every file and directory before rm -r");
+    let returned = |m: &FuseMount| stat_json(m)["nfs4"]["delegreturns"].as_u64().unwrap_or(0);
+    let (before, returned_before) = (round_trips(&m), returned(&m));
+    let status = Command::new("rm").arg("-r").arg(m.path("src")).status().unwrap();
+    assert!(status.success(), "rm -r through the mount");
+    let calls = round_trips(&m) - before;
+    let given_back = returned(&m) - returned_before;
+    eprintln!("rm -r of {entries} entries: {calls} round trips, {given_back} delegations given back");
+    assert_eq!(delegations(&m).0, 0, "no delegation of a removed object is kept");
+    assert_eq!(given_back, entries, "each given back (with its REMOVE)");
+    // One REMOVE per entry; the listings are held under the directories' delegations.
+    assert!(calls <= entries + 1, "rm -r of {entries} entries: {calls} round trips");
+    assert!(!export.path().join("src").exists(), "the tree is gone on the server");
+}
+
 /// `ls DIR` through the mount: the names, sorted.
 fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =

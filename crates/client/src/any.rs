@@ -439,4 +439,15 @@ impl NfsOps for AnyClient {
     async fn remove_known(&self, cred: &Cred, dir: &NfsFh3, name: &[u8], is_dir: bool) -> NfsResult<WccData> {
         both!(self, c => c.remove_known(cred, dir, name, is_dir))
     }
+
+    async fn remove_last_name(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        is_dir: bool,
+        victim: &NfsFh3,
+    ) -> NfsResult<WccData> {
+        both!(self, c => c.remove_last_name(cred, dir, name, is_dir, victim))
+    }
 }

@@ -562,4 +562,21 @@ pub trait NfsOps: Send + Sync + 'static {
             }
         }
     }
+
+    /// [`NfsOps::remove_known`] of the last name of `victim` (a directory,
+    /// or a file with one link that is not open here and has nothing
+    /// unwritten): a client that holds a delegation of it gives it back in
+    /// the same call, since once the object is gone its handle is stale
+    /// and the delegation can be returned no more. Default: `remove_known`.
+    fn remove_last_name(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        is_dir: bool,
+        victim: &NfsFh3,
+    ) -> impl Future<Output = NfsResult<WccData>> + Send {
+        let _ = victim;
+        self.remove_known(cred, dir, name, is_dir)
+    }
 }

@@ -1460,9 +1460,17 @@ impl<C: NfsOps> CachedFs<C> {
             Some(Dentry::Positive(fh)) => Some(fh.clone()),
             _ => None,
         };
-        let known = removed.as_ref().or(named.as_ref()).and_then(|fh| s.inodes.by_fh(fh)).map(|i| i.is_dir());
+        let victim = removed.as_ref().or(named.as_ref()).and_then(|fh| s.inodes.by_fh(fh));
+        let known = victim.as_ref().map(|i| i.is_dir());
+        // Its last name, with nothing of it left here to write: a delegation
+        // of it goes back with the REMOVE (it could not after).
+        let last = victim.filter(|v| {
+            s.delegated(v) && (v.is_dir() || (v.ftype == Ftype3::Reg && v.state.lock().last_name_clean()))
+        });
         let gen = dir.state.lock().begin_change();
-        let r = if known == Some(is_dir) {
+        let r = if let (Some(v), Some(true)) = (&last, known.map(|k| k == is_dir)) {
+            s.client.remove_last_name(cred, &dir.fh, name, is_dir, &v.fh).await
+        } else if known == Some(is_dir) {
             s.client.remove_known(cred, &dir.fh, name, is_dir).await
         } else if is_dir {
             s.client.rmdir(cred, &dir.fh, name).await

@@ -662,6 +662,16 @@ impl InodeState {
         true
     }
 
+    /// A regular file with one link, not open here, and nothing unwritten
+    /// or held here: removing its name ends it, and loses nothing of ours.
+    pub(crate) fn last_name_clean(&self) -> bool {
+        self.attr.nlink <= 1
+            && self.open_count == 0
+            && self.file.clean()
+            && self.file.pending_attrs.is_none()
+            && self.file.sending_attrs.is_none()
+    }
+
     /// Drop clean cached data (not our unwritten data).
     pub(crate) fn invalidate_data(&mut self) {
         self.file.clear_chunks();

@@ -1693,6 +1693,43 @@ impl Nfs4Client {
         Ok(wcc(self.fattr3_opt(r.getattr_opt())))
     }
 
+    /// DELEGRETURN of `victim`'s delegation `stateid`, then REMOVE of its
+    /// last name and the directory's GETATTR, in one COMPOUND (Linux's
+    /// client returns the delegation of a file with one link before its
+    /// REMOVE, in a round trip of its own). A refused DELEGRETURN (revoked
+    /// meanwhile) stops the COMPOUND before the REMOVE, which then goes alone.
+    async fn remove_returning(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        victim: &NfsFh3,
+        stateid: Stateid4,
+    ) -> NfsResult<WccData> {
+        self.writable()?;
+        let target = component(name)?;
+        let build = || {
+            vec![
+                putfh(victim),
+                ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: stateid }),
+                putfh(dir),
+                ArgOp::Remove(Remove4Args { target: target.clone() }),
+                std_getattr(),
+            ]
+        };
+        let mut r = self.run(cred, true, &build).await?;
+        // Given back, or not ours to give any more (stale, revoked): either
+        // way no longer a promise.
+        self.inner.core.state.lock().remove_delegation(&stateid.other);
+        if r.ok(OP_PUTFH).is_err() || r.op(OP_DELEGRETURN).is_err() {
+            return self.remove_unchecked(cred, dir, name).await;
+        }
+        self.inner.core.stats.delegreturns.fetch_add(1, Ordering::Relaxed);
+        r.ok(OP_PUTFH)?;
+        r.remove()?;
+        Ok(wcc(self.fattr3_opt(r.getattr_opt())))
+    }
+
     /// REMOVE after checking that `name` is (`dir`) or is not a directory,
     /// as NFSv3's RMDIR and REMOVE do.
     async fn remove_checked(
@@ -2399,6 +2436,20 @@ impl NfsOps for Nfs4Client {
     ) -> NfsResult<WccData> {
         // NFSv4's REMOVE removes either kind: the caller has checked.
         self.remove_unchecked(cred, dir, name).await
+    }
+
+    async fn remove_last_name(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        _is_dir: bool,
+        victim: &NfsFh3,
+    ) -> NfsResult<WccData> {
+        match self.delegation_stateid(victim, false) {
+            Some(stateid) => self.remove_returning(cred, dir, name, victim, stateid).await,
+            None => self.remove_unchecked(cred, dir, name).await,
+        }
     }
 }
 
