@@ -157,7 +157,8 @@ pub struct CompoundKind {
 /// lookups on the way), else its first lookup or check, else its first
 /// GETATTR; `OP_SEQUENCE` for none (a renewal). CLOSEs riding at the end
 /// (PUTFH, CLOSE pairs after the request's own operations) are not what it
-/// is for, unless they are all it is.
+/// is for, unless they are all it is; nor is a DELEGRETURN on the way (a
+/// REMOVE's of its object), unless DELEGRETURNs are all it is.
 fn main_op(ops: &[ArgOp]) -> u32 {
     let mut end = ops.len();
     while end >= 2 && matches!((&ops[end - 2], &ops[end - 1]), (ArgOp::Putfh(_), ArgOp::Close(_))) {
@@ -166,7 +167,7 @@ fn main_op(ops: &[ArgOp]) -> u32 {
     let ops = if end > 0 { &ops[..end] } else { ops };
     const PUTS: &[u32] = &[OP_PUTFH, OP_PUTROOTFH, OP_PUTPUBFH, OP_SAVEFH, OP_RESTOREFH];
     const AROUND: &[u32] = &[OP_GETFH, OP_GETATTR];
-    const ON_THE_WAY: &[u32] = &[OP_ACCESS, OP_VERIFY, OP_NVERIFY, OP_LOOKUP, OP_LOOKUPP];
+    const ON_THE_WAY: &[u32] = &[OP_ACCESS, OP_VERIFY, OP_NVERIFY, OP_LOOKUP, OP_LOOKUPP, OP_DELEGRETURN];
     let first = |skip: &dyn Fn(u32) -> bool| ops.iter().map(|o| o.opnum()).find(|n| !skip(*n));
     first(&|n| PUTS.contains(&n) || AROUND.contains(&n) || ON_THE_WAY.contains(&n))
         .or_else(|| first(&|n| PUTS.contains(&n) || AROUND.contains(&n)))
@@ -1204,5 +1205,9 @@ mod tests {
         let looked = [fh(), lookup.clone(), ArgOp::Getfh(()), getattr(), fh(), close(), fh(), close()];
         assert_eq!(name(&looked), "LOOKUP", "CLOSEs riding along");
         assert_eq!(name(&[fh(), close(), fh(), close()]), "CLOSE", "CLOSEs alone");
+        let delegreturn = || ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: Stateid4::ANONYMOUS });
+        let remove = ArgOp::Remove(Remove4Args { target: Opaque::from_static(b"n") });
+        assert_eq!(name(&[fh(), delegreturn(), fh(), remove, getattr()]), "REMOVE", "returned on the way");
+        assert_eq!(name(&[fh(), delegreturn(), fh(), delegreturn()]), "DELEGRETURN", "returns alone");
     }
 }
