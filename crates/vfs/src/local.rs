@@ -424,10 +424,24 @@ impl LocalBackend {
     }
 
     /// Verify `fh` and open it as the server with `flags`.
+    ///
+    /// `open_by_handle_at` of a directory removed a moment before can fail
+    /// with ENOMEM while the kernel is still tearing it down (seen with
+    /// both CPUs busy); asked again, it answers ESTALE. So ENOMEM is asked
+    /// again twice before it counts as a shortage (JUKEBOX: try again later).
     fn open_handle(&self, fh: &FileHandle, flags: libc::c_int) -> FsResult<OwnedFd> {
         let kh = self.codec.decode(fh)?;
         creds::become_server()?;
-        sys::open_by_handle_at(self.root_fd.as_fd(), &kh, flags).map_err(handle_err)
+        let mut tries = 0;
+        loop {
+            match sys::open_by_handle_at(self.root_fd.as_fd(), &kh, flags) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && tries < 2 => {
+                    tries += 1;
+                    std::thread::yield_now();
+                }
+                r => return r.map_err(handle_err),
+            }
+        }
     }
 
     /// Stat an open descriptor; a removed object (no links left, but kept
