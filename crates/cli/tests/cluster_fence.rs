@@ -332,6 +332,27 @@ fn first_success(rt: &tokio::runtime::Runtime, c: &NfsClient, fh: &NfsFh3, from:
     }
 }
 
+/// `call` again while the head answers JUKEBOX, for at most 60 s, as an NFSv3 client does: a
+/// head just started, or on a loaded machine, asks a client to come back when a CephFS call
+/// outlasts the deadline of calls to remote exports.
+fn past_jukebox<T, F: std::future::Future<Output = eagernfs_client::NfsResult<T>>>(
+    rt: &tokio::runtime::Runtime,
+    mut call: impl FnMut() -> F,
+) -> eagernfs_client::NfsResult<T> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match rt.block_on(call()) {
+            Err(eagernfs_client::NfsError::Nfs(eagernfs_proto::nfs3::Nfsstat3::Jukebox))
+                if Instant::now() < deadline =>
+            {
+                // The back-off an NFSv3 client keeps between JUKEBOX retries (shortened).
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            r => return r,
+        }
+    }
+}
+
 /// A head killed with SIGKILL and started again in place (same node id, address and state
 /// directory): its flock there was free, so it knows its predecessor is dead and does not
 /// wait out a lease. Committed data is kept, the verifier changes, client 1 reclaims its
@@ -353,10 +374,15 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     let cred = c1.default_cred();
     let how = Createhow3::Unchecked(Sattr3 { mode: Some(0o644), ..Default::default() });
     let name = format!("inplace-{ns}");
-    let fh: NfsFh3 = rt.block_on(c1.create(&cred, &c1.root(), name.as_bytes(), how)).unwrap().obj.unwrap();
-    rt.block_on(c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync)).unwrap();
+    let root = c1.root();
+    let fh: NfsFh3 =
+        past_jukebox(&rt, || c1.create(&cred, &root, name.as_bytes(), how.clone())).unwrap().obj.unwrap();
+    past_jukebox(&rt, || c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync))
+        .unwrap();
     let mut verf =
-        rt.block_on(c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable)).unwrap().verf;
+        past_jukebox(&rt, || c1.write(&cred, &fh, 100, Bytes::from_static(b"u"), StableHow::Unstable))
+            .unwrap()
+            .verf;
     let l1 = rt.block_on(locker(&c1, "client-1"));
     rt.block_on(l1.announce_restart()).unwrap();
     let [o1, o2] = owners(["owner-1", "owner-2"]);
