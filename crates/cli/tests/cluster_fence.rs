@@ -376,7 +376,7 @@ fn a_head_restarted_in_place_resumes_at_once_with_data_and_locks() {
     let name = format!("inplace-{ns}");
     let root = c1.root();
     let fh: NfsFh3 =
-        past_jukebox(&rt, || c1.create(&cred, &root, name.as_bytes(), how.clone())).unwrap().obj.unwrap();
+        past_jukebox(&rt, || c1.create(&cred, &root, name.as_bytes(), how)).unwrap().obj.unwrap();
     past_jukebox(&rt, || c1.write(&cred, &fh, 0, Bytes::from_static(b"committed"), StableHow::FileSync))
         .unwrap();
     let mut verf =
