@@ -1299,3 +1299,58 @@ async fn an_open_file_is_removed_at_once_when_the_server_keeps_it_for_the_open()
         assert_eq!(fake.calls(NFSPROC3_REMOVE), 1, "gone from the server either way");
     }
 }
+
+/// A file its program has closed is not open for an unlink that follows, even while the
+/// close's release is still ending the open on the server (FUSE sends the release after
+/// close(2) has returned, and the CLOSE may take a while): the name is removed at once, not
+/// renamed to a hidden name that would keep a second link to the file.
+#[tokio::test]
+async fn an_unlink_after_the_close_removes_the_name_while_the_release_still_runs() {
+    let fake = Fake::new();
+    fake.set_opens(Some(false));
+    fake.add_file("f", b"data");
+    let fs = mount(&fake, config()).await;
+    let (_, fh) = open_file(&fs, "f", libc::O_RDONLY).await;
+    assert_eq!(read_all(&fs, fh, 100).await, b"data");
+    fake.reset_counts();
+    let gate = fake.gate(fake::FAKE_CLOSE);
+    // The FUSE layer marks the handle closed as the release arrives, before it runs.
+    fs.begin_release(fh);
+    let release = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.release(fh).await })
+    };
+    fake.until_called(fake::FAKE_CLOSE).await;
+    fs.unlink(ROOT_INO, b"f", &cred()).await.unwrap();
+    assert_eq!(
+        (fake.calls(NFSPROC3_REMOVE), fake.calls(NFSPROC3_RENAME)),
+        (1, 0),
+        "removed at once, no hidden name"
+    );
+    assert!(!release.is_finished(), "the CLOSE is still held");
+    gate.add_permits(1);
+    fake.ungate(fake::FAKE_CLOSE);
+    release.await.unwrap().unwrap();
+    fs.wait_background().await;
+    assert_eq!(fake.calls(NFSPROC3_REMOVE), 1, "no hidden name left to remove");
+
+    // A handle still open is open: its name still gets a hidden one.
+    fake.add_file("g", b"data");
+    let (_, open) = open_file(&fs, "g", libc::O_RDONLY).await;
+    let (_, closed) = open_file(&fs, "g", libc::O_RDONLY).await;
+    fake.reset_counts();
+    let gate = fake.gate(fake::FAKE_CLOSE);
+    let release = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.release(closed).await })
+    };
+    fake.until_called(fake::FAKE_CLOSE).await;
+    fs.unlink(ROOT_INO, b"g", &cred()).await.unwrap();
+    assert_eq!((fake.calls(NFSPROC3_REMOVE), fake.calls(NFSPROC3_RENAME)), (0, 1), "hidden while open");
+    gate.add_permits(1);
+    fake.ungate(fake::FAKE_CLOSE);
+    release.await.unwrap().unwrap();
+    fs.release(open).await.unwrap();
+    fs.wait_background().await;
+    assert_eq!(fake.calls(NFSPROC3_REMOVE), 1, "the hidden name goes at the last close");
+}

@@ -832,6 +832,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                     return Self::reply_empty(reply, r);
                 }
             }
+            self.fs.begin_release(fh.0);
             return self.spawn(req, move |fs, cred| async move {
                 if let Some(nfh) = &nfh {
                     if let (true, Some(owner)) = (flock_held, lock_owner) {
@@ -859,6 +860,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
                 return Self::reply_empty(reply, r);
             }
         }
+        self.fs.begin_release(fh.0);
         self.spawn(req, move |fs, _cred| async move {
             if let (Some(l), Some(owner)) = (flock, lock_owner) {
                 release_owner(&fs, &l, ino.0, owner.0).await;

@@ -174,9 +174,29 @@ pub(crate) struct OpenFile {
     /// `server_opens`, to end at its last close (or sooner, with its
     /// write-back: `NfsOps::write_close`).
     pub(crate) held: AtomicBool,
+    /// The program has closed it (its release has begun), counted in the
+    /// inode's `closing`.
+    pub(crate) closing: AtomicBool,
 }
 
 impl OpenFile {
+    /// The program has closed it: from now on an unlink does not count it
+    /// as open. Once per handle.
+    pub(crate) fn begin_closing(&self) {
+        if !self.closing.swap(true, Ordering::Relaxed) {
+            self.inode.state.lock().closing += 1;
+        }
+    }
+
+    /// Count it out of its inode's `open_count` (and `closing`): the
+    /// caller holds the inode's state.
+    pub(crate) fn count_out(&self, st: &mut super::inode::InodeState) {
+        st.open_count -= 1;
+        if self.closing.swap(false, Ordering::Relaxed) {
+            st.closing -= 1;
+        }
+    }
+
     /// Whether it holds an open on the server now.
     pub(crate) fn held(&self) -> bool {
         self.held.load(Ordering::Relaxed)
@@ -1675,6 +1695,7 @@ impl<C: NfsOps> Shared<C> {
             direct,
             access: OpenAccess::of_flags(flags),
             held: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         };
         if opened.held {
             of.hold_server_open(opened.preserve_unlinked);
@@ -1724,7 +1745,11 @@ impl<C: NfsOps> Shared<C> {
     fn open_file(&self, fh: &NfsFh3) -> Option<Arc<Inode>> {
         let child = self.inodes.by_fh(fh)?;
         let mut st = child.state.lock();
-        let open = child.ftype == Ftype3::Reg && st.open_count > 0 && st.silly.is_none();
+        // Handles whose release is still running were closed by their
+        // programs before this unlink: the file is not open for them (their
+        // write-back and CLOSE need no name, and a file with another name
+        // keeps that one).
+        let open = child.ftype == Ftype3::Reg && st.open_count > st.closing && st.silly.is_none();
         if open && st.preserve_unlinked && st.server_opens == st.open_count {
             st.unlinked_open = true;
             return None;

@@ -439,6 +439,10 @@ pub(crate) struct InodeState {
     pub(crate) wcc_unknown: bool,
     /// Open file handles on this inode.
     pub(crate) open_count: u32,
+    /// Of those, the handles the program has closed whose release is still
+    /// running (writing back, ending the server's open): the file is no
+    /// longer open for an unlink, which needs no hidden name for them.
+    pub(crate) closing: u32,
     /// Of those, the handles that hold an open on the server (NFSv4; see
     /// `NfsOps::open_file`).
     pub(crate) server_opens: u32,
@@ -512,6 +516,7 @@ impl InodeState {
             wcc_pending: Vec::new(),
             wcc_unknown: false,
             open_count: 0,
+            closing: 0,
             server_opens: 0,
             preserve_unlinked: false,
             unlinked_open: false,

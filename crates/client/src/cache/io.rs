@@ -198,7 +198,7 @@ impl<C: NfsOps> CachedFs<C> {
         let of = s.handles.lock().remove(&fh)?;
         let unused = {
             let mut st = of.inode.state.lock();
-            st.open_count -= 1;
+            of.count_out(&mut st);
             st.nlookup == 0 && st.open_count == 0 && st.file.settled()
         };
         if unused && of.inode.ino != super::inode::ROOT_INO {
@@ -243,11 +243,22 @@ impl<C: NfsOps> CachedFs<C> {
         r
     }
 
+    /// The program has closed handle `fh` (the kernel sent its release):
+    /// call at once, before [`CachedFs::release`] runs, so that an unlink
+    /// that follows the close does not find the file open (it would give
+    /// the name a hidden one instead of removing it).
+    pub fn begin_release(&self, fh: u64) {
+        if let Ok(of) = self.shared().handle(fh) {
+            of.begin_closing();
+        }
+    }
+
     /// The last close of a handle: flush, then forget the handle. The
     /// handle is gone even if the flush reports an error.
     pub async fn release(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
         let of = s.handle(fh)?;
+        of.begin_closing();
         let closing = of.inode.state.lock().open_count == 1;
         // The close may have returned before this write-back (see `flush`):
         // unmount waits for it as for other work left running.
@@ -267,7 +278,7 @@ impl<C: NfsOps> CachedFs<C> {
         s.handles.lock().remove(&fh);
         let unused = {
             let mut st = of.inode.state.lock();
-            st.open_count -= 1;
+            of.count_out(&mut st);
             st.nlookup == 0 && st.open_count == 0 && st.file.settled()
         };
         if unused && of.inode.ino != super::inode::ROOT_INO {
