@@ -167,6 +167,19 @@ fn a_mount_of_nfs_ganesha_serving_nfsv4_only_speaks_nfsv4() {
     fs::write(m.path("d/f"), b"through ganesha").unwrap();
     assert_eq!(fs::read(export.path().join("d/f")).unwrap(), b"through ganesha");
     assert_eq!(fs::read(m.path("d/f")).unwrap(), b"through ganesha");
+    // A tree walked from a fresh mount: listings are read ahead only under delegations of
+    // directories, which ganesha does not grant; the walk sees the tree all the same.
+    for i in 0..3 {
+        fs::create_dir_all(export.path().join(format!("d/s{i}/t"))).unwrap();
+    }
+    drop(m);
+    let m = FuseMount::new(&server.url(""), "");
+    let walk = run_tool("find", [m.path("d").to_str().unwrap()]);
+    walk.assert_success("find");
+    assert_eq!(walk.stdout_text().lines().count(), 1 + 1 + 3 * 2, "{}", walk.stdout_text());
+    let subdirs: Vec<String> =
+        (0..3).map(|i| m.path(&format!("d/s{i}")).to_str().unwrap().to_string()).collect();
+    run_tool("rm", std::iter::once("-r".to_string()).chain(subdirs)).assert_success("rm -r");
     fs::remove_file(m.path("d/f")).unwrap();
     fs::remove_dir(m.path("d")).unwrap();
     assert!(fs::read_dir(export.path()).unwrap().next().is_none(), "removed on the server");

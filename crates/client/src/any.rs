@@ -405,6 +405,24 @@ impl NfsOps for AnyClient {
         }
     }
 
+    fn lists_ahead(&self) -> bool {
+        match self {
+            AnyClient::V3(_) => false,
+            AnyClient::V4(c) => c.lists_ahead(),
+        }
+    }
+
+    async fn readdirplus_ahead(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        parent_fileid: u64,
+        dircount: u32,
+        maxcount: u32,
+    ) -> NfsResult<Option<Readdirplus3ResOk>> {
+        both!(self, c => c.readdirplus_ahead(cred, dir, parent_fileid, dircount, maxcount))
+    }
+
     async fn read_files(&self, cred: &Cred, files: &[FileToRead]) -> NfsResult<Vec<FileRead>> {
         both!(self, c => c.read_files(cred, files))
     }

@@ -500,6 +500,31 @@ pub trait NfsOps: Send + Sync + 'static {
         false
     }
 
+    /// Whether [`NfsOps::readdirplus_ahead`] may bring listings to keep.
+    /// Default: no (without a delegation of a directory, close-to-open asks
+    /// at its next read anyway).
+    fn lists_ahead(&self) -> bool {
+        false
+    }
+
+    /// The whole listing of directory `dir` (child of the directory with
+    /// fileid `parent_fileid`) in one READDIRPLUS-shaped page, read ahead
+    /// of a program walking a tree, with a delegation of `dir` asked for in
+    /// passing: `None` unless the listing ended on the page and the
+    /// delegation was granted (the listing is then good until a recall).
+    /// Default: none.
+    fn readdirplus_ahead(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        parent_fileid: u64,
+        dircount: u32,
+        maxcount: u32,
+    ) -> impl Future<Output = NfsResult<Option<Readdirplus3ResOk>>> + Send {
+        let _ = (cred, dir, parent_fileid, dircount, maxcount);
+        async { Ok(None) }
+    }
+
     /// How many files [`NfsOps::read_files`] reads in one round trip; 0 if
     /// it reads none. Default: 0 (without delegations an open must ask the
     /// server anyway, so reading ahead saves no round trip).

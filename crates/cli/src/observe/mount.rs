@@ -128,6 +128,12 @@ pub(crate) struct MountSnapshot {
     pub(crate) files_read_ahead: u64,
     #[serde(default)]
     pub(crate) files_read_ahead_calls: u64,
+    /// Directory listings read ahead of a program walking a tree, and of
+    /// those the ones a program then read with no call.
+    #[serde(default)]
+    pub(crate) listings_read_ahead: u64,
+    #[serde(default)]
+    pub(crate) listings_read_ahead_used: u64,
 }
 
 /// The mount daemon's view of itself.
@@ -221,6 +227,8 @@ impl MountObserver {
         s.delegated_opens = c.delegated_opens;
         s.closes_written_back_later = c.closes_written_back_later;
         (s.files_read_ahead, s.files_read_ahead_calls) = (c.files_read_ahead, c.files_read_ahead_calls);
+        (s.listings_read_ahead, s.listings_read_ahead_used) =
+            (c.listings_read_ahead, c.listings_read_ahead_used);
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
@@ -345,8 +353,9 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
             );
         let _ = writeln!(
                 o,
-                "delegations: {} held · {} opens answered under one with no call · {} closes written back after returning · {} files read ahead in {} round trips",
-                v4.delegations, s.delegated_opens, s.closes_written_back_later, s.files_read_ahead, s.files_read_ahead_calls
+                "delegations: {} held · {} opens answered under one with no call · {} closes written back after returning · {} files read ahead in {} round trips · {} directory listings read ahead, {} of them used",
+                v4.delegations, s.delegated_opens, s.closes_written_back_later, s.files_read_ahead, s.files_read_ahead_calls,
+                s.listings_read_ahead, s.listings_read_ahead_used
             );
         let _ = writeln!(
                 o,

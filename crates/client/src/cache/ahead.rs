@@ -6,8 +6,10 @@
 //! ([`Listed`]: each file it listed knows the page and its place on it).
 //! A *cold* open (one that must ask the server) of the entry right after
 //! the previous cold open on the same page, or of the first entry past
-//! what was read ahead on it, is a program going through the page in
-//! order: the next entries are read ahead, each under a delegation, so
+//! what was read ahead on it, or a first cold open on a page of its first
+//! regular file, is a program going through the page in order (`find
+//! -exec` and `tar c` open a directory's files in listing order, from the
+//! first): the next entries are read ahead, each under a delegation, so
 //! their opens ask nothing. The window starts small and doubles while the
 //! program keeps going, as a sequential read-ahead of bytes does; an open
 //! out of order resets it; a page on which the server granted no
@@ -36,6 +38,8 @@ const NEVER: u32 = u32::MAX;
 pub(crate) struct Listed {
     pub(crate) page: Arc<[u64]>,
     pub(crate) index: u32,
+    /// The index of the page's first regular file.
+    pub(crate) first_file: u32,
 }
 
 #[derive(Debug)]
@@ -115,7 +119,12 @@ impl FilesAhead {
                 refused: false,
                 used: self.clock,
             });
-            return None;
+            // The page's first file, opened first: the program starts the
+            // page in order.
+            if index != listed.first_file || max == 0 || self.refused_pages >= REFUSED_PAGES_MAX {
+                return None;
+            }
+            return self.streams.last_mut()?.next_window(index + 1, len, max);
         };
         s.used = self.clock;
         let in_order = index == s.last_cold + 1 || index == s.ahead_until;
@@ -191,8 +200,24 @@ mod tests {
         (100..100 + n).collect::<Vec<_>>().into()
     }
 
+    /// Entry `index` of `page`, whose first file is not among those opened first here.
     fn at(page: &Arc<[u64]>, index: u32) -> Listed {
-        Listed { page: page.clone(), index }
+        Listed { page: page.clone(), index, first_file: NEVER }
+    }
+
+    #[test]
+    fn a_page_opened_first_at_its_first_file_is_read_ahead_at_once() {
+        let p = page(30);
+        let first = |index| Listed { page: p.clone(), index, first_file: 2 };
+        let mut a = FilesAhead::default();
+        assert_eq!(a.cold_open(&first(2), 10), Some(3..7), "the first file, opened first");
+        assert_eq!(a.cold_open(&first(7), 10), Some(8..16), "and on in order");
+        let q = page(30);
+        let other = |index| Listed { page: q.clone(), index, first_file: 2 };
+        assert_eq!(a.cold_open(&other(5), 10), None, "another file opened first: no order yet");
+        assert_eq!(a.cold_open(&other(2), 10), None, "the first file, but not first");
+        let mut b = FilesAhead::default();
+        assert_eq!(b.cold_open(&first(2), 0), None, "nothing read ahead with max 0");
     }
 
     #[test]

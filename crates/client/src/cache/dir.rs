@@ -10,16 +10,25 @@
 //! the directory unchanged (close-to-open, unless `nocto`). READDIRPLUS
 //! results fill the attribute and lookup caches, so a following `ls -l`
 //! needs no LOOKUPs or GETATTRs.
+//!
+//! A program that reads a directory from its start is likely walking a
+//! tree (`find`, `rm -r`, `cp -r`, `du`): where the server grants
+//! delegations of directories (NFSv4.1), the listings of the
+//! subdirectories it lists are read ahead in the background, each under a
+//! delegation asked for in the same round trip, so the program's reads of
+//! them ask nothing. A read of a directory being read ahead waits for that
+//! READDIR instead of sending its own.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use eagernfs_proto::nfs3::{Ftype3, Nfsstat3};
+use eagernfs_proto::nfs3::{Cookieverf3, Ftype3, Nfsstat3, Readdirplus3ResOk};
+use futures::StreamExt;
 
 use super::ahead::Listed;
 use super::dirent::DirEntry;
 use super::fs::{CachedFs, DirHandle, Shared};
-use super::inode::{Dentry, Inode, ROOT_INO};
+use super::inode::{Dentry, Inode, ListingAhead, ROOT_INO};
 use super::{FsError, FsResult};
 use crate::ops::{Cred, NfsError, NfsOps};
 use crate::options::LookupCache;
@@ -68,6 +77,8 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         if offset == 0 {
+            // Its listing being read ahead: that READDIR is this one's.
+            s.wait_listing_ahead(&h.inode).await;
             // A delegation of the directory vouches for the listing kept:
             // no other client can change the directory without its recall.
             let listing_kept = h.inode.state.lock().listing.is_some();
@@ -100,10 +111,18 @@ impl<C: NfsOps> CachedFs<C> {
                 h.page = (*l).clone();
                 h.page_after = 0;
                 h.eof = true;
+                s.listing_read(&h.inode, true);
+                s.list_ahead(&h.inode, &h.page, &h.cred);
                 return Ok(h.page.clone());
             }
         }
         s.fetch_dir_page(&mut h, offset).await?;
+        if offset == 0 {
+            s.listing_read(&h.inode, false);
+            if h.eof {
+                s.list_ahead(&h.inode, &h.page, &h.cred);
+            }
+        }
         Ok(h.page.clone())
     }
 
@@ -146,49 +165,8 @@ impl<C: NfsOps> Shared<C> {
             let gen = self.clock.tick();
             match self.client.readdirplus(&h.cred, &dir.fh, cookie, verf, count / 4, count).await {
                 Ok(r) => {
-                    if let Some(a) = r.dir_attributes {
-                        self.fresh_attrs(&dir, a, gen, false);
-                    }
-                    h.verf = r.cookieverf;
-                    let mut page = Vec::with_capacity(r.reply.entries.len());
-                    // The regular files listed, with their places, for
-                    // reading ahead of a program opening them in order.
-                    let ahead = self.client.read_files_max() > 0;
-                    let mut files = Vec::new();
-                    for e in r.reply.entries {
-                        let name = e.name.0.clone();
-                        let dot = is_dot(&name);
-                        let (ino, attr) = match (&e.name_handle, &e.name_attributes) {
-                            (Some(fh), Some(a)) if !dot => {
-                                let child = self.intern(fh, a, gen);
-                                if ahead && child.ftype == Ftype3::Reg {
-                                    files.push((child.clone(), page.len() as u32));
-                                }
-                                if self.cfg.lookupcache != LookupCache::None {
-                                    self.remember_name(&dir, name.clone(), Dentry::Positive(fh.clone()));
-                                }
-                                let attr = child.state.lock().visible_attr();
-                                (child.ino, Some(attr))
-                            }
-                            _ => (self.ino_for(&dir, &name, e.fileid), e.name_attributes),
-                        };
-                        page.push(DirEntry {
-                            ino,
-                            kind: attr.map(|a| a.ftype),
-                            name,
-                            offset: e.cookie,
-                            attr,
-                        });
-                    }
-                    if !files.is_empty() {
-                        let inos: Arc<[u64]> = page.iter().map(|e| e.ino).collect();
-                        for (child, index) in files {
-                            child.state.lock().listed = Some(Listed { page: inos.clone(), index });
-                        }
-                    }
-                    h.page = page;
+                    (h.page, h.verf, h.eof) = self.plus_page(&dir, r, gen);
                     h.page_after = cookie;
-                    h.eof = r.reply.eof;
                     return Ok(());
                 }
                 Err(NfsError::Nfs(Nfsstat3::Notsupp)) => {
@@ -220,6 +198,162 @@ impl<C: NfsOps> Shared<C> {
         Ok(())
     }
 
+    /// A READDIRPLUS page of `dir` (asked at clock tick `gen`) as FUSE's
+    /// entries, its cookie verifier and whether it ends the listing; the
+    /// attribute and lookup caches learn what it lists.
+    fn plus_page(&self, dir: &Inode, r: Readdirplus3ResOk, gen: u64) -> (Vec<DirEntry>, Cookieverf3, bool) {
+        if let Some(a) = r.dir_attributes {
+            self.fresh_attrs(dir, a, gen, false);
+        }
+        let mut page = Vec::with_capacity(r.reply.entries.len());
+        // The regular files listed, with their places, for reading ahead
+        // of a program opening them in order.
+        let ahead = self.client.read_files_max() > 0;
+        let mut files = Vec::new();
+        for e in r.reply.entries {
+            let name = e.name.0.clone();
+            let dot = is_dot(&name);
+            let (ino, attr) = match (&e.name_handle, &e.name_attributes) {
+                (Some(fh), Some(a)) if !dot => {
+                    let child = self.intern(fh, a, gen);
+                    if ahead && child.ftype == Ftype3::Reg {
+                        files.push((child.clone(), page.len() as u32));
+                    }
+                    if self.cfg.lookupcache != LookupCache::None {
+                        self.remember_name(dir, name.clone(), Dentry::Positive(fh.clone()));
+                    }
+                    let attr = child.state.lock().visible_attr();
+                    (child.ino, Some(attr))
+                }
+                _ => (self.ino_for(dir, &name, e.fileid), e.name_attributes),
+            };
+            page.push(DirEntry { ino, kind: attr.map(|a| a.ftype), name, offset: e.cookie, attr });
+        }
+        if let Some(&(_, first_file)) = files.first() {
+            let inos: Arc<[u64]> = page.iter().map(|e| e.ino).collect();
+            for (child, index) in files {
+                child.state.lock().listed = Some(Listed { page: inos.clone(), index, first_file });
+            }
+        }
+        (page, r.cookieverf, r.reply.eof)
+    }
+
+    /// Wait while the listing of `dir` is being read ahead.
+    async fn wait_listing_ahead(&self, dir: &Inode) {
+        loop {
+            let done = self.listings_ahead_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if dir.state.lock().listing_ahead != ListingAhead::Reading {
+                return;
+            }
+            done.await;
+        }
+    }
+
+    /// A program read the listing of `dir` from its start: `kept`, from
+    /// the listing kept (with no call), else from the server. Counts a
+    /// listing read ahead that it used.
+    fn listing_read(&self, dir: &Inode, kept: bool) {
+        let was = std::mem::replace(&mut dir.state.lock().listing_ahead, ListingAhead::No);
+        if was == ListingAhead::Kept && kept {
+            self.counters.listings_read_ahead_used.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A program read `page`, the whole listing of `dir`: read the listings
+    /// of the subdirectories it lists ahead, in the background (see the
+    /// module's comment), those not kept or being read already.
+    fn list_ahead(self: &Arc<Self>, dir: &Inode, page: &[DirEntry], cred: &Cred) {
+        if self.cfg.files_ahead_max == 0 || !self.client.lists_ahead() {
+            return;
+        }
+        // A server that refused the last few: only once it delegates a
+        // directory again (this one, at its close-to-open check).
+        if self.listings_refused.load(Ordering::Relaxed) >= LISTINGS_REFUSED_MAX {
+            if !self.delegated(dir) {
+                return;
+            }
+            self.listings_refused.store(0, Ordering::Relaxed);
+        }
+        let parent_fileid = dir.state.lock().attr.fileid;
+        let mut picked = Vec::new();
+        for e in page {
+            if picked.len() == LISTINGS_AHEAD_MAX {
+                break;
+            }
+            if e.kind != Some(Ftype3::Dir) || is_dot(&e.name) {
+                continue;
+            }
+            let Some(child) = self.inodes.get(e.ino) else { continue };
+            let listing_gen = {
+                let mut st = child.state.lock();
+                if st.listing.is_some() || st.listing_ahead != ListingAhead::No {
+                    continue;
+                }
+                st.listing_ahead = ListingAhead::Reading;
+                st.listing_gen
+            };
+            picked.push((child, listing_gen));
+        }
+        if picked.is_empty() {
+            return;
+        }
+        let (me, cred) = (self.clone(), cred.clone());
+        // Unmount waits for it (its delegations are returned after).
+        let counted = self.background.start();
+        self.runtime.spawn(async move {
+            let _counted = counted;
+            futures::stream::iter(picked)
+                .for_each_concurrent(LISTINGS_AHEAD_PARALLEL, |(child, listing_gen)| {
+                    let (me, cred) = (&me, &cred);
+                    async move { me.read_listing_ahead(&child, listing_gen, parent_fileid, cred).await }
+                })
+                .await;
+        });
+    }
+
+    /// Read the listing of `dir` ahead and keep it if the server granted a
+    /// delegation of `dir` with it and nothing of ours changed `dir` since
+    /// the listing generation `listing_gen`.
+    async fn read_listing_ahead(&self, dir: &Inode, listing_gen: u64, parent_fileid: u64, cred: &Cred) {
+        let count = self.cfg.readdir_bytes;
+        let gen = self.clock.tick();
+        let r = self.client.readdirplus_ahead(cred, &dir.fh, parent_fileid, count / 4, count).await;
+        let page = match r {
+            Ok(Some(r)) => {
+                self.listings_refused.store(0, Ordering::Relaxed);
+                Some(self.plus_page(dir, r, gen))
+            }
+            Ok(None) => {
+                self.listings_refused.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e) => {
+                tracing::debug!("reading a directory's listing ahead: {e}");
+                None
+            }
+        };
+        let kept = {
+            let mut st = dir.state.lock();
+            let keep = match page {
+                Some((page, _, true))
+                    if st.listing_gen == listing_gen && st.changes_in_flight == 0 && st.listing.is_none() =>
+                {
+                    st.listing = Some(Arc::new(page));
+                    true
+                }
+                _ => false,
+            };
+            st.listing_ahead = if keep { ListingAhead::Kept } else { ListingAhead::No };
+            keep
+        };
+        if kept {
+            self.counters.listings_read_ahead.fetch_add(1, Ordering::Relaxed);
+        }
+        self.listings_ahead_done.notify_waiters();
+    }
+
     /// Best inode number for an entry we have no handle for.
     fn ino_for(&self, dir: &Inode, name: &[u8], fileid: u64) -> u64 {
         if name == b"." {
@@ -233,6 +367,15 @@ impl<C: NfsOps> Shared<C> {
         }
     }
 }
+
+/// Subdirectories whose listings one listing read by a program reads ahead
+/// at most.
+const LISTINGS_AHEAD_MAX: usize = 32;
+/// Listings read ahead at once, per listing read by a program.
+const LISTINGS_AHEAD_PARALLEL: usize = 4;
+/// Listings read ahead in a row with no delegation, after which none is
+/// until the server delegates a directory again.
+const LISTINGS_REFUSED_MAX: u32 = 8;
 
 fn is_dot(name: &[u8]) -> bool {
     name == b"." || name == b".."

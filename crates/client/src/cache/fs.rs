@@ -117,6 +117,11 @@ pub struct CacheStats {
     /// that read them.
     pub files_read_ahead: u64,
     pub files_read_ahead_calls: u64,
+    /// Directory listings read ahead of a program walking a tree, each
+    /// under a delegation of its directory (see `dir`), and of those the
+    /// ones a program then read with no call.
+    pub listings_read_ahead: u64,
+    pub listings_read_ahead_used: u64,
 }
 
 #[derive(Default)]
@@ -140,6 +145,8 @@ pub(crate) struct Counters {
     pub(crate) closes_written_back_later: AtomicU64,
     pub(crate) files_read_ahead: AtomicU64,
     pub(crate) files_read_ahead_calls: AtomicU64,
+    pub(crate) listings_read_ahead: AtomicU64,
+    pub(crate) listings_read_ahead_used: AtomicU64,
 }
 
 /// An open file.
@@ -309,6 +316,13 @@ pub(crate) struct Shared<C> {
     pub(crate) readdirplus: AtomicBool,
     /// Cold opens followed for reading files ahead (`ahead`).
     pub(crate) files_ahead: Arc<AheadShared>,
+    /// Wakes the reads of directories whose listings were being read ahead
+    /// (`InodeState::listing_ahead`).
+    pub(crate) listings_ahead_done: tokio::sync::Notify,
+    /// Listings read ahead in a row that came back with no delegation: past
+    /// a few, none is read ahead until the server grants a delegation of a
+    /// directory again (see `dir`).
+    pub(crate) listings_refused: AtomicU32,
     pub(crate) counters: Counters,
     /// Makes hidden names for files unlinked while open unique.
     pub(crate) silly_counter: AtomicU32,
@@ -509,6 +523,8 @@ impl<C: NfsOps> CachedFs<C> {
             disk,
             readdirplus: AtomicBool::new(true),
             files_ahead: Arc::new(AheadShared::default()),
+            listings_ahead_done: tokio::sync::Notify::new(),
+            listings_refused: AtomicU32::new(0),
             counters: Counters::default(),
             silly_counter: AtomicU32::new(0),
             background: BackgroundTasks::new(),
@@ -595,6 +611,8 @@ impl<C: NfsOps> CachedFs<C> {
             closes_written_back_later: c.closes_written_back_later.load(Ordering::Relaxed),
             files_read_ahead: c.files_read_ahead.load(Ordering::Relaxed),
             files_read_ahead_calls: c.files_read_ahead_calls.load(Ordering::Relaxed),
+            listings_read_ahead: c.listings_read_ahead.load(Ordering::Relaxed),
+            listings_read_ahead_used: c.listings_read_ahead_used.load(Ordering::Relaxed),
         }
     }
 

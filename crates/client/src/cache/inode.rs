@@ -416,6 +416,17 @@ pub(crate) struct AccessEntry {
     pub(crate) until: Instant,
 }
 
+/// Where a directory's listing read ahead stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListingAhead {
+    /// Not read ahead (or read by a program since).
+    No,
+    /// A READDIR for it is out: a program's read waits for it.
+    Reading,
+    /// Kept, not read by a program yet (counted when it is).
+    Kept,
+}
+
 /// The lock-protected state of an inode.
 pub(crate) struct InodeState {
     pub(crate) attr: Fattr3,
@@ -437,6 +448,9 @@ pub(crate) struct InodeState {
     /// One of our changes came back without pre-op attributes: assume it
     /// was ours (as Linux does) once the changes drain.
     pub(crate) wcc_unknown: bool,
+    /// Its listing is being read ahead, or was and no program has read it
+    /// yet (see `dir`).
+    pub(crate) listing_ahead: ListingAhead,
     /// Open file handles on this inode.
     pub(crate) open_count: u32,
     /// Of those, the handles the program has closed whose release is still
@@ -517,6 +531,7 @@ impl InodeState {
             wcc_unknown: false,
             open_count: 0,
             closing: 0,
+            listing_ahead: ListingAhead::No,
             server_opens: 0,
             preserve_unlinked: false,
             unlinked_open: false,

@@ -1824,12 +1824,20 @@ impl Nfs4Client {
         cookie: u64,
         verf: Cookieverf3,
         counts: (u32, u32),
-        plus: bool,
+        kind: ListKind,
     ) -> NfsResult<Listing> {
+        let (plus, ahead) = match kind {
+            ListKind::Names => (false, None),
+            ListKind::Plus => (true, None),
+            ListKind::PlusAhead { parent_fileid } => (true, Some(parent_fileid)),
+        };
         // NFSv4 lists no "." or "..": they are made here with cookies 1 and
         // 2, which NFSv4 servers never hand out (RFC 8881 §18.23.3), as
-        // Linux's client does.
+        // Linux's client does. Read ahead, the listing asks for a delegation
+        // of the directory in passing instead of looking up its parent (the
+        // caller knows it).
         let dots = cookie < 2;
+        let delegate = ahead.is_some() && cookie == 0 && self.may_ask_dir_delegation(dir);
         let (server_cookie, server_verf) = if cookie <= 2 { (0, [0u8; 8]) } else { (cookie, verf) };
         let mask = if plus { attrs::readdir_plus() } else { attrs::readdir_plain() };
         let build = || {
@@ -1844,17 +1852,29 @@ impl Nfs4Client {
                     attr_request: mask.clone(),
                 }),
             ];
-            if dots {
+            if delegate {
+                // After the READDIR: a GETATTR after the grant that matches
+                // the one before the listing shows the listing is what the
+                // delegation covers (`got_dir_delegation`).
+                ops.push(ArgOp::GetDirDelegation(GetDirDelegation4Args::default()));
+                ops.push(std_getattr());
+            } else if dots {
                 ops.push(ArgOp::Lookupp(()));
                 ops.push(getattr(Bitmap4::from_bits(&[FATTR4_FILEID])));
             }
             ops
         };
-        let mut r = self.run(cred, false, &build).await?;
+        let optional = if delegate { 2 } else { 0 };
+        let mut r = self.run_with_optional(cred, false, &build, optional).await?;
         r.ok(OP_PUTFH)?;
         let dir_attrs = self.fattr3_opt(r.getattr_opt());
         let rd = r.readdir()?;
-        let parent_fileid = if dots && r.ok(OP_LOOKUPP).is_ok() {
+        let parent_fileid = if delegate {
+            if let Some(before) = &dir_attrs {
+                self.got_dir_delegation(dir, before, &mut r);
+            }
+            ahead
+        } else if dots && r.ok(OP_LOOKUPP).is_ok() {
             r.getattr_opt().and_then(|f| attrs::decode(&f).ok()).and_then(|a| a.fileid)
         } else {
             None
@@ -1902,6 +1922,41 @@ pub enum CreateHow {
     Guarded,
     /// Exactly once, with this verifier.
     Exclusive(Verifier4),
+}
+
+impl Listing {
+    /// As READDIRPLUS answers it.
+    fn plus(self) -> Readdirplus3ResOk {
+        let entries = self
+            .entries
+            .into_iter()
+            .map(|e| Entryplus3 {
+                fileid: e.fileid,
+                name: Opaque(e.name),
+                cookie: e.cookie,
+                name_attributes: e.attrs,
+                name_handle: e.fh,
+            })
+            .collect();
+        Readdirplus3ResOk {
+            dir_attributes: self.dir_attrs,
+            cookieverf: self.verf,
+            reply: Dirlistplus3 { entries, eof: self.eof },
+        }
+    }
+}
+
+/// What [`Nfs4Client::list`] asks for.
+#[derive(Debug, Clone, Copy)]
+enum ListKind {
+    /// Names and fileids (READDIR).
+    Names,
+    /// With attributes and handles (READDIRPLUS).
+    Plus,
+    /// As `Plus`, read ahead of a program walking a tree, with a
+    /// delegation of the directory asked for in passing; its parent has
+    /// fileid `parent_fileid`.
+    PlusAhead { parent_fileid: u64 },
 }
 
 /// A directory listing before it takes NFSv3's shape.
@@ -2288,7 +2343,7 @@ impl NfsOps for Nfs4Client {
         verf: Cookieverf3,
         count: u32,
     ) -> NfsResult<Readdir3ResOk> {
-        let l = self.list(cred, dir, cookie, verf, (count, count), false).await?;
+        let l = self.list(cred, dir, cookie, verf, (count, count), ListKind::Names).await?;
         let entries = l
             .entries
             .into_iter()
@@ -2310,23 +2365,28 @@ impl NfsOps for Nfs4Client {
         dircount: u32,
         maxcount: u32,
     ) -> NfsResult<Readdirplus3ResOk> {
-        let l = self.list(cred, dir, cookie, verf, (dircount, maxcount), true).await?;
-        let entries = l
-            .entries
-            .into_iter()
-            .map(|e| Entryplus3 {
-                fileid: e.fileid,
-                name: Opaque(e.name),
-                cookie: e.cookie,
-                name_attributes: e.attrs,
-                name_handle: e.fh,
-            })
-            .collect();
-        Ok(Readdirplus3ResOk {
-            dir_attributes: l.dir_attrs,
-            cookieverf: l.verf,
-            reply: Dirlistplus3 { entries, eof: l.eof },
-        })
+        let l = self.list(cred, dir, cookie, verf, (dircount, maxcount), ListKind::Plus).await?;
+        Ok(l.plus())
+    }
+
+    fn lists_ahead(&self) -> bool {
+        self.inner.want_delegations.load(Ordering::Relaxed)
+            && self.inner.dir_delegations.load(Ordering::Relaxed)
+            && self.inner.core.lease_held()
+    }
+
+    async fn readdirplus_ahead(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        parent_fileid: u64,
+        dircount: u32,
+        maxcount: u32,
+    ) -> NfsResult<Option<Readdirplus3ResOk>> {
+        let l = self
+            .list(cred, dir, 0, [0; 8], (dircount, maxcount), ListKind::PlusAhead { parent_fileid })
+            .await?;
+        Ok((l.eof && self.delegated(dir)).then(|| l.plus()))
     }
 
     async fn fsstat(&self, cred: &Cred, fh: &NfsFh3) -> NfsResult<Fsstat3ResOk> {
