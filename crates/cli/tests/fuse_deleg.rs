@@ -230,6 +230,62 @@ fn a_tree_walked_from_a_fresh_mount_has_its_listings_read_ahead_and_changes_else
     assert_eq!(walk(&a.path("src")).len(), on_disk.len() + 1, "and a new walk finds it");
 }
 
+/// `-o dirops=async`: unlinks and rmdirs in directories held under delegations return before
+/// their REMOVEs are answered. Another client that changes such a directory right after waits
+/// for them (the recall of the delegation does), so its listing shows none of the removed
+/// names; an fsync of the directory returns once they are answered; an `rm -r` returns with
+/// the tree gone from the server (each rmdir waits for its directory's REMOVEs); the default,
+/// `dirops=sync`, removes nothing later.
+#[test]
+fn removes_under_a_directory_delegation_return_early_with_dirops_async_and_others_see_them_done() {
+    let test = "removes_under_a_directory_delegation_return_early_with_dirops_async_and_others_see_them_done";
+    require_fuse!(test);
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let (dirs, per_dir) = (4, 150);
+    small_tree(export.path(), dirs, per_dir);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, test) {
+        return;
+    }
+    let later = |m: &FuseMount| stat_json(m)["removes_later"].as_u64().unwrap_or(0);
+
+    let sync = FuseMount::new(&server.url(""), "actimeo=60");
+    assert_eq!(walk(&sync.path("src")).len(), 1 + dirs + dirs * per_dir);
+    fs::remove_file(sync.path("src/d3/f0")).unwrap();
+    assert!(!export.path().join("src/d3/f0").exists(), "dirops=sync: removed when unlink returns");
+    assert_eq!(later(&sync), 0, "the default removes nothing later");
+    drop(sync);
+
+    let a = FuseMount::new(&server.url(""), "actimeo=60,dirops=async");
+    let b = FuseMount::new(&server.url(""), "vers=3");
+    assert_eq!(walk(&a.path("src")).len(), dirs + dirs * per_dir, "the walk brings delegations");
+    assert!(delegations(&a).0 >= dirs as u64, "each directory held under a delegation");
+    let recalls = delegations(&a).1;
+    for f in 0..per_dir {
+        fs::remove_file(a.path(&format!("src/d0/f{f}"))).unwrap();
+    }
+    // B changes the directory at once: the server recalls A's delegation of it, and A gives it
+    // back only once its REMOVEs are answered, so B's CREATE and listing come after them.
+    fs::write(b.path("src/d0/from-b"), b"b").unwrap();
+    assert_eq!(names_in(&b.path("src/d0")), vec!["from-b".to_string()], "B sees every removal");
+    assert!(delegations(&a).1 > recalls, "B's change recalled A's delegation of the directory");
+    assert!(later(&a) >= per_dir as u64 / 2, "A's unlinks returned before their REMOVEs: {}", later(&a));
+
+    // fsync of a directory waits for its REMOVEs.
+    for f in 0..per_dir {
+        fs::remove_file(a.path(&format!("src/d1/f{f}"))).unwrap();
+    }
+    fs::File::open(a.path("src/d1")).unwrap().sync_all().unwrap();
+    let left: Vec<_> = fs::read_dir(export.path().join("src/d1")).unwrap().collect();
+    assert!(left.is_empty(), "fsync of the directory returned with {} names still there", left.len());
+
+    // rm -r: gone from the server when it returns.
+    fs::remove_dir_all(a.path("src")).unwrap();
+    assert!(!export.path().join("src").exists(), "rm -r returned with the tree still on the server");
+    assert_eq!(stat_json(&a)["removes_later_failed"].as_u64().unwrap_or(0), 0);
+}
+
 /// `ls DIR` through the mount: the names, sorted.
 fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =

@@ -8,7 +8,7 @@
 //! `lookupcache`, `ro`/`rw`, `vers`/`nfsvers`/`minorversion`), libnfs where it has it (`nfsport`,
 //! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
 //! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `deleg`/`nodeleg`, `deleg_max`,
-//! `deleg_close`, `readahead_files`,
+//! `deleg_close`, `readahead_files`, `dirops`,
 //! `pmapport`, `srcaddr`).
 //!
 //! # Layout
@@ -273,6 +273,16 @@ pub struct MountOptions {
     /// is durable at fsync, sync or unmount, and is on the server before
     /// anyone else can open the file (the recall waits for it).
     pub deleg_close_writeback: bool,
+    /// `dirops=sync|async` (ours; Linux's CephFS client calls its like
+    /// `nowsync`): what an unlink or rmdir in a directory this client holds
+    /// a delegation of waits for. `sync` (the default): the server's
+    /// answer, as a kernel NFS client does. `async`: the REMOVE is sent
+    /// and the call returns; another client that changes the directory
+    /// waits for it (the recall of the delegation does), one that only
+    /// reads it may still see the name until it lands (milliseconds); a
+    /// failure is logged and reported by the next `fsync` of a directory
+    /// or `sync` of the mount.
+    pub dirops_async: bool,
     /// `readahead_files=N` (ours): over NFSv4 with delegations, a program
     /// opening a directory's small files in listing order has up to N of
     /// the next ones read ahead per round trip, each whole and under a
@@ -335,6 +345,7 @@ impl Default for MountOptions {
             delegations_max: DELEGATIONS_MAX_DEFAULT,
             readahead_files: READAHEAD_FILES_MAX,
             deleg_close_writeback: false,
+            dirops_async: false,
             local_lock: LocalLock::None,
             xprtsec: Xprtsec::None,
             tls_ca: None,
@@ -611,6 +622,13 @@ impl MountOptions {
                     _ => return Err(bad(name, v, "expected a count from 0 to 10")),
                 }
             }
+            "dirops" => {
+                self.dirops_async = match need(name, value)? {
+                    "sync" => false,
+                    "async" => true,
+                    v => return Err(bad(name, v, "expected sync or async")),
+                }
+            }
             "deleg_close" => {
                 self.deleg_close_writeback = match need(name, value)? {
                     "sync" => false,
@@ -762,6 +780,9 @@ impl MountOptions {
         if self.deleg_close_writeback {
             v.push("deleg_close=writeback".into());
         }
+        if self.dirops_async {
+            v.push("dirops=async".into());
+        }
         if self.readahead_files != d.readahead_files {
             v.push(format!("readahead_files={}", self.readahead_files));
         }
@@ -878,6 +899,12 @@ mod tests {
             !MountOptions::parse("deleg_close=writeback,deleg_close=sync").unwrap().deleg_close_writeback
         );
         assert!(MountOptions::parse("deleg_close=later").is_err());
+        assert!(!d.dirops_async);
+        let a = MountOptions::parse("dirops=async").unwrap();
+        assert!(a.dirops_async);
+        assert_eq!(a.to_string(), "dirops=async");
+        assert!(!MountOptions::parse("dirops=async,dirops=sync").unwrap().dirops_async);
+        assert!(MountOptions::parse("dirops=later").is_err());
         assert!(MountOptions::parse("deleg_close").is_err());
         let o = MountOptions::parse("deleg_max=100").unwrap();
         assert_eq!(o.delegations_max, 100);
@@ -1025,6 +1052,7 @@ mod tests {
             1u32..=DELEGATIONS_MAX_LIMIT,
             any::<bool>(),
             0u32..=READAHEAD_FILES_MAX,
+            any::<bool>(),
         );
         (ports, transport, cache, security).prop_map(|(p, t, c, x)| MountOptions {
             nfsport: p.0,
@@ -1071,6 +1099,7 @@ mod tests {
             delegations_max: x.7,
             deleg_close_writeback: x.8,
             readahead_files: x.9,
+            dirops_async: x.10,
         })
     }
 

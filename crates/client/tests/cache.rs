@@ -1354,3 +1354,67 @@ async fn an_unlink_after_the_close_removes_the_name_while_the_release_still_runs
     fs.wait_background().await;
     assert_eq!(fake.calls(NFSPROC3_REMOVE), 1, "the hidden name goes at the last close");
 }
+
+/// `dirops=async`: an unlink in a directory held under a delegation returns with its REMOVE
+/// still out; a create of the same name waits for it (else the server would find the old
+/// name), and so does an fsync of the directory. A REMOVE that fails is reported by the next
+/// fsync of a directory, once. Without a delegation an unlink waits for its REMOVE.
+#[tokio::test]
+async fn with_dirops_async_an_unlink_under_a_delegation_returns_first_and_later_calls_wait_for_it() {
+    let fake = Fake::new();
+    fake.set_delegated(true);
+    for i in 0..3 {
+        fake.add_file(&format!("f{i}"), b"x");
+    }
+    let fs = mount(&fake, CacheConfig { dirops_async: true, ..config() }).await;
+    fs.set_recalls_write_back(true);
+    for i in 0..3 {
+        fs.lookup(ROOT_INO, format!("f{i}").as_bytes(), &cred()).await.unwrap();
+    }
+    let root = eagernfs_client::NfsOps::root(&fake);
+    let gate = fake.gate(NFSPROC3_REMOVE);
+    fs.unlink(ROOT_INO, b"f0", &cred()).await.unwrap();
+    fake.until_called(NFSPROC3_REMOVE).await;
+    assert!(fs.removes_pending(&root), "returned with the REMOVE held at the server");
+    let create = {
+        let fs = fs.clone();
+        tokio::spawn(async move {
+            fs.create(ROOT_INO, b"f0", 0o644, libc::O_WRONLY | libc::O_EXCL, &cred()).await
+        })
+    };
+    let fsync = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.fsyncdir(ROOT_INO).await })
+    };
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(fake.calls(NFSPROC3_CREATE), 0, "the create waits for the REMOVE");
+    assert!(!fsync.is_finished(), "so does an fsync of the directory");
+    gate.add_permits(1);
+    create.await.unwrap().expect("made once the old name is gone");
+    fsync.await.unwrap().unwrap();
+    assert!(!fs.removes_pending(&root));
+    fake.ungate(NFSPROC3_REMOVE);
+
+    fake.fail(NFSPROC3_REMOVE, Nfsstat3::Acces, Some(1));
+    fs.unlink(ROOT_INO, b"f1", &cred()).await.expect("returns before the REMOVE fails");
+    assert!(fs.fsyncdir(ROOT_INO).await.is_err(), "the failure is reported");
+    assert!(fs.fsyncdir(ROOT_INO).await.is_ok(), "once");
+    assert_eq!(fs.stats().removes_later_failed, 1);
+
+    fake.set_delegated(false);
+    let gate = fake.gate(NFSPROC3_REMOVE);
+    let unlink = {
+        let fs = fs.clone();
+        tokio::spawn(async move { fs.unlink(ROOT_INO, b"f2", &cred()).await })
+    };
+    fake.until_called(NFSPROC3_REMOVE).await;
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!unlink.is_finished(), "no delegation: the unlink waits for its REMOVE");
+    gate.add_permits(1);
+    unlink.await.unwrap().unwrap();
+    assert_eq!(fs.stats().removes_later, 2);
+}

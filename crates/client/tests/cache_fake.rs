@@ -61,6 +61,8 @@ struct State {
     readdir_page_entries: usize,
     /// `Some(preserve)`: opens are held as an NFSv4 server holds them (see `set_opens`).
     opens: Option<bool>,
+    /// Every file and directory is held under a delegation (`NfsOps::delegated`).
+    delegated: bool,
 }
 
 /// The call count under which `close_file` of a held open is recorded (not an NFSv3 procedure).
@@ -348,6 +350,11 @@ impl Fake {
     /// (ended by `close_file`, counted as [`FAKE_CLOSE`]), and with `preserve` the server says
     /// it keeps a removed file for the open (OPEN4_RESULT_PRESERVE_UNLINKED). This model never
     /// forgets a removed file anyway, so reads through its handle go on either way.
+    /// Say every object is held under a delegation (or none is).
+    pub fn set_delegated(&self, on: bool) {
+        self.st.lock().delegated = on;
+    }
+
     pub fn set_opens(&self, preserve: Option<bool>) {
         self.st.lock().opens = preserve;
     }
@@ -399,6 +406,10 @@ impl Fake {
 impl NfsOps for Fake {
     fn root(&self) -> NfsFh3 {
         fh_of(ROOT_FILEID)
+    }
+
+    fn delegated(&self, _fh: &NfsFh3) -> bool {
+        self.st.lock().delegated
     }
 
     async fn open_file(

@@ -15,6 +15,9 @@
 //!   attributes (which are right) and keeps the delegation out (RFC 8881
 //!   §10.4.3). Only a delegation whose grant carried no attributes is
 //!   answered "not such a file", which makes the server recall it.
+//! - **CB_RECALL** of a delegation of a directory with REMOVEs still in
+//!   flight (`dirops=async`): DELEGRETURN once they are answered, so the
+//!   change the server recalled it for comes after them.
 //! - **CB_NOTIFY_LOCK**: wakes the waiters of blocked locks (`locks4`).
 
 use std::sync::Arc;
@@ -62,6 +65,18 @@ impl CallbackHooks for MountCallbacks {
     fn recall(&self, fh: &NfsFh4, stateid: &Stateid4, _truncate: bool) -> bool {
         let Some(fs) = self.fs.upgrade() else { return false };
         let file = fh3(fh);
+        if fs.removes_pending(&file) {
+            // A directory whose names were removed with `dirops=async`: the
+            // change the recall is for waits until they are on the server.
+            let (client, fh, stateid) = (self.client.clone(), fh.clone(), *stateid);
+            tokio::spawn(async move {
+                fs.settle_removes(&file).await;
+                if let Err(e) = client.return_delegation(&fh, stateid).await {
+                    tracing::warn!("NFSv4 DELEGRETURN after the directory's REMOVEs failed: {e}");
+                }
+            });
+            return true;
+        }
         if fs.unwritten(&file).is_none() {
             return false;
         }

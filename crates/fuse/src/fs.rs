@@ -1149,9 +1149,11 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         Self::reply_empty(reply, self.fs.releasedir(fh.0));
     }
 
-    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        // NFSv3 directory operations are synchronous at the server.
-        reply.ok();
+    fn fsyncdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Directory operations are synchronous at the server, except the
+        // removes of `dirops=async`: their REMOVEs answered (and a failure
+        // of one reported) first.
+        self.spawn(req, move |fs, _cred| async move { Self::reply_empty(reply, fs.fsyncdir(ino.0).await) });
     }
 
     fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {

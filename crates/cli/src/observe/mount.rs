@@ -134,6 +134,12 @@ pub(crate) struct MountSnapshot {
     pub(crate) listings_read_ahead: u64,
     #[serde(default)]
     pub(crate) listings_read_ahead_used: u64,
+    /// Unlinks and rmdirs that returned before their REMOVE was answered
+    /// (`dirops=async`), and of those the REMOVEs that failed.
+    #[serde(default)]
+    pub(crate) removes_later: u64,
+    #[serde(default)]
+    pub(crate) removes_later_failed: u64,
 }
 
 /// The mount daemon's view of itself.
@@ -229,6 +235,7 @@ impl MountObserver {
         (s.files_read_ahead, s.files_read_ahead_calls) = (c.files_read_ahead, c.files_read_ahead_calls);
         (s.listings_read_ahead, s.listings_read_ahead_used) =
             (c.listings_read_ahead, c.listings_read_ahead_used);
+        (s.removes_later, s.removes_later_failed) = (c.removes_later, c.removes_later_failed);
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
@@ -357,6 +364,13 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
                 v4.delegations, s.delegated_opens, s.closes_written_back_later, s.files_read_ahead, s.files_read_ahead_calls,
                 s.listings_read_ahead, s.listings_read_ahead_used
             );
+        if s.removes_later > 0 {
+            let _ = writeln!(
+                o,
+                "removes: {} returned before their REMOVE was answered (dirops=async) · {} of those failed",
+                s.removes_later, s.removes_later_failed
+            );
+        }
         let _ = writeln!(
                 o,
                 "back channel: {} CB_NULL · {} CB_COMPOUND ({} replayed) · {} recalls · {} CB_GETATTR · {} refused",

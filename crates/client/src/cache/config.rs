@@ -8,6 +8,10 @@ use eagernfs_proto::nfs3::{Fsinfo3ResOk, MAX_IO_SIZE};
 
 use crate::options::{LookupCache, MountOptions, TRANSFER_SIZE_MAX, TRANSFER_SIZE_MIN};
 
+/// REMOVEs of `dirops=async` in flight at most per mount: past it an unlink
+/// waits for one to be answered (the server's session slots bound them too).
+pub(crate) const REMOVES_IN_FLIGHT_MAX: usize = 32;
+
 /// Size of a cached data chunk, in memory and on disk. CacheFS used 64 KiB
 /// chunks; it is large enough that per-chunk bookkeeping is cheap and small
 /// enough that a random 4 KiB read does not drag in much more.
@@ -117,6 +121,10 @@ pub struct CacheConfig {
     /// layer above answers recalls by writing back first
     /// (`CachedFs::set_recalls_write_back`).
     pub deleg_close_writeback: bool,
+    /// `dirops=async`: an unlink or rmdir in a directory held under a
+    /// delegation returns before the server answers (see `dirops`), when
+    /// the layer above settles them before giving a delegation back.
+    pub dirops_async: bool,
 }
 
 impl Default for CacheConfig {
@@ -173,6 +181,7 @@ impl CacheConfig {
             readdir_bytes: 32 * 1024,
             dirty_expire: Some(DIRTY_EXPIRE_DEFAULT),
             deleg_close_writeback: opts.deleg_close_writeback,
+            dirops_async: opts.dirops_async,
         }
     }
 

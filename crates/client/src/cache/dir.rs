@@ -137,6 +137,7 @@ impl<C: NfsOps> Shared<C> {
     /// differ from the cached ones drop the listing.
     async fn check_listing(&self, dir: &Inode, cred: &Cred) -> FsResult<()> {
         self.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
+        self.settle_dir(dir).await;
         let gen = self.clock.tick();
         let a = self.client.getattr_listed_dir(cred, &dir.fh).await?;
         self.fresh_attrs(dir, a, gen, true);
@@ -158,6 +159,7 @@ impl<C: NfsOps> Shared<C> {
     async fn fetch_dir_page_inner(&self, h: &mut DirHandle, cookie: u64) -> FsResult<()> {
         let verf = if cookie == 0 { [0; 8] } else { h.verf };
         let dir = h.inode.clone();
+        self.settle_dir(&dir).await;
         let count = self.cfg.readdir_bytes;
         if self.readdirplus.load(Ordering::Relaxed) {
             // dircount bounds the names, maxcount the whole reply with
@@ -317,6 +319,7 @@ impl<C: NfsOps> Shared<C> {
     /// delegation of `dir` with it and nothing of ours changed `dir` since
     /// the listing generation `listing_gen`.
     async fn read_listing_ahead(&self, dir: &Inode, listing_gen: u64, parent_fileid: u64, cred: &Cred) {
+        self.settle_dir(dir).await;
         let count = self.cfg.readdir_bytes;
         let gen = self.clock.tick();
         let r = self.client.readdirplus_ahead(cred, &dir.fh, parent_fileid, count / 4, count).await;

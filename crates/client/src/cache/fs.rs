@@ -122,6 +122,10 @@ pub struct CacheStats {
     /// ones a program then read with no call.
     pub listings_read_ahead: u64,
     pub listings_read_ahead_used: u64,
+    /// Unlinks and rmdirs that returned before their REMOVE was answered
+    /// (`dirops=async`), and of those the REMOVEs that failed.
+    pub removes_later: u64,
+    pub removes_later_failed: u64,
 }
 
 #[derive(Default)]
@@ -147,6 +151,8 @@ pub(crate) struct Counters {
     pub(crate) files_read_ahead_calls: AtomicU64,
     pub(crate) listings_read_ahead: AtomicU64,
     pub(crate) listings_read_ahead_used: AtomicU64,
+    pub(crate) removes_later: AtomicU64,
+    pub(crate) removes_later_failed: AtomicU64,
 }
 
 /// An open file.
@@ -344,6 +350,12 @@ pub(crate) struct Shared<C> {
     /// (`CachedFs::set_recalls_write_back`): only then may a close under a
     /// write delegation leave its write-back for later.
     pub(crate) recalls_write_back: AtomicBool,
+    /// Wakes whoever waits for a directory's background REMOVEs (`dirops`).
+    pub(crate) dirops_done: Notify,
+    /// Bounds the background REMOVEs in flight (`dirops`).
+    pub(crate) dirops_slots: Arc<tokio::sync::Semaphore>,
+    /// The first background REMOVE failure not yet reported (`dirops`).
+    pub(crate) dirops_error: Mutex<Option<NfsError>>,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -532,6 +544,9 @@ impl<C: NfsOps> CachedFs<C> {
             read_only: AtomicBool::new(cfg.read_only),
             runtime: tokio::runtime::Handle::current(),
             recalls_write_back: AtomicBool::new(false),
+            dirops_done: Notify::new(),
+            dirops_slots: Arc::new(tokio::sync::Semaphore::new(super::config::REMOVES_IN_FLIGHT_MAX)),
+            dirops_error: Mutex::new(None),
             cfg,
         });
         let (root_inode, _) = shared.intern_inode(&root, &attr, true);
@@ -613,6 +628,8 @@ impl<C: NfsOps> CachedFs<C> {
             files_read_ahead_calls: c.files_read_ahead_calls.load(Ordering::Relaxed),
             listings_read_ahead: c.listings_read_ahead.load(Ordering::Relaxed),
             listings_read_ahead_used: c.listings_read_ahead_used.load(Ordering::Relaxed),
+            removes_later: c.removes_later.load(Ordering::Relaxed),
+            removes_later_failed: c.removes_later_failed.load(Ordering::Relaxed),
         }
     }
 
@@ -705,6 +722,7 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         s.counters.lookup_misses.fetch_add(1, Ordering::Relaxed);
+        s.settle_dir(&dir).await;
         let gen = s.clock.tick();
         match s.client.lookup(cred, &dir.fh, name).await {
             Ok(r) => {
@@ -968,6 +986,7 @@ impl<C: NfsOps> CachedFs<C> {
         let (r, gen) = match sent {
             Some(sent) => sent,
             None => {
+                s.settle_dir(&inode).await;
                 let gen = inode.state.lock().begin_change();
                 (s.client.setattr(cred, &inode.fh, attrs, None).await, gen)
             }
@@ -1308,6 +1327,7 @@ impl<C: NfsOps> CachedFs<C> {
         } else {
             Createhow3::Unchecked(sattr_mode(mode))
         };
+        s.settle_dir(&dir).await;
         let gen = dir.state.lock().begin_change();
         let (r, opened) = if open {
             match s.client.create_open(cred, &dir.fh, name, how, OpenAccess::of_flags(flags)).await {
@@ -1353,6 +1373,7 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
+        s.settle_dir(&dir).await;
         let gen = dir.state.lock().begin_change();
         let r = s.client.mkdir(cred, &dir.fh, name, sattr_mode(mode)).await;
         let e = s
@@ -1404,6 +1425,7 @@ impl<C: NfsOps> CachedFs<C> {
         };
         let dir = s.inode(parent)?;
         check_name(name)?;
+        s.settle_dir(&dir).await;
         let gen = dir.state.lock().begin_change();
         let r = s.client.mknod(cred, &dir.fh, name, what).await;
         s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
@@ -1418,6 +1440,7 @@ impl<C: NfsOps> CachedFs<C> {
         if target.len() > NFS3_PATH_MAX {
             return Err(NfsError::Nfs(Nfsstat3::Nametoolong).into());
         }
+        s.settle_dir(&dir).await;
         let gen = dir.state.lock().begin_change();
         let r = s.client.symlink(cred, &dir.fh, name, target, Sattr3::default()).await;
         s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await
@@ -1442,6 +1465,7 @@ impl<C: NfsOps> CachedFs<C> {
         let inode = s.inode(ino)?;
         let dir = s.inode(newparent)?;
         check_name(newname)?;
+        s.settle_dir(&dir).await;
         let dir_gen = dir.state.lock().begin_change();
         let gen = inode.state.lock().begin_change();
         let r = s.client.link(cred, &inode.fh, &dir.fh, newname).await;
@@ -1502,9 +1526,18 @@ impl<C: NfsOps> CachedFs<C> {
         let known = victim.as_ref().map(|i| i.is_dir());
         // Its last name, with nothing of it left here to write: a delegation
         // of it goes back with the REMOVE (it could not after).
-        let last = victim.filter(|v| {
+        let last = victim.clone().filter(|v| {
             s.delegated(v) && (v.is_dir() || (v.ftype == Ftype3::Reg && v.state.lock().last_name_clean()))
         });
+        if let Some(v) = victim.as_ref().filter(|_| known == Some(is_dir)) {
+            if s.remove_later(&dir, name, v, last.is_some(), cred).await {
+                return Ok(());
+            }
+        }
+        if let Some(v) = victim.as_ref().filter(|v| v.is_dir()) {
+            // An RMDIR must find it empty: its own background REMOVEs first.
+            s.settle_dir(v).await;
+        }
         let gen = dir.state.lock().begin_change();
         let r = if let (Some(v), Some(true)) = (&last, known.map(|k| k == is_dir)) {
             s.client.remove_last_name(cred, &dir.fh, name, is_dir, &v.fh).await
@@ -1569,6 +1602,8 @@ impl<C: NfsOps> CachedFs<C> {
                 s.silly_rename(&to, newname, &target, cred).await?;
             }
         }
+        s.settle_dir(&from).await;
+        s.settle_dir(&to).await;
         let from_gen = from.state.lock().begin_change();
         let to_gen = if newparent != parent { to.state.lock().begin_change() } else { from_gen };
         let r = s.client.rename(cred, &from.fh, name, &to.fh, newname).await;
@@ -1634,8 +1669,9 @@ impl<C: NfsOps> CachedFs<C> {
     }
 
     /// Write back and commit every file (unmount, `sync`), and wait for
-    /// the removal of hidden names of unlinked files already closed.
-    /// Returns the first error any file had.
+    /// the removal of hidden names of unlinked files already closed and
+    /// for the REMOVEs of `dirops=async`. Returns the first error any file
+    /// had, else a REMOVE's failure not yet reported.
     pub async fn sync_all(&self) -> FsResult<()> {
         let s = &self.shared;
         let files: Vec<Arc<Inode>> = s.dirty_inodes.lock().values().cloned().collect();
@@ -1648,7 +1684,7 @@ impl<C: NfsOps> CachedFs<C> {
             }
         }
         self.wait_background().await;
-        first
+        first.and(s.take_dirops_error())
     }
 
     /// Wait until the background work already started is done: every
@@ -1752,6 +1788,7 @@ impl<C: NfsOps> Shared<C> {
         if self.cfg.lookupcache == LookupCache::None && self.handles.lock().is_empty() {
             return None;
         }
+        self.settle_dir(dir).await;
         self.client.lookup(cred, &dir.fh, name).await.ok().map(|r| r.object)
     }
 
@@ -1880,6 +1917,7 @@ impl<C: NfsOps> Shared<C> {
             return Ok(());
         }
         self.counters.attr_misses.fetch_add(1, Ordering::Relaxed);
+        self.settle_dir(inode).await;
         let gen = self.clock.tick();
         let a = self.client.getattr(cred, &inode.fh).await?;
         self.fresh_attrs(inode, a, gen, true);

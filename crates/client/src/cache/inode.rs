@@ -451,6 +451,9 @@ pub(crate) struct InodeState {
     /// Its listing is being read ahead, or was and no program has read it
     /// yet (see `dir`).
     pub(crate) listing_ahead: ListingAhead,
+    /// Directories: REMOVEs of its names sent after their unlinks returned
+    /// (`dirops=async`) and not answered yet (see `dirops`).
+    pub(crate) removes_in_flight: u32,
     /// Open file handles on this inode.
     pub(crate) open_count: u32,
     /// Of those, the handles the program has closed whose release is still
@@ -532,6 +535,7 @@ impl InodeState {
             open_count: 0,
             closing: 0,
             listing_ahead: ListingAhead::No,
+            removes_in_flight: 0,
             server_opens: 0,
             preserve_unlinked: false,
             unlinked_open: false,

@@ -77,6 +77,8 @@
 //! - `deleg`: write-back under write delegations, for the layer that
 //!   answers recalls (above `fs` and `io`).
 //! - `dir`: opendir/readdir/releasedir, READDIRPLUS with fallback.
+//! - `dirops`: unlinks and rmdirs that return before their REMOVE is
+//!   answered (`dirops=async`), under a delegation of the directory.
 //! - `prefetch`: small files read ahead, several per round trip, each
 //!   under a delegation, of a program opening a directory's files in
 //!   listing order (above `fs`); `ahead` decides when and which (below
@@ -98,6 +100,7 @@ mod config;
 mod deleg;
 mod dir;
 mod dirent;
+mod dirops;
 mod disk;
 mod extents;
 mod fs;

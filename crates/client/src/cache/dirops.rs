@@ -1,0 +1,199 @@
+//! Removes that return before the server answers (`dirops=async`), in a
+//! directory this client holds a delegation of.
+//!
+//! A tree removal (`rm -r`) through a synchronous client costs one round
+//! trip per name, and waits for each: the server's answer is the floor of
+//! every unlink. Under a delegation of the directory no other client
+//! changes it without the server recalling the delegation first, so an
+//! unlink can return once its REMOVE is sent, as Linux's CephFS client
+//! does for creates and unlinks under the capabilities of the directory
+//! (`nowsync`). The REMOVEs go on in the background, several at once (at
+//! most `REMOVES_IN_FLIGHT_MAX`); what the program sees meanwhile is
+//! what it would see after them, from the cache (the name is gone).
+//!
+//! What keeps this honest:
+//! - **Another client that changes the directory waits for them.** The
+//!   server recalls the delegation before that change; the mount gives it
+//!   back only once the directory's REMOVEs are answered
+//!   ([`super::CachedFs::settle_removes`], from the recall hook). A client
+//!   that only reads the directory may still see a name until its REMOVE
+//!   lands (milliseconds): the price of the option, and why it is off by
+//!   default.
+//! - **Our own later calls see them done.** Anything sent about the
+//!   directory's names or attributes (LOOKUP, READDIR, GETATTR, SETATTR,
+//!   a create, LINK, RENAME, RMDIR of it) first waits for the directory's
+//!   REMOVEs ([`Shared::settle_dir`]): a file created under a name just
+//!   removed must not meet the old one, and a `touch` of the directory must
+//!   not be followed by a REMOVE that moves its times again.
+//! - **Only plain cases.** A file open here (its hidden name), a file with
+//!   other links (its link count would be stale meanwhile), a name whose
+//!   object or type the cache does not know, a directory not delegated:
+//!   the unlink waits for the server as always.
+//! - **Failures are not lost.** A REMOVE that fails puts the directory's
+//!   names back to "ask the server", is logged and counted, and is
+//!   returned by the next `fsync` of a directory or `sync` of the mount
+//!   (and unmount waits for every REMOVE).
+//!
+//! The race with a recall: the directory's count of REMOVEs in flight is
+//! raised *before* the delegation is checked. The client marks a recalled
+//! delegation as no longer held before the hook looks at that count, so
+//! either the hook sees the REMOVE (and waits for it) or the unlink sees
+//! no delegation (and waits for the server itself).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use eagernfs_proto::nfs3::{Ftype3, NfsFh3};
+
+use super::fs::{CachedFs, Shared};
+use super::inode::Inode;
+use super::FsResult;
+use crate::ops::{Cred, NfsOps};
+use tokio::time::Instant;
+
+impl<C: NfsOps> Shared<C> {
+    /// Remove `name` (naming `victim`, of the type asked) from `dir` in the
+    /// background, if `dirops=async` allows it here; `false`: the caller
+    /// removes it and waits. `last`: the REMOVE also gives back the
+    /// victim's delegation (see `NfsOps::remove_last_name`).
+    pub(crate) async fn remove_later(
+        self: &Arc<Self>,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        victim: &Arc<Inode>,
+        last: bool,
+        cred: &Cred,
+    ) -> bool {
+        if !self.cfg.dirops_async || !self.recalls_write_back.load(Ordering::Relaxed) {
+            return false;
+        }
+        let plain = match victim.ftype {
+            Ftype3::Dir => true,
+            Ftype3::Reg => {
+                let st = victim.state.lock();
+                st.attr.nlink <= 1 && st.open_count == 0
+            }
+            _ => true,
+        };
+        if !plain {
+            return false;
+        }
+        // Its own names first: an RMDIR must find the directory empty.
+        if victim.is_dir() {
+            self.settle_dir(victim).await;
+        }
+        let Ok(slot) = Arc::clone(&self.dirops_slots).acquire_owned().await else { return false };
+        // Counted before the delegation is looked at: see the module docs.
+        dir.state.lock().removes_in_flight += 1;
+        if !self.delegated(dir) {
+            self.remove_landed(dir);
+            return false;
+        }
+        let gen = {
+            let mut st = dir.state.lock();
+            st.names.remove(name);
+            st.begin_change()
+        };
+        // Its link count and ctime change with the REMOVE.
+        victim.state.lock().attr_timeout = std::time::Duration::ZERO;
+        self.counters.removes_later.fetch_add(1, Ordering::Relaxed);
+        let counted = self.background.start();
+        let (me, dir, victim, name, cred) = (
+            Arc::clone(self),
+            Arc::clone(dir),
+            Arc::clone(victim),
+            Bytes::copy_from_slice(name),
+            cred.clone(),
+        );
+        let is_dir = victim.is_dir();
+        // On the cache's own runtime, whichever thread the unlink came on.
+        self.runtime.spawn(async move {
+            let r = if last {
+                me.client.remove_last_name(&cred, &dir.fh, &name, is_dir, &victim.fh).await
+            } else {
+                me.client.remove_known(&cred, &dir.fh, &name, is_dir).await
+            };
+            {
+                let mut st = dir.state.lock();
+                st.end_change(r.as_ref().ok(), gen, Instant::now(), me.cfg.ac_bounds(true).0);
+                if r.is_err() {
+                    // The name may still be there: ask the server again.
+                    st.complete = false;
+                    st.attr_timeout = std::time::Duration::ZERO;
+                }
+            }
+            victim.state.lock().attr_timeout = std::time::Duration::ZERO;
+            if let Err(e) = r {
+                tracing::warn!(
+                    "a REMOVE sent after its unlink returned (dirops=async) failed: {} in directory {}: {e}",
+                    String::from_utf8_lossy(&name),
+                    dir.ino
+                );
+                me.counters.removes_later_failed.fetch_add(1, Ordering::Relaxed);
+                me.dirops_error.lock().get_or_insert(e);
+            }
+            me.remove_landed(&dir);
+            drop(slot);
+            drop(counted);
+        });
+        true
+    }
+
+    /// One of `dir`'s background REMOVEs was answered (or not sent).
+    fn remove_landed(&self, dir: &Inode) {
+        {
+            let mut st = dir.state.lock();
+            st.removes_in_flight = st.removes_in_flight.saturating_sub(1);
+        }
+        self.dirops_done.notify_waiters();
+    }
+
+    /// Wait until every REMOVE of `dir` sent in the background is answered:
+    /// before anything about its names or attributes goes to the server.
+    pub(crate) async fn settle_dir(&self, dir: &Inode) {
+        loop {
+            let done = self.dirops_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if dir.state.lock().removes_in_flight == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+
+    /// The first background REMOVE failure not yet reported (and forget it).
+    pub(crate) fn take_dirops_error(&self) -> FsResult<()> {
+        match self.dirops_error.lock().take() {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<C: NfsOps> CachedFs<C> {
+    /// Whether directory `fh` has REMOVEs sent in the background and not
+    /// answered yet (`dirops=async`): a recall of its delegation must wait
+    /// for them ([`CachedFs::settle_removes`]) before giving it back.
+    pub fn removes_pending(&self, fh: &NfsFh3) -> bool {
+        self.shared().inodes.by_fh(fh).is_some_and(|d| d.state.lock().removes_in_flight > 0)
+    }
+
+    /// Wait until directory `fh`'s background REMOVEs are answered.
+    pub async fn settle_removes(&self, fh: &NfsFh3) {
+        if let Some(d) = self.shared().inodes.by_fh(fh) {
+            self.shared().settle_dir(&d).await;
+        }
+    }
+
+    /// `fsync` of directory `ino`: its background REMOVEs answered, and the
+    /// first of the mount's that failed and was not reported yet.
+    pub async fn fsyncdir(&self, ino: u64) -> FsResult<()> {
+        let s = self.shared();
+        if let Ok(d) = s.inode(ino) {
+            s.settle_dir(&d).await;
+        }
+        s.take_dirops_error()
+    }
+}
