@@ -719,6 +719,122 @@ fn closes_under_a_write_delegation_write_back_later_only_when_asked_and_others_s
     }
 }
 
+/// The mode of `path` on the server's disk (or through a mount), permission bits only.
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+/// The mode the tar-like rounds below give file `i`: 0644, every other one executable.
+fn tar_mode(i: u64) -> u32 {
+    if i % 2 == 1 {
+        0o755
+    } else {
+        0o644
+    }
+}
+
+/// `-o deleg_chmod=hold` (with `deleg_close=writeback`): an `fchmod` of a file the mount made
+/// and holds under a write delegation returns before the SETATTR, which goes with the data at
+/// the write-back; the mount shows the new mode at once. Another mount's open recalls the
+/// delegation, and the recall writes back data and mode first, so that open finds the new
+/// mode on the server, widened (0600 → 0644, tar's order) or narrowed (0644 → 0600). Without
+/// the option the mode is on the server when `fchmod` returns.
+#[test]
+fn a_chmod_under_a_write_delegation_waits_for_the_write_back_only_when_asked_and_a_recall_brings_it() {
+    require_fuse!("a_chmod_under_a_write_delegation_waits_for_the_write_back_only_when_asked");
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, "a_chmod_under_a_write_delegation_waits_for_the_write_back") {
+        return;
+    }
+    let b = FuseMount::new(&server.url(""), "");
+    for (opts, held) in [("deleg_close=writeback,deleg_chmod=hold", true), ("deleg_close=writeback", false)] {
+        let a = FuseMount::new(&server.url(""), opts);
+        for (i, (made, then)) in [(0o600, 0o644), (0o644, 0o600), (0o640, 0o604)].into_iter().enumerate() {
+            let name = format!("{}-{i}", if held { "held" } else { "sync" });
+            let data = pattern_bytes(i as u64 + 7, 0, 3000 + 20_000 * i);
+            let mut f =
+                fs::OpenOptions::new().write(true).create_new(true).mode(made).open(a.path(&name)).unwrap();
+            f.set_permissions(fs::Permissions::from_mode(made)).unwrap(); // past the umask
+            let on_server = export.path().join(&name);
+            assert_eq!(mode_of(&on_server), made, "-o {opts:?} {name}: made {made:o}");
+            f.write_all(&data).unwrap();
+            f.set_permissions(fs::Permissions::from_mode(then)).unwrap();
+            assert_eq!(
+                mode_of(&a.path(&name)),
+                then,
+                "-o {opts:?} {name}: the mount shows the new mode at once"
+            );
+            let server_mode = mode_of(&on_server);
+            if held {
+                assert_eq!(server_mode, made, "{name}: the chmod waits for the write-back, with the data");
+            } else {
+                assert_eq!(
+                    server_mode, then,
+                    "{name}: without the option the chmod is on the server at once"
+                );
+            }
+            // Another mount's open, the file still open here: the recall writes back first.
+            let got = fs::read(b.path(&name)).unwrap();
+            assert!(
+                got == data,
+                "-o {opts:?} {name}: the other mount read {} of {} bytes",
+                got.len(),
+                data.len()
+            );
+            assert_eq!(
+                mode_of(&on_server),
+                then,
+                "-o {opts:?} {name}: the recall brought the mode with the data"
+            );
+            assert_eq!(mode_of(&b.path(&name)), then, "-o {opts:?} {name}: and the other mount sees it");
+            drop(f);
+        }
+        // tar's order, closed and synced: every mode is on the server.
+        for i in 0..20 {
+            let name = format!("tar-{}-{i}", held);
+            let mut f =
+                fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(a.path(&name)).unwrap();
+            f.write_all(&pattern_bytes(i, 0, 100 + 97 * i as usize)).unwrap();
+            f.set_permissions(fs::Permissions::from_mode(tar_mode(i))).unwrap();
+        }
+        let mut cmd = Command::new(eagernfs_bin());
+        cmd.arg("sync").arg(&a.path);
+        run_command(cmd, MOUNT_TIMEOUT).assert_success("eagernfs sync MOUNTPOINT");
+        for i in 0..20u64 {
+            let name = format!("tar-{}-{i}", held);
+            assert_eq!(mode_of(&export.path().join(&name)), tar_mode(i), "{name} after sync");
+        }
+        let n = stat_json(&a)["modes_held"].as_u64().unwrap_or(0);
+        if held {
+            assert!(n >= 23, "each chmod was held: {n}");
+        } else {
+            assert_eq!(n, 0, "none held without the option");
+        }
+    }
+    // Without the kernel's mode checks (`nodefault_permissions`) the server decides every open
+    // by the mode it has: a narrowed mode held here goes first, so another user's open is
+    // refused and reads nothing of what was written after the chmod.
+    let a = FuseMount::new(
+        &server.url(""),
+        "allow_other,nodefault_permissions,deleg_close=writeback,deleg_chmod=hold",
+    );
+    let mut f =
+        fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(a.path("secret")).unwrap();
+    f.set_permissions(fs::Permissions::from_mode(0o644)).unwrap();
+    f.set_permissions(fs::Permissions::from_mode(0o600)).unwrap();
+    f.write_all(b"written after the chmod").unwrap();
+    assert_eq!(mode_of(&export.path().join("secret")), 0o644, "held");
+    let r = posixop(&As::nobody(), &["open", a.path("secret").to_str().unwrap(), "rdonly"]);
+    assert_eq!(r.err_kind(), Some("EACCES"), "another user's open under the narrowed mode: {r:?}");
+    assert_eq!(mode_of(&export.path().join("secret")), 0o600, "the mode went to the server first");
+    drop(f);
+}
+
 /// kill -9 of a `deleg_close=writeback` mount's daemon while it holds unwritten data under a
 /// write delegation: another mount gets the file after at most about a lease, what the dead
 /// mount's program had fsync'ed is there, and what it had not is either all there or not at

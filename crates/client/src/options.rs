@@ -8,7 +8,7 @@
 //! `lookupcache`, `ro`/`rw`, `vers`/`nfsvers`/`minorversion`), libnfs where it has it (`nfsport`,
 //! `mountport`, `version`, `uid`, `gid`), and are ours otherwise
 //! (`cache=DIR`, `cachesize`, `dirtymax`, `eager`, `deleg`/`nodeleg`, `deleg_max`,
-//! `deleg_close`, `readahead_files`, `dirops`,
+//! `deleg_close`, `deleg_chmod`, `readahead_files`, `dirops`,
 //! `pmapport`, `srcaddr`).
 //!
 //! # Layout
@@ -273,6 +273,17 @@ pub struct MountOptions {
     /// is durable at fsync, sync or unmount, and is on the server before
     /// anyone else can open the file (the recall waits for it).
     pub deleg_close_writeback: bool,
+    /// `deleg_chmod=sync|hold` (ours): what a chmod of a file this client
+    /// made, has open for writing and holds a write delegation of waits
+    /// for. `sync` (the default): the server's answer, as a kernel NFS
+    /// client does. `hold`: the new mode goes with the file's data at its
+    /// write-back (after the data, in one COMPOUND), as its times already
+    /// do; no other client can open the file before that (the recall of
+    /// the delegation writes back first), but one that only `stat`s it
+    /// may see the old mode until then. tar creates every file 0600 and
+    /// `fchmod`s it at the end: with `deleg_close=writeback` its close then
+    /// waits for nothing. Owner and set-id changes are never held.
+    pub deleg_chmod_hold: bool,
     /// `dirops=sync|async` (ours; Linux's CephFS client calls its like
     /// `nowsync`): what an unlink or rmdir in a directory this client holds
     /// a delegation of waits for. `sync` (the default): the server's
@@ -345,6 +356,7 @@ impl Default for MountOptions {
             delegations_max: DELEGATIONS_MAX_DEFAULT,
             readahead_files: READAHEAD_FILES_MAX,
             deleg_close_writeback: false,
+            deleg_chmod_hold: false,
             dirops_async: false,
             local_lock: LocalLock::None,
             xprtsec: Xprtsec::None,
@@ -629,6 +641,13 @@ impl MountOptions {
                     v => return Err(bad(name, v, "expected sync or async")),
                 }
             }
+            "deleg_chmod" => {
+                self.deleg_chmod_hold = match need(name, value)? {
+                    "sync" => false,
+                    "hold" => true,
+                    v => return Err(bad(name, v, "expected sync or hold")),
+                }
+            }
             "deleg_close" => {
                 self.deleg_close_writeback = match need(name, value)? {
                     "sync" => false,
@@ -780,6 +799,9 @@ impl MountOptions {
         if self.deleg_close_writeback {
             v.push("deleg_close=writeback".into());
         }
+        if self.deleg_chmod_hold {
+            v.push("deleg_chmod=hold".into());
+        }
         if self.dirops_async {
             v.push("dirops=async".into());
         }
@@ -905,6 +927,13 @@ mod tests {
         assert_eq!(a.to_string(), "dirops=async");
         assert!(!MountOptions::parse("dirops=async,dirops=sync").unwrap().dirops_async);
         assert!(MountOptions::parse("dirops=later").is_err());
+        assert!(!d.deleg_chmod_hold);
+        let h = MountOptions::parse("deleg_chmod=hold").unwrap();
+        assert!(h.deleg_chmod_hold);
+        assert_eq!(h.to_string(), "deleg_chmod=hold");
+        assert!(!MountOptions::parse("deleg_chmod=hold,deleg_chmod=sync").unwrap().deleg_chmod_hold);
+        assert!(MountOptions::parse("deleg_chmod=later").is_err());
+        assert!(MountOptions::parse("deleg_chmod").is_err());
         assert!(MountOptions::parse("deleg_close").is_err());
         let o = MountOptions::parse("deleg_max=100").unwrap();
         assert_eq!(o.delegations_max, 100);
@@ -1053,6 +1082,7 @@ mod tests {
             any::<bool>(),
             0u32..=READAHEAD_FILES_MAX,
             any::<bool>(),
+            any::<bool>(),
         );
         (ports, transport, cache, security).prop_map(|(p, t, c, x)| MountOptions {
             nfsport: p.0,
@@ -1100,6 +1130,7 @@ mod tests {
             deleg_close_writeback: x.8,
             readahead_files: x.9,
             dirops_async: x.10,
+            deleg_chmod_hold: x.11,
         })
     }
 

@@ -140,6 +140,10 @@ pub(crate) struct MountSnapshot {
     pub(crate) removes_later: u64,
     #[serde(default)]
     pub(crate) removes_later_failed: u64,
+    /// chmods held for the write-back under a write delegation
+    /// (`deleg_chmod=hold`).
+    #[serde(default)]
+    pub(crate) modes_held: u64,
 }
 
 /// The mount daemon's view of itself.
@@ -236,6 +240,7 @@ impl MountObserver {
         (s.listings_read_ahead, s.listings_read_ahead_used) =
             (c.listings_read_ahead, c.listings_read_ahead_used);
         (s.removes_later, s.removes_later_failed) = (c.removes_later, c.removes_later_failed);
+        s.modes_held = c.modes_held;
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
         s
@@ -369,6 +374,13 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
                 o,
                 "removes: {} returned before their REMOVE was answered (dirops=async) · {} of those failed",
                 s.removes_later, s.removes_later_failed
+            );
+        }
+        if s.modes_held > 0 {
+            let _ = writeln!(
+                o,
+                "chmods held for the write-back under a write delegation (deleg_chmod=hold): {}",
+                s.modes_held
             );
         }
         let _ = writeln!(

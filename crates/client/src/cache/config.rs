@@ -121,6 +121,11 @@ pub struct CacheConfig {
     /// layer above answers recalls by writing back first
     /// (`CachedFs::set_recalls_write_back`).
     pub deleg_close_writeback: bool,
+    /// `deleg_chmod=hold`: a chmod of a file held under a write delegation,
+    /// by the file's creator while it is open for writing, goes with the
+    /// data at write-back (see `InodeState::defer_setattr`), when the layer
+    /// above writes back before giving a delegation back.
+    pub deleg_chmod_hold: bool,
     /// `dirops=async`: an unlink or rmdir in a directory held under a
     /// delegation returns before the server answers (see `dirops`), when
     /// the layer above settles them before giving a delegation back.
@@ -181,6 +186,7 @@ impl CacheConfig {
             readdir_bytes: 32 * 1024,
             dirty_expire: Some(DIRTY_EXPIRE_DEFAULT),
             deleg_close_writeback: opts.deleg_close_writeback,
+            deleg_chmod_hold: opts.deleg_chmod_hold,
             dirops_async: opts.dirops_async,
         }
     }

@@ -126,6 +126,9 @@ pub struct CacheStats {
     /// (`dirops=async`), and of those the REMOVEs that failed.
     pub removes_later: u64,
     pub removes_later_failed: u64,
+    /// chmods held for the write-back under a write delegation
+    /// (`deleg_chmod=hold`).
+    pub modes_held: u64,
 }
 
 #[derive(Default)]
@@ -153,6 +156,7 @@ pub(crate) struct Counters {
     pub(crate) listings_read_ahead_used: AtomicU64,
     pub(crate) removes_later: AtomicU64,
     pub(crate) removes_later_failed: AtomicU64,
+    pub(crate) modes_held: AtomicU64,
 }
 
 /// An open file.
@@ -630,6 +634,7 @@ impl<C: NfsOps> CachedFs<C> {
             listings_read_ahead_used: c.listings_read_ahead_used.load(Ordering::Relaxed),
             removes_later: c.removes_later.load(Ordering::Relaxed),
             removes_later_failed: c.removes_later_failed.load(Ordering::Relaxed),
+            modes_held: c.modes_held.load(Ordering::Relaxed),
         }
     }
 
@@ -1069,6 +1074,7 @@ impl<C: NfsOps> CachedFs<C> {
         let (granted, revalidated) = match cached {
             Some(granted) => (granted, false),
             None => {
+                s.send_held_mode(&inode).await;
                 let gen = s.clock.tick();
                 let r = s.client.access(cred, &inode.fh, asked).await?;
                 let revalidated = r.obj_attributes.is_some();
@@ -1217,6 +1223,7 @@ impl<C: NfsOps> CachedFs<C> {
             s.files_ahead_warm(&inode, cred);
             return Ok((s.open_handle(&inode, cred, flags, &FileOpened::default()), inode));
         }
+        s.send_held_mode(&inode).await;
         let gen = s.clock.tick();
         let file_gen = inode.state.lock().file.gen;
         let want = OpenWant { access, check, attrs, read_whole };
@@ -1988,8 +1995,26 @@ impl<C: NfsOps> Shared<C> {
     /// `InodeState::defer_setattr`): the inode is then among the files with
     /// work to do, where unmount and sync find it. `None`: send them now.
     fn defer_setattr(&self, inode: &Arc<Inode>, attrs: &Sattr3, cred: &Cred) -> Option<Entry> {
-        if inode.ftype != Ftype3::Reg || !inode.state.lock().defer_setattr(attrs, cred) {
+        if inode.ftype != Ftype3::Reg {
             return None;
+        }
+        let mode_may_wait = attrs.mode.is_some()
+            && self.cfg.deleg_chmod_hold
+            && self.recalls_write_back.load(Ordering::Relaxed)
+            && !self.cfg.noac;
+        {
+            let mut st = inode.state.lock();
+            // The delegation is checked under the inode's lock: a recall
+            // marks it recalled first and then looks for what the file
+            // holds (`unwritten`, under this lock), so either it finds the
+            // mode held here and writes it back, or this finds no delegation.
+            let mode_may_wait = mode_may_wait && self.client.write_delegated(&inode.fh);
+            if !st.defer_setattr(attrs, cred, mode_may_wait) {
+                return None;
+            }
+            if mode_may_wait && st.mode_held() {
+                self.counters.modes_held.fetch_add(1, Ordering::Relaxed);
+            }
         }
         self.dirty_inodes.lock().insert(inode.ino, inode.clone());
         Some(self.entry_for(inode))

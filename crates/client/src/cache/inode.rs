@@ -658,7 +658,15 @@ impl InodeState {
     /// creator here, whom the server made its owner (`creator`), nothing
     /// changes the size, and no set-id bit is involved (the server's rules
     /// for clearing them are its own). Returns whether the change was taken.
-    pub(crate) fn defer_setattr(&mut self, attrs: &Sattr3, cred: &Cred) -> bool {
+    ///
+    /// `mode_may_wait` (`deleg_chmod=hold`, the file held under a write
+    /// delegation): a real change of mode may wait too. No other client
+    /// can open the file before the delegation goes back, and it goes back
+    /// only after the write-back, which sends the data first and the mode
+    /// after it in one COMPOUND; meanwhile this mount shows the new mode
+    /// (the kernel checks it, `visible_attr`) and asks the server nothing
+    /// that depends on it (`Shared::send_held_mode`). Owners never wait.
+    pub(crate) fn defer_setattr(&mut self, attrs: &Sattr3, cred: &Cred, mode_may_wait: bool) -> bool {
         let f = &self.file;
         if f.write_opens == 0 || attrs.size.is_some() || f.creator.as_ref() != Some(cred) {
             return false;
@@ -674,8 +682,14 @@ impl InodeState {
         let changes_mode = attrs.mode.is_some_and(|m| m & 0o7777 != now.mode & 0o7777);
         let changes_owner =
             attrs.uid.is_some_and(|u| u != now.uid) || attrs.gid.is_some_and(|g| g != now.gid);
-        if changes_mode || changes_owner {
+        if changes_owner || (changes_mode && !mode_may_wait) {
             return false;
+        }
+        if changes_mode {
+            // Who may do what changed: ACCESS answers cached are no
+            // longer this mount's (and the server's would be the old
+            // mode's until the write-back).
+            self.access.clear();
         }
         let p = self
             .file
@@ -684,6 +698,17 @@ impl InodeState {
         merge_later(&mut p.attrs, attrs);
         self.file.attrs_held_at = Some(coarse_now());
         true
+    }
+
+    /// A change of mode is held for the write-back (`deleg_chmod=hold`) or
+    /// on its way: the server's idea of who may open the file is not this
+    /// mount's until it lands.
+    pub(crate) fn mode_held(&self) -> bool {
+        let f = &self.file;
+        [f.sending_attrs.as_ref(), f.pending_attrs.as_ref().map(|p| &p.attrs)]
+            .into_iter()
+            .flatten()
+            .any(|a| a.mode.is_some_and(|m| m & 0o7777 != self.attr.mode & 0o7777))
     }
 
     /// A regular file with one link, not open here, and nothing unwritten

@@ -344,6 +344,18 @@ impl<C: NfsOps> Shared<C> {
             && self.client.write_delegated(&of.inode.fh)
     }
 
+    /// A mode change held for the write-back (`deleg_chmod=hold`) goes to
+    /// the server, after the data, before a call the server decides by the
+    /// file's mode (ACCESS, OPEN): it must decide by the mode this mount
+    /// shows. Rare: a program that chmods a file it is writing seldom
+    /// opens it again before closing it. A failure stays on the file, as
+    /// any write-back's does.
+    pub(crate) async fn send_held_mode(self: &Arc<Self>, inode: &Arc<Inode>) {
+        if inode.state.lock().mode_held() {
+            let _ = self.sync_inode(inode).await;
+        }
+    }
+
     /// A close that leaves its write-back for later: reports only errors
     /// already known (see [`CachedFs::flush`]).
     fn close_now(&self, of: &OpenFile) -> FsResult<()> {
