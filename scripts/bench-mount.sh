@@ -16,6 +16,10 @@
 #   eagernfs-v4async the same with `-o dirops=async` (unlinks and rmdirs under a delegation of
 #                  their directory return before their REMOVE is answered; an rm -r still
 #                  returns with the tree gone from the server: each rmdir waits for its own),
+#   eagernfs-v4local the same with `-o deleg_close=writeback,deleg_chmod=hold,dirops=async`
+#                  (all a delegation allows: a close and a chmod under a write delegation wait
+#                  for the write-back, removes under a directory's for nothing; its untar and
+#                  cp -r end with `eagernfs sync`, as eagernfs-v4wb's),
 #   ganesha      `eagernfs mount -o vers=3` of nfs-ganesha (FSAL VFS),
 #   ganesha-v4   `eagernfs mount` of nfs-ganesha serving NFSv4 only (`Protocols = 4`),
 # and, for the untar only, two floors that say where its time goes:
@@ -33,7 +37,7 @@
 # either way) is taken for the NFS targets.
 #
 #   scripts/bench-mount.sh [--out DIR] [--rounds N]
-#                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-v4ra0 eagernfs-v4wb eagernfs-v4async
+#                          [--targets "ext4 ext4-fsync bindfs floorfs eagernfs eagernfs-v4 eagernfs-v4ra0 eagernfs-v4wb eagernfs-v4async eagernfs-v4local
 #                                      eagernfs-async ganesha ganesha-v4"]
 #                          [--tree DIR] [--dd-mib N] [--mount-options OPTS] [--before BIN]
 #                          [--settle-untar SECONDS] [--server-args "ARGS"] [--loop-ext4 GIB]
@@ -182,7 +186,7 @@ if [[ " $targets " == *" floorfs "* ]]; then
     cc -O2 -Wall -o "$work/floorfs" "$repo/scripts/floorfs/floorfs.c" $(pkg-config --cflags --libs fuse3)
 fi
 mkdir -p "$work/ganesha-export" "$work/ganesha-v4-export" "$work/state" "$work/state-async"
-mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-v4" "$work/mnt-eagernfs-v4wb" "$work/mnt-eagernfs-v4async" "$work/mnt-eagernfs-v4ra0" "$work/mnt-eagernfs-async"
+mkdir -p "$work/mnt-bindfs" "$work/mnt-eagernfs" "$work/mnt-eagernfs-v4" "$work/mnt-eagernfs-v4wb" "$work/mnt-eagernfs-v4async" "$work/mnt-eagernfs-v4local" "$work/mnt-eagernfs-v4ra0" "$work/mnt-eagernfs-async"
 mkdir -p "$work/mnt-ganesha" "$work/mnt-ganesha-v4"
 mkdir -p "$work/export-before" "$work/state-before" "$work/mnt-before"
 chmod 777 "$work/export" "$work/export-async" "$work/ganesha-export" "$work/ganesha-v4-export" "$work/export-before"
@@ -236,6 +240,7 @@ vers_of() {
         eagernfs-v4 | ganesha-v4) echo vers=4 ;;
         eagernfs-v4wb) echo vers=4,deleg_close=writeback ;;
         eagernfs-v4async) echo vers=4,dirops=async ;;
+        eagernfs-v4local) echo vers=4,deleg_close=writeback,deleg_chmod=hold,dirops=async ;;
         eagernfs-v4ra0) echo vers=4,readahead_files=0 ;;
     esac
 }
@@ -251,7 +256,7 @@ do_mount() {
         ext4 | ext4-fsync) return ;;
         bindfs) taskset -c 0 bindfs --no-allow-other "$work/bindfs-src" "$work/mnt-bindfs"; return ;;
         floorfs) taskset -c 0 "$work/floorfs" "$work/floorfs-src" "$work/mnt-floorfs"; return ;;
-        eagernfs | eagernfs-v4 | eagernfs-v4wb | eagernfs-v4async | eagernfs-v4ra0) url=$eagernfs_url ;;
+        eagernfs | eagernfs-v4 | eagernfs-v4wb | eagernfs-v4async | eagernfs-v4local | eagernfs-v4ra0) url=$eagernfs_url ;;
         eagernfs-async) url=$eagernfs_async_url ;;
         ganesha) url=$ganesha_url ;;
         ganesha-v4) url=$ganesha_v4_url ;;
@@ -306,7 +311,7 @@ drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; sleep 3; }
 # calls the mount made so far, by NFS procedure ("NAME COUNT" lines), from its statistics socket
 mount_ops() {
     case $1 in
-        eagernfs | eagernfs-v4 | eagernfs-v4wb | eagernfs-v4async | eagernfs-v4ra0 | eagernfs-async | ganesha | ganesha-v4 | before)
+        eagernfs | eagernfs-v4 | eagernfs-v4wb | eagernfs-v4async | eagernfs-v4local | eagernfs-v4ra0 | eagernfs-async | ganesha | ganesha-v4 | before)
             "$bin" stat "$work/mnt-$1" 2>/dev/null | awk '/^ *[A-Z_]+ +[0-9]+/ && $1 != "NULL" {print $1, $2}' ;;
     esac
 }
@@ -365,7 +370,7 @@ run_round() { # target round
     local synced=$d
     [ "$t" = bindfs ] && synced=$work/bindfs-src
     local sync_cmd="sync -f '$synced'"
-    [ "$t" = eagernfs-v4wb ] && sync_cmd="'$bin' sync '$d'"
+    case $t in eagernfs-v4wb | eagernfs-v4local) sync_cmd="'$bin' sync '$d'" ;; esac
     if [ "$settle_untar" != 0 ]; then
         sync
         sleep "$settle_untar"
@@ -426,7 +431,7 @@ for target, rnd, step, s, c in rows:
     if step not in steps:
         steps.append(step)
 med = lambda v: statistics.median(v) if v else float("nan")
-ratio_targets = [t for t in targets if t in ("eagernfs", "eagernfs-v4", "eagernfs-v4wb", "eagernfs-v4async", "eagernfs-v4ra0", "ganesha", "ganesha-v4", "before")]
+ratio_targets = [t for t in targets if t in ("eagernfs", "eagernfs-v4", "eagernfs-v4wb", "eagernfs-v4async", "eagernfs-v4local", "eagernfs-v4ra0", "ganesha", "ganesha-v4", "before")]
 lines = ["| step | " + " | ".join(targets) + " | " + " | ".join(f"{t} / bindfs" for t in ratio_targets) + " |",
          "|---|" + "---:|" * (len(targets) + len(ratio_targets))]
 for step in steps:
@@ -449,7 +454,7 @@ if dd:
 lines.append("")
 lines.append(f"Seconds, median of the rounds (range). Calls the mount sent, median per step ({files} files in the tree):")
 lines.append("")
-nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-v4", "eagernfs-v4wb", "eagernfs-v4async", "eagernfs-v4ra0", "eagernfs-async", "ganesha", "ganesha-v4", "before")]
+nfs_targets = [t for t in targets if t in ("eagernfs", "eagernfs-v4", "eagernfs-v4wb", "eagernfs-v4async", "eagernfs-v4local", "eagernfs-v4ra0", "eagernfs-async", "ganesha", "ganesha-v4", "before")]
 lines.append("| step | " + " | ".join(nfs_targets) + " |")
 lines.append("|---|" + "---:|" * len(nfs_targets))
 for step in steps:
@@ -476,7 +481,7 @@ print("\n".join(lines))
 W, H, left, bottom, top = 780, 360, 60, 60, 30
 colors = {"ext4": "#7f7f7f", "ext4-fsync": "#bcbd22", "bindfs": "#2ca02c", "floorfs": "#8c564b", "eagernfs": "#1f77b4",
           "eagernfs-async": "#17becf", "ganesha": "#d62728", "before": "#9467bd",
-          "eagernfs-v4": "#aec7e8", "eagernfs-v4wb": "#9467bd", "eagernfs-v4async": "#17becf", "eagernfs-v4ra0": "#c5b0d5", "ganesha-v4": "#ff9896"}
+          "eagernfs-v4": "#aec7e8", "eagernfs-v4wb": "#9467bd", "eagernfs-v4async": "#17becf", "eagernfs-v4local": "#e377c2", "eagernfs-v4ra0": "#c5b0d5", "ganesha-v4": "#ff9896"}
 cap = 10.0
 plot_h = H - top - bottom
 group_w = (W - left - 20) / len(steps)
