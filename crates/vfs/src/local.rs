@@ -703,6 +703,10 @@ impl LocalBackend {
         self.apply_set(cred, &child.handle, &child.obj, set)?;
         self.stable(&[(&dir.fd, FileType::Directory), (&child.obj.fd, child.obj.attr.ftype)])?;
         let attr = attr_from_stat(&sys::fstat(child.obj.fd.as_fd())?);
+        // An object just made is used next (the GETATTR of the same
+        // COMPOUND, then its WRITE or SETATTR): keep its descriptor, as a
+        // LOOKUP does, instead of opening it again by handle.
+        self.paths.insert(&child.handle.0, child.obj.fd.clone());
         Ok(Created { handle: child.handle, attr, dir_wcc: self.dir_wcc(dir) })
     }
 
