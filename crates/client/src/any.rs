@@ -11,7 +11,8 @@
 
 use crate::nfs::NfsClient;
 use crate::ops::{
-    Cred, FileOpened, FileRead, FileToRead, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant, WriteClosed,
+    Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant,
+    WriteClosed,
 };
 use crate::options::{MountOptions, NfsVersion};
 use crate::url::NfsUrl;
@@ -467,5 +468,14 @@ impl NfsOps for AnyClient {
         victim: &NfsFh3,
     ) -> NfsResult<WccData> {
         both!(self, c => c.remove_last_name(cred, dir, name, is_dir, victim))
+    }
+
+    async fn remove_names(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        names: &[NameToRemove],
+    ) -> Vec<Option<NfsResult<WccData>>> {
+        both!(self, c => c.remove_names(cred, dir, names))
     }
 }

@@ -234,6 +234,17 @@ pub struct FileOpened {
     pub preserve_unlinked: bool,
 }
 
+/// One name of a [`NfsOps::remove_names`] batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameToRemove {
+    pub name: Bytes,
+    /// What it names is a directory (see [`NfsOps::remove_known`]).
+    pub is_dir: bool,
+    /// The object, when this is its last name: its delegation goes back in
+    /// the same call (see [`NfsOps::remove_last_name`]).
+    pub last_of: Option<NfsFh3>,
+}
+
 /// A small file for [`NfsOps::read_files`]: read from offset 0, with
 /// the caller's access checked as an open would check it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -603,5 +614,29 @@ pub trait NfsOps: Send + Sync + 'static {
     ) -> impl Future<Output = NfsResult<WccData>> + Send {
         let _ = victim;
         self.remove_known(cred, dir, name, is_dir)
+    }
+
+    /// Remove `names` from `dir`, in order, each as `remove_known` (or
+    /// `remove_last_name` when it says whose last name it is), in as few
+    /// calls as the protocol allows. One result per name, in order; `None`:
+    /// not tried, because an earlier name of the same call failed (the
+    /// caller sends it again alone). Default: one call per name.
+    fn remove_names(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        names: &[NameToRemove],
+    ) -> impl Future<Output = Vec<Option<NfsResult<WccData>>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(names.len());
+            for n in names {
+                let r = match &n.last_of {
+                    Some(victim) => self.remove_last_name(cred, dir, &n.name, n.is_dir, victim).await,
+                    None => self.remove_known(cred, dir, &n.name, n.is_dir).await,
+                };
+                out.push(Some(r));
+            }
+            out
+        }
     }
 }

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use common::{memory, spec, TestServer, WAIT};
 use eagernfs_client::cache::{CachedFs, ROOT_INO};
 use eagernfs_client::v4::{CreateHow, OpenAccess};
-use eagernfs_client::{AnyClient, Cred, MountOptions, Nfs4Client, NfsError, NfsOps, NfsVersion};
+use eagernfs_client::{
+    AnyClient, Cred, MountOptions, NameToRemove, Nfs4Client, NfsError, NfsOps, NfsVersion,
+};
 use eagernfs_proto::nfs3::*;
 use eagernfs_proto::nfs4::{self as v4, Nfsstat4};
 use eagernfs_server::{Nfs4Config, ServerConfig};
@@ -894,6 +896,67 @@ async fn nconnect_spreads_compounds_and_the_back_channel_stays_on_connection_0()
     assert!(c.delegations().is_empty());
     writer.close(&cr, &w).await.unwrap();
     c.close(&cr, &of).await.unwrap();
+}
+
+/// `remove_names`: several names of a directory in one COMPOUND, a file's delegation given
+/// back in the same one when it is its last name. The server stops at the first failure: the
+/// names before it are gone, its own result is the failure, the names after it were not tried
+/// (and are still there), and each is sent again alone without harm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_removes_go_in_one_compound_and_stop_at_the_first_failure() {
+    let s = mem_server();
+    let c = connect(s.addr, "").await;
+    c.set_want_delegations(true);
+    let cr = root();
+    let d = handle(c.mkdir(&cr, &c.root(), b"rm", mode(0o755)).await.unwrap().obj);
+    let mut files = Vec::new();
+    for i in 0..20 {
+        let name = format!("f{i}");
+        files.push(handle(
+            c.create(&cr, &d, name.as_bytes(), Createhow3::Unchecked(mode(0o644))).await.unwrap().obj,
+        ));
+    }
+    let sub = handle(c.mkdir(&cr, &d, b"sub", mode(0o755)).await.unwrap().obj);
+    // A read delegation of f0, to go back with its last name.
+    let of = c.open(&cr, &files[0], OpenAccess::Read).await.unwrap();
+    c.close(&cr, &of).await.unwrap();
+    assert_eq!(c.delegations().len(), 1, "f0 is held under a delegation");
+    let item = |name: &str, last_of: Option<&NfsFh3>| NameToRemove {
+        name: Bytes::copy_from_slice(name.as_bytes()),
+        is_dir: name == "sub",
+        last_of: last_of.cloned(),
+    };
+    let removes_before = nfs4_ops(&s, "REMOVE");
+    let compounds_before = s.stats.snapshot().nfs4_compounds;
+    let mut names = vec![item("f0", Some(&files[0])), item("sub", Some(&sub))];
+    names.extend((1..10).map(|i| item(&format!("f{i}"), None)));
+    let r = within(c.remove_names(&cr, &d, &names)).await;
+    assert_eq!(r.len(), names.len());
+    for (n, r) in names.iter().zip(&r) {
+        let w = r.as_ref().expect("tried").as_ref().expect("removed");
+        assert!(w.after.is_some(), "{:?}: the directory's attributes came back", n.name);
+    }
+    assert_eq!(nfs4_ops(&s, "REMOVE") - removes_before, 11);
+    assert_eq!(s.stats.snapshot().nfs4_compounds - compounds_before, 1, "one COMPOUND for 11 names");
+    assert!(c.delegations().is_empty(), "f0's delegation went back with its last name");
+    // A name that is not there, in the middle: stop there.
+    let names: Vec<_> = ["f10", "f11", "missing", "f12", "f13"].iter().map(|n| item(n, None)).collect();
+    let r = within(c.remove_names(&cr, &d, &names)).await;
+    assert!(matches!(r[0], Some(Ok(_))) && matches!(r[1], Some(Ok(_))), "{r:?}");
+    assert_eq!(r[2].as_ref().map(|r| r.as_ref().unwrap_err().clone()), Some(NfsError::Nfs(Nfsstat3::Noent)));
+    assert!(r[3].is_none() && r[4].is_none(), "not tried after the failure: {r:?}");
+    for (name, there) in [("f11", false), ("f12", true), ("f13", true)] {
+        assert_eq!(c.lookup(&cr, &d, name.as_bytes()).await.is_ok(), there, "{name}");
+    }
+    let again = within(c.remove_names(&cr, &d, &names[3..])).await;
+    assert!(again.iter().all(|r| matches!(r, Some(Ok(_)))), "{again:?}");
+    // More names than one COMPOUND takes: split, all removed.
+    let names: Vec<_> = (14..20).map(|i| item(&format!("f{i}"), None)).collect();
+    assert!(within(c.remove_names(&cr, &d, &names)).await.iter().all(|r| matches!(r, Some(Ok(_)))));
+    let left = c.readdir(&cr, &d, 0, [0; 8], 1 << 16).await.unwrap();
+    let left: Vec<_> =
+        left.reply.entries.iter().map(|e| e.name.to_vec()).filter(|n| n != b"." && n != b"..").collect();
+    assert!(left.is_empty(), "all removed: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

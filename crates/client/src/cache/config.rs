@@ -12,6 +12,10 @@ use crate::options::{LookupCache, MountOptions, TRANSFER_SIZE_MAX, TRANSFER_SIZE
 /// waits for one to be answered (the server's session slots bound them too).
 pub(crate) const REMOVES_IN_FLIGHT_MAX: usize = 32;
 
+/// REMOVEs of `dirops=async` one call carries at most (over NFSv4, one
+/// COMPOUND; the client may split it further to fit the session).
+pub(crate) const REMOVES_PER_CALL: usize = 12;
+
 /// Size of a cached data chunk, in memory and on disk. CacheFS used 64 KiB
 /// chunks; it is large enough that per-chunk bookkeeping is cheap and small
 /// enough that a random 4 KiB read does not drag in much more.

@@ -7,9 +7,13 @@
 //! changes it without the server recalling the delegation first, so an
 //! unlink can return once its REMOVE is sent, as Linux's CephFS client
 //! does for creates and unlinks under the capabilities of the directory
-//! (`nowsync`). The REMOVEs go on in the background, several at once (at
-//! most `REMOVES_IN_FLIGHT_MAX`); what the program sees meanwhile is
-//! what it would see after them, from the cache (the name is gone).
+//! (`nowsync`). The REMOVEs go on in the background (at most
+//! `REMOVES_IN_FLIGHT_MAX` of the mount's at once), queued per directory:
+//! one task per directory sends them, each call carrying every REMOVE
+//! queued while the last was out (`NfsOps::remove_names`: over NFSv4 one
+//! COMPOUND of up to `REMOVES_PER_CALL`), so an `rm -r` costs a round
+//! trip per few names. What the program sees meanwhile is what it would
+//! see after them, from the cache (the name is gone).
 //!
 //! What keeps this honest:
 //! - **Another client that changes the directory waits for them.** The
@@ -44,12 +48,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use eagernfs_proto::nfs3::{Ftype3, NfsFh3};
+use eagernfs_proto::nfs3::{Ftype3, NfsFh3, WccData};
 
+use super::config::REMOVES_PER_CALL;
 use super::fs::{CachedFs, Shared};
-use super::inode::Inode;
+use super::inode::{Inode, QueuedRemove};
 use super::FsResult;
-use crate::ops::{Cred, NfsOps};
+use crate::ops::{Cred, NameToRemove, NfsOps, NfsResult};
 use tokio::time::Instant;
 
 impl<C: NfsOps> Shared<C> {
@@ -98,46 +103,98 @@ impl<C: NfsOps> Shared<C> {
         // Its link count and ctime change with the REMOVE.
         victim.state.lock().attr_timeout = std::time::Duration::ZERO;
         self.counters.removes_later.fetch_add(1, Ordering::Relaxed);
-        let counted = self.background.start();
-        let (me, dir, victim, name, cred) = (
-            Arc::clone(self),
-            Arc::clone(dir),
-            Arc::clone(victim),
-            Bytes::copy_from_slice(name),
-            cred.clone(),
-        );
-        let is_dir = victim.is_dir();
-        // On the cache's own runtime, whichever thread the unlink came on.
-        self.runtime.spawn(async move {
-            let r = if last {
-                me.client.remove_last_name(&cred, &dir.fh, &name, is_dir, &victim.fh).await
-            } else {
-                me.client.remove_known(&cred, &dir.fh, &name, is_dir).await
-            };
-            {
-                let mut st = dir.state.lock();
-                st.end_change(r.as_ref().ok(), gen, Instant::now(), me.cfg.ac_bounds(true).0);
-                if r.is_err() {
-                    // The name may still be there: ask the server again.
-                    st.complete = false;
-                    st.attr_timeout = std::time::Duration::ZERO;
-                }
-            }
-            victim.state.lock().attr_timeout = std::time::Duration::ZERO;
-            if let Err(e) = r {
-                tracing::warn!(
-                    "a REMOVE sent after its unlink returned (dirops=async) failed: {} in directory {}: {e}",
-                    String::from_utf8_lossy(&name),
-                    dir.ino
-                );
-                me.counters.removes_later_failed.fetch_add(1, Ordering::Relaxed);
-                me.dirops_error.lock().get_or_insert(e);
-            }
-            me.remove_landed(&dir);
-            drop(slot);
-            drop(counted);
-        });
+        let queued = QueuedRemove {
+            name: Bytes::copy_from_slice(name),
+            victim: Arc::clone(victim),
+            last,
+            cred: cred.clone(),
+            gen,
+            slot,
+        };
+        let start = {
+            let mut st = dir.state.lock();
+            st.removes_queue.push(queued);
+            !std::mem::replace(&mut st.removes_sending, true)
+        };
+        if start {
+            let counted = self.background.start();
+            let (me, dir) = (Arc::clone(self), Arc::clone(dir));
+            // On the cache's own runtime, whichever thread the unlink came on.
+            self.runtime.spawn(async move {
+                me.send_removes(&dir).await;
+                drop(counted);
+            });
+        }
         true
+    }
+
+    /// Send `dir`'s queued REMOVEs until none is left: each call carries
+    /// every one queued meanwhile (up to `REMOVES_PER_CALL`, one caller's),
+    /// so an `rm -r` costs a round trip per few names instead of per name.
+    async fn send_removes(self: &Arc<Self>, dir: &Arc<Inode>) {
+        loop {
+            let batch: Vec<QueuedRemove> = {
+                let mut st = dir.state.lock();
+                let Some(first) = st.removes_queue.first() else {
+                    st.removes_sending = false;
+                    return;
+                };
+                let cred = first.cred.clone();
+                let n = st.removes_queue.iter().take(REMOVES_PER_CALL).take_while(|q| q.cred == cred).count();
+                st.removes_queue.drain(..n).collect()
+            };
+            let names: Vec<NameToRemove> = batch
+                .iter()
+                .map(|q| NameToRemove {
+                    name: q.name.clone(),
+                    is_dir: q.victim.is_dir(),
+                    last_of: q.last.then(|| q.victim.fh.clone()),
+                })
+                .collect();
+            let results = self.client.remove_names(&batch[0].cred, &dir.fh, &names).await;
+            for (q, r) in batch.into_iter().zip(results.into_iter().chain(std::iter::repeat_with(|| None))) {
+                let r = match r {
+                    Some(r) => r,
+                    // Not tried: an earlier name of the same call failed.
+                    None => {
+                        let is_dir = q.victim.is_dir();
+                        if q.last {
+                            self.client
+                                .remove_last_name(&q.cred, &dir.fh, &q.name, is_dir, &q.victim.fh)
+                                .await
+                        } else {
+                            self.client.remove_known(&q.cred, &dir.fh, &q.name, is_dir).await
+                        }
+                    }
+                };
+                self.remove_answered(dir, q, r);
+            }
+        }
+    }
+
+    /// `q`'s REMOVE was answered `r`.
+    fn remove_answered(&self, dir: &Inode, q: QueuedRemove, r: NfsResult<WccData>) {
+        {
+            let mut st = dir.state.lock();
+            st.end_change(r.as_ref().ok(), q.gen, Instant::now(), self.cfg.ac_bounds(true).0);
+            if r.is_err() {
+                // The name may still be there: ask the server again.
+                st.complete = false;
+                st.attr_timeout = std::time::Duration::ZERO;
+            }
+        }
+        q.victim.state.lock().attr_timeout = std::time::Duration::ZERO;
+        if let Err(e) = r {
+            tracing::warn!(
+                "a REMOVE sent after its unlink returned (dirops=async) failed: {} in directory {}: {e}",
+                String::from_utf8_lossy(&q.name),
+                dir.ino
+            );
+            self.counters.removes_later_failed.fetch_add(1, Ordering::Relaxed);
+            self.dirops_error.lock().get_or_insert(e);
+        }
+        self.remove_landed(dir);
+        drop(q.slot);
     }
 
     /// One of `dir`'s background REMOVEs was answered (or not sent).

@@ -403,6 +403,20 @@ pub(crate) struct SillyName {
     pub(crate) cred: Cred,
 }
 
+/// An unlink or rmdir that returned before its REMOVE was sent
+/// (`dirops=async`): queued on its directory (see `dirops`).
+pub(crate) struct QueuedRemove {
+    pub(crate) name: Bytes,
+    pub(crate) victim: Arc<Inode>,
+    /// The victim's last name: its delegation goes back with the REMOVE.
+    pub(crate) last: bool,
+    pub(crate) cred: Cred,
+    /// The directory's change count for it (`begin_change`).
+    pub(crate) gen: u64,
+    /// Its place among the mount's removes in flight.
+    pub(crate) slot: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// What the server answered to one caller's ACCESS (Linux's access cache).
 #[derive(Clone, Debug)]
 pub(crate) struct AccessEntry {
@@ -454,6 +468,10 @@ pub(crate) struct InodeState {
     /// Directories: REMOVEs of its names sent after their unlinks returned
     /// (`dirops=async`) and not answered yet (see `dirops`).
     pub(crate) removes_in_flight: u32,
+    /// Of those, the ones not sent yet, in order, and whether a task is
+    /// sending them (see `dirops`: each call carries what queued meanwhile).
+    pub(crate) removes_queue: Vec<QueuedRemove>,
+    pub(crate) removes_sending: bool,
     /// Open file handles on this inode.
     pub(crate) open_count: u32,
     /// Of those, the handles the program has closed whose release is still
@@ -536,6 +554,8 @@ impl InodeState {
             closing: 0,
             listing_ahead: ListingAhead::No,
             removes_in_flight: 0,
+            removes_queue: Vec::new(),
+            removes_sending: false,
             server_opens: 0,
             preserve_unlinked: false,
             unlinked_open: false,

@@ -33,7 +33,7 @@ use crate::driver::{RpcClient, TransportConfig};
 use crate::mount;
 use crate::nfs::{default_cred, transfer_size};
 use crate::ops::{
-    Cred, FileOpened, FileRead, FileToRead, NfsError, NfsOps, NfsResult, OpenWant, WriteClosed,
+    Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult, OpenWant, WriteClosed,
 };
 use crate::options::{MountOptions, NfsVersion, TRANSFER_SIZE_MAX};
 use crate::url::NfsUrl;
@@ -2510,6 +2510,99 @@ impl NfsOps for Nfs4Client {
             Some(stateid) => self.remove_returning(cred, dir, name, victim, stateid).await,
             None => self.remove_unchecked(cred, dir, name).await,
         }
+    }
+
+    async fn remove_names(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        names: &[NameToRemove],
+    ) -> Vec<Option<NfsResult<WccData>>> {
+        let max_ops = match self.inner.core.fore_channel().await {
+            Ok(f) => f.ca_maxoperations.clamp(4, OPS_MAX) as usize,
+            Err(e) => return names.iter().map(|_| Some(Err(e.clone()))).collect(),
+        };
+        // SEQUENCE and the closing GETATTR, then at most four per name.
+        let per_call = ((max_ops - 2) / 4).clamp(1, REMOVES_PER_COMPOUND);
+        let mut out = Vec::with_capacity(names.len());
+        for chunk in names.chunks(per_call) {
+            out.extend(self.remove_chunk(cred, dir, chunk).await);
+        }
+        out
+    }
+}
+
+/// Names one [`NfsOps::remove_names`] COMPOUND removes at most.
+const REMOVES_PER_COMPOUND: usize = 12;
+
+impl Nfs4Client {
+    /// [`NfsOps::remove_names`] in one COMPOUND: per name [PUTFH (the
+    /// object), DELEGRETURN,] PUTFH, REMOVE, and the directory's GETATTR
+    /// at the end. The server stops at the first failure: the names before
+    /// it are removed, its own result is that failure, and the names after
+    /// it were not tried (`None`). A refused DELEGRETURN is no failure of
+    /// its REMOVE, which was not tried either: sent again alone, it finds
+    /// no delegation to give back.
+    async fn remove_chunk(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        names: &[NameToRemove],
+    ) -> Vec<Option<NfsResult<WccData>>> {
+        let all = |e: NfsError| names.iter().map(|_| Some(Err(e.clone()))).collect();
+        if let Err(e) = self.writable() {
+            return all(e);
+        }
+        let targets = match names.iter().map(|n| component(&n.name)).collect::<NfsResult<Vec<_>>>() {
+            Ok(t) => t,
+            Err(e) => return all(e),
+        };
+        let stateids: Vec<Option<Stateid4>> = names
+            .iter()
+            .map(|n| n.last_of.as_ref().and_then(|v| self.delegation_stateid(v, false)))
+            .collect();
+        let build = || {
+            let mut ops = Vec::with_capacity(4 * names.len() + 1);
+            for ((n, target), stateid) in names.iter().zip(&targets).zip(&stateids) {
+                if let (Some(victim), Some(stateid)) = (&n.last_of, stateid) {
+                    ops.push(putfh(victim));
+                    ops.push(ArgOp::Delegreturn(Delegreturn4Args { deleg_stateid: *stateid }));
+                }
+                ops.push(putfh(dir));
+                ops.push(ArgOp::Remove(Remove4Args { target: target.clone() }));
+            }
+            ops.push(std_getattr());
+            ops
+        };
+        let mut r = match self.run(cred, true, &build).await {
+            Ok(r) => r,
+            Err(e) => return all(e),
+        };
+        let mut out: Vec<Option<NfsResult<()>>> = Vec::with_capacity(names.len());
+        let mut stopped = false;
+        for stateid in &stateids {
+            if stopped || r.exhausted() {
+                stopped = true;
+                out.push(None);
+                continue;
+            }
+            if let Some(stateid) = stateid {
+                let returned = r.ok(OP_PUTFH).and_then(|()| r.ok(OP_DELEGRETURN));
+                // Given back, or not ours to give any more: no promise now.
+                self.inner.core.state.lock().remove_delegation(&stateid.other);
+                if returned.is_err() {
+                    stopped = true;
+                    out.push(None);
+                    continue;
+                }
+                self.inner.core.stats.delegreturns.fetch_add(1, Ordering::Relaxed);
+            }
+            let removed = r.ok(OP_PUTFH).and_then(|()| r.remove().map(drop));
+            stopped = removed.is_err();
+            out.push(Some(removed));
+        }
+        let after = wcc(self.fattr3_opt(if stopped { None } else { r.getattr_opt() }));
+        out.into_iter().map(|o| o.map(|r| r.map(|()| after.clone()))).collect()
     }
 }
 

@@ -212,6 +212,12 @@ impl Reply {
         }
     }
 
+    /// No result is left: the server stopped before the operations still
+    /// to be read (or answered them all).
+    pub(crate) fn exhausted(&self) -> bool {
+        self.results.len() == 0
+    }
+
     /// The next result, which must be a success of `opnum` (for results
     /// with no body: PUTFH, LOOKUP, SAVEFH, …).
     pub(crate) fn ok(&mut self, opnum: u32) -> NfsResult<()> {
