@@ -1786,8 +1786,16 @@ impl Nfs4Client {
         self.writable()?;
         let objname = component(name)?;
         let createattrs = attrs::to_fattr4(attrs);
+        // A new directory is asked for a delegation in passing (a server
+        // without them still makes it, and is not asked again): every name
+        // it will have is made here, so creates and removes in it may go
+        // on without waiting (`dirops=async`) from the start.
+        let delegate = matches!(objtype, Createtype4::Dir)
+            && self.inner.want_delegations.load(Ordering::Relaxed)
+            && self.inner.dir_delegations.load(Ordering::Relaxed)
+            && self.inner.core.lease_held();
         let build = || {
-            vec![
+            let mut ops = vec![
                 putfh(dir),
                 ArgOp::Savefh(()),
                 ArgOp::Create(Create4Args {
@@ -1797,16 +1805,40 @@ impl Nfs4Client {
                 }),
                 ArgOp::Getfh(()),
                 std_getattr(),
-                ArgOp::Restorefh(()),
-                std_getattr(),
-            ]
+            ];
+            if delegate {
+                ops.push(ArgOp::GetDirDelegation(GetDirDelegation4Args::default()));
+                ops.push(std_getattr());
+            }
+            ops.push(ArgOp::Restorefh(()));
+            ops.push(std_getattr());
+            ops
         };
-        let mut r = self.run(cred, true, &build).await?;
+        let mut r = if delegate {
+            self.run_with_optional(cred, true, &build, 4).await?
+        } else {
+            self.run(cred, true, &build).await?
+        };
         r.ok(OP_PUTFH)?;
         r.ok(OP_SAVEFH)?;
         r.create()?;
         let fh = r.getfh_opt().map(fh3).transpose()?;
         let obj = self.fattr3_opt(r.getattr_opt());
+        if delegate {
+            if let (Some(fh), Some(a)) = (&fh, &obj) {
+                self.got_dir_delegation(fh, a, &mut r);
+            }
+            // What is left of GET_DIR_DELEGATION's tail, up to RESTOREFH.
+            loop {
+                match r.skip() {
+                    Some(ResOp::Restorefh(s)) if s.status().is_ok() => {
+                        return Ok((fh, obj, wcc(self.fattr3_opt(r.getattr_opt()))));
+                    }
+                    Some(ResOp::Restorefh(_)) | None => return Ok((fh, obj, wcc(None))),
+                    Some(_) => {}
+                }
+            }
+        }
         let dir_attrs = if r.skip().is_some_and(|x| x.status().is_ok()) {
             self.fattr3_opt(r.getattr_opt())
         } else {
