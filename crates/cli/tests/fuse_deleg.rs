@@ -286,6 +286,111 @@ fn removes_under_a_directory_delegation_return_early_with_dirops_async_and_other
     assert_eq!(stat_json(&a)["removes_later_failed"].as_u64().unwrap_or(0), 0);
 }
 
+/// `-o dirops=async` also answers creates in a directory the mount made itself (so knows every
+/// name of) and holds under a delegation before the server has made the file: the file's
+/// writes, the owner's chmod and utimes and its close are answered at once and done on it once
+/// it exists. What the server has in the end is what a plain mount leaves: every name, byte,
+/// mode and mtime. Another client that changes the directory waits for those files (the recall
+/// of the delegation does), and reads every byte; a create the server refuses after all (a
+/// name made on the server's disk behind the delegation's back) is counted and returned by the
+/// next fsync of the directory, and the server's file is left as it was.
+#[test]
+fn creates_under_a_directory_delegation_return_early_with_dirops_async_and_end_as_a_plain_mount_leaves() {
+    let test = "creates_under_a_directory_delegation_return_early_with_dirops_async";
+    require_fuse!(test);
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let export = tempfile::tempdir().unwrap();
+    chmod(export.path(), 0o777);
+    let server = Server::eagernfs(export.path(), &["-o", "rw,no_root_squash"]);
+    if eagernfs_only(&server, test) {
+        return;
+    }
+    let early = |m: &FuseMount| {
+        let j = stat_json(m);
+        (j["creates_early"].as_u64().unwrap_or(0), j["creates_early_failed"].as_u64().unwrap_or(0))
+    };
+    let files = 60u64;
+    // tar's order: create 0600, write, set the mtime, chown to itself, chmod, close.
+    let untar = |m: &FuseMount, dir: &str| {
+        for i in 0..files {
+            let path = m.path(&format!("{dir}/f{i}"));
+            let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).unwrap();
+            f.write_all(&pattern_bytes(i, 0, 50 + 1337 * i as usize)).unwrap();
+            f.set_modified(std::time::UNIX_EPOCH + Duration::from_secs(1_000_000 + i)).unwrap();
+            std::os::unix::fs::fchown(&f, Some(0), Some(0)).unwrap();
+            f.set_permissions(fs::Permissions::from_mode(tar_mode(i))).unwrap();
+        }
+    };
+    let check = |root: &Path, dir: &str, what: &str| {
+        for i in 0..files {
+            let path = root.join(format!("{dir}/f{i}"));
+            let meta = fs::metadata(&path).unwrap_or_else(|e| panic!("{what}: {dir}/f{i}: {e}"));
+            assert_eq!(meta.permissions().mode() & 0o7777, tar_mode(i), "{what}: mode of {dir}/f{i}");
+            assert_eq!(
+                meta.modified().unwrap(),
+                std::time::UNIX_EPOCH + Duration::from_secs(1_000_000 + i),
+                "{what}: mtime of {dir}/f{i}"
+            );
+            assert!(
+                fs::read(&path).unwrap() == pattern_bytes(i, 0, 50 + 1337 * i as usize),
+                "{what}: {dir}/f{i}"
+            );
+        }
+    };
+    let sync = |m: &FuseMount| {
+        let mut cmd = Command::new(eagernfs_bin());
+        cmd.arg("sync").arg(&m.path);
+        run_command(cmd, MOUNT_TIMEOUT).assert_success("eagernfs sync MOUNTPOINT");
+    };
+
+    // The default waits for every create.
+    let plain = FuseMount::new(&server.url(""), "deleg_close=writeback,deleg_chmod=hold");
+    fs::create_dir(plain.path("plain")).unwrap();
+    untar(&plain, "plain");
+    assert_eq!(early(&plain).0, 0, "dirops=sync creates nothing early");
+    drop(plain);
+
+    let opts = "deleg_close=writeback,deleg_chmod=hold,dirops=async";
+    let a = FuseMount::new(&server.url(""), opts);
+    let b = FuseMount::new(&server.url(""), "");
+    // The mount's first create waits: it shows the server makes files as their caller.
+    fs::write(a.path("first"), b"1").unwrap();
+    fs::create_dir(a.path("d")).unwrap();
+    untar(&a, "d");
+    let (made, failed) = early(&a);
+    assert!(made >= files / 2, "most creates answered early: {made} of {files}");
+    assert_eq!(failed, 0);
+    check(&a.path, "d", "through the mount that made them");
+    // B changes the directory: A's delegation of it is recalled, and given back once A's files
+    // are made; B then lists them all and reads every byte.
+    fs::write(b.path("d/from-b"), b"b").unwrap();
+    assert_eq!(names_in(&b.path("d")).len() as u64, files + 1, "B lists A's files and its own");
+    check(&b.path, "d", "through another mount");
+    // A second round, then sync: the server's disk has what a plain mount leaves.
+    fs::create_dir(a.path("d2")).unwrap();
+    untar(&a, "d2");
+    sync(&a);
+    check(export.path(), "d2", "on the server after sync");
+    check(export.path(), "plain", "on the server (the plain mount)");
+    assert_eq!(early(&a).1, 0, "no create failed");
+
+    // A name made behind the delegation's back (on the server's disk, which recalls nothing):
+    // A's early create of it fails on the server, which keeps its file.
+    fs::create_dir(a.path("e")).unwrap();
+    fs::write(export.path().join("e/clash"), b"the server's own").unwrap();
+    let mut f =
+        fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(a.path("e/clash")).unwrap();
+    f.write_all(b"lost").unwrap();
+    drop(f);
+    let r = fs::File::open(a.path("e")).unwrap().sync_all();
+    assert!(r.is_err(), "fsync of the directory returns the failed create: {r:?}");
+    assert_eq!(early(&a).1, 1, "counted");
+    assert_eq!(fs::read(export.path().join("e/clash")).unwrap(), b"the server's own");
+    assert_eq!(fs::read(a.path("e/clash")).unwrap(), b"the server's own", "A then sees the server's file");
+    sync(&a);
+}
+
 /// `ls DIR` through the mount: the names, sorted.
 fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> =

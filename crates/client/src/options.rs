@@ -292,7 +292,10 @@ pub struct MountOptions {
     /// waits for it (the recall of the delegation does), one that only
     /// reads it may still see the name until it lands (milliseconds); a
     /// failure is logged and reported by the next `fsync` of a directory
-    /// or `sync` of the mount.
+    /// or `sync` of the mount. `async` also answers a create of a regular
+    /// file in a directory the mount made and holds a delegation of before
+    /// the server has made it (the file's writes, owner's chmod and utimes
+    /// and close kept and done once it is made; see `cache::early`).
     pub dirops_async: bool,
     /// `readahead_files=N` (ours): over NFSv4 with delegations, a program
     /// opening a directory's small files in listing order has up to N of

@@ -889,6 +889,8 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     ) {
         if let Some(v4) = self.locks4.clone() {
             return self.spawn(req, move |fs, cred| async move {
+                // A file created early has no handle until it is made.
+                fs.settle_early(ino.0).await;
                 let Ok(nfh) = fs.file_handle(ino.0) else {
                     return reply.error(Errno::from_i32(libc::ESTALE));
                 };
@@ -907,6 +909,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         }
         let Some(locks) = self.locks.clone() else { return reply.error(Errno::from_i32(libc::ENOLCK)) };
         self.spawn(req, move |fs, _cred| async move {
+            fs.settle_early(ino.0).await;
             let Ok(nfh) = fs.file_handle(ino.0) else { return reply.error(Errno::from_i32(libc::ESTALE)) };
             let owner = locks.owner(lock_owner.0);
             let range = lock_range(start, end);
@@ -948,6 +951,8 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
     ) {
         if let Some(v4) = self.locks4.clone() {
             return self.spawn(req, move |fs, cred| async move {
+                // A file created early has no handle until it is made.
+                fs.settle_early(ino.0).await;
                 let Ok(nfh) = fs.file_handle(ino.0) else {
                     return reply.error(Errno::from_i32(libc::ESTALE));
                 };
@@ -990,6 +995,7 @@ impl<C: NfsOps> Filesystem for NfsFuse<C> {
         }
         let Some(locks) = self.locks.clone() else { return reply.error(Errno::from_i32(libc::ENOLCK)) };
         self.spawn(req, move |fs, _cred| async move {
+            fs.settle_early(ino.0).await;
             let Ok(nfh) = fs.file_handle(ino.0) else { return reply.error(Errno::from_i32(libc::ESTALE)) };
             let owner = locks.owner(lock_owner.0);
             let range = lock_range(start, end);

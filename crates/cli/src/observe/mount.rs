@@ -140,6 +140,12 @@ pub(crate) struct MountSnapshot {
     pub(crate) removes_later: u64,
     #[serde(default)]
     pub(crate) removes_later_failed: u64,
+    /// Creates that returned before the server made the file
+    /// (`dirops=async`), and of those the ones the server refused.
+    #[serde(default)]
+    pub(crate) creates_early: u64,
+    #[serde(default)]
+    pub(crate) creates_early_failed: u64,
     /// chmods held for the write-back under a write delegation
     /// (`deleg_chmod=hold`).
     #[serde(default)]
@@ -240,6 +246,7 @@ impl MountObserver {
         (s.listings_read_ahead, s.listings_read_ahead_used) =
             (c.listings_read_ahead, c.listings_read_ahead_used);
         (s.removes_later, s.removes_later_failed) = (c.removes_later, c.removes_later_failed);
+        (s.creates_early, s.creates_early_failed) = (c.creates_early, c.creates_early_failed);
         s.modes_held = c.modes_held;
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
@@ -374,6 +381,13 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
                 o,
                 "removes: {} returned before their REMOVE was answered (dirops=async) · {} of those failed",
                 s.removes_later, s.removes_later_failed
+            );
+        }
+        if s.creates_early > 0 {
+            let _ = writeln!(
+                o,
+                "creates: {} returned before the server made the file (dirops=async) · {} of those failed",
+                s.creates_early, s.creates_early_failed
             );
         }
         if s.modes_held > 0 {

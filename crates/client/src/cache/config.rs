@@ -16,6 +16,15 @@ pub(crate) const REMOVES_IN_FLIGHT_MAX: usize = 32;
 /// COMPOUND; the client may split it further to fit the session).
 pub(crate) const REMOVES_PER_CALL: usize = 12;
 
+/// Files created early (`dirops=async`, see `early`) a mount holds at most
+/// before the server has made them: past it a create waits as without the
+/// option.
+pub(crate) const EARLY_FILES_MAX: usize = 64;
+
+/// Data an early file holds at most before it exists on the server: a
+/// write past it waits for the file to be made.
+pub(crate) const EARLY_FILE_BYTES_MAX: u64 = 1 << 20;
+
 /// Size of a cached data chunk, in memory and on disk. CacheFS used 64 KiB
 /// chunks; it is large enough that per-chunk bookkeeping is cheap and small
 /// enough that a random 4 KiB read does not drag in much more.

@@ -37,6 +37,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// Open directory `ino` for reading. Returns a directory handle id.
     pub async fn opendir(&self, ino: u64, cred: &Cred) -> FsResult<u64> {
         let s = self.shared();
+        s.early.settle_ino(ino).await;
         let inode = s.inode(ino)?;
         if !inode.is_dir() {
             return Err(NfsError::Nfs(Nfsstat3::Notdir).into());
@@ -62,6 +63,8 @@ impl<C: NfsOps> CachedFs<C> {
         let s = self.shared();
         let h = s.dir_handles.lock().get(&dh).cloned().ok_or(FsError::BadHandle(dh))?;
         let mut h = h.lock().await;
+        // Names created early are listed once their files are made.
+        s.early.settle_parent(h.inode.ino).await;
         // Offset 0 is a fresh start (opendir, or rewinddir(3)): read the
         // directory as it is now, not the page kept from before, which may
         // list names since removed or miss names since made.

@@ -52,7 +52,7 @@ use eagernfs_proto::nfs3::{Ftype3, NfsFh3, WccData};
 
 use super::config::REMOVES_PER_CALL;
 use super::fs::{CachedFs, Shared};
-use super::inode::{Inode, QueuedRemove};
+use super::inode::{Inode, InodeState, QueuedRemove};
 use super::FsResult;
 use crate::ops::{Cred, NameToRemove, NfsOps, NfsResult};
 use tokio::time::Instant;
@@ -206,14 +206,25 @@ impl<C: NfsOps> Shared<C> {
         self.dirops_done.notify_waiters();
     }
 
-    /// Wait until every REMOVE of `dir` sent in the background is answered:
-    /// before anything about its names or attributes goes to the server.
+    /// Wait until every REMOVE of `dir` sent in the background is answered,
+    /// and every create answered early made (`early`): before anything
+    /// about its names or attributes goes to the server.
     pub(crate) async fn settle_dir(&self, dir: &Inode) {
+        self.settle_dir_while(dir, |st| st.removes_in_flight > 0 || st.creates_in_flight > 0).await;
+    }
+
+    /// Wait until every REMOVE of `dir` sent in the background is answered
+    /// (an early create's own OPEN: a name it reuses must be gone first).
+    pub(crate) async fn settle_removes_of(&self, dir: &Inode) {
+        self.settle_dir_while(dir, |st| st.removes_in_flight > 0).await;
+    }
+
+    async fn settle_dir_while(&self, dir: &Inode, busy: impl Fn(&InodeState) -> bool) {
         loop {
             let done = self.dirops_done.notified();
             tokio::pin!(done);
             done.as_mut().enable();
-            if dir.state.lock().removes_in_flight == 0 {
+            if !busy(&dir.state.lock()) {
                 return;
             }
             done.await;
@@ -231,13 +242,18 @@ impl<C: NfsOps> Shared<C> {
 
 impl<C: NfsOps> CachedFs<C> {
     /// Whether directory `fh` has REMOVEs sent in the background and not
-    /// answered yet (`dirops=async`): a recall of its delegation must wait
+    /// answered yet, or creates answered early whose file is not made yet
+    /// (`dirops=async`): a recall of its delegation must wait
     /// for them ([`CachedFs::settle_removes`]) before giving it back.
     pub fn removes_pending(&self, fh: &NfsFh3) -> bool {
-        self.shared().inodes.by_fh(fh).is_some_and(|d| d.state.lock().removes_in_flight > 0)
+        self.shared().inodes.by_fh(fh).is_some_and(|d| {
+            let st = d.state.lock();
+            st.removes_in_flight > 0 || st.creates_in_flight > 0
+        })
     }
 
-    /// Wait until directory `fh`'s background REMOVEs are answered.
+    /// Wait until directory `fh`'s background REMOVEs are answered and its
+    /// early creates made.
     pub async fn settle_removes(&self, fh: &NfsFh3) {
         if let Some(d) = self.shared().inodes.by_fh(fh) {
             self.shared().settle_dir(&d).await;
@@ -248,6 +264,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// first of the mount's that failed and was not reported yet.
     pub async fn fsyncdir(&self, ino: u64) -> FsResult<()> {
         let s = self.shared();
+        s.early.settle_parent(ino).await;
         if let Ok(d) = s.inode(ino) {
             s.settle_dir(&d).await;
         }

@@ -126,6 +126,10 @@ pub struct CacheStats {
     /// (`dirops=async`), and of those the REMOVEs that failed.
     pub removes_later: u64,
     pub removes_later_failed: u64,
+    /// Creates that returned before the server made the file
+    /// (`dirops=async`), and of those the ones the server then refused.
+    pub creates_early: u64,
+    pub creates_early_failed: u64,
     /// chmods held for the write-back under a write delegation
     /// (`deleg_chmod=hold`).
     pub modes_held: u64,
@@ -156,6 +160,8 @@ pub(crate) struct Counters {
     pub(crate) listings_read_ahead_used: AtomicU64,
     pub(crate) removes_later: AtomicU64,
     pub(crate) removes_later_failed: AtomicU64,
+    pub(crate) creates_early: AtomicU64,
+    pub(crate) creates_early_failed: AtomicU64,
     pub(crate) modes_held: AtomicU64,
 }
 
@@ -360,6 +366,8 @@ pub(crate) struct Shared<C> {
     pub(crate) dirops_slots: Arc<tokio::sync::Semaphore>,
     /// The first background REMOVE failure not yet reported (`dirops`).
     pub(crate) dirops_error: Mutex<Option<NfsError>>,
+    /// Files created early, not yet all done on the server (`early`).
+    pub(crate) early: super::early_table::EarlyFiles,
 }
 
 /// Counts tasks that run on after the call that started them returned,
@@ -550,6 +558,7 @@ impl<C: NfsOps> CachedFs<C> {
             recalls_write_back: AtomicBool::new(false),
             dirops_done: Notify::new(),
             dirops_slots: Arc::new(tokio::sync::Semaphore::new(super::config::REMOVES_IN_FLIGHT_MAX)),
+            early: super::early_table::EarlyFiles::default(),
             dirops_error: Mutex::new(None),
             cfg,
         });
@@ -634,6 +643,8 @@ impl<C: NfsOps> CachedFs<C> {
             listings_read_ahead_used: c.listings_read_ahead_used.load(Ordering::Relaxed),
             removes_later: c.removes_later.load(Ordering::Relaxed),
             removes_later_failed: c.removes_later_failed.load(Ordering::Relaxed),
+            creates_early: c.creates_early.load(Ordering::Relaxed),
+            creates_early_failed: c.creates_early_failed.load(Ordering::Relaxed),
             modes_held: c.modes_held.load(Ordering::Relaxed),
         }
     }
@@ -671,6 +682,8 @@ impl<C: NfsOps> CachedFs<C> {
 
     /// The NFS file handle behind an inode number.
     pub fn file_handle(&self, ino: u64) -> FsResult<NfsFh3> {
+        // An early file has none yet (a caller that needs it waits with
+        // `settle_early`).
         Ok(self.shared.inode(ino)?.fh.clone())
     }
 
@@ -678,6 +691,12 @@ impl<C: NfsOps> CachedFs<C> {
     /// reference to the result (undo with [`CachedFs::forget`]).
     pub async fn lookup(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
+        if !s.early.is_empty() {
+            // A name created early is known once its file is made ("." of
+            // an early file too).
+            s.early.settle_name(parent, name).await;
+            s.early.settle_ino(parent).await;
+        }
         match name {
             b"." => return self.lookup_self(parent, cred).await,
             b".." => return self.lookup_parent(parent, cred).await,
@@ -778,6 +797,9 @@ impl<C: NfsOps> CachedFs<C> {
         {
             return None;
         }
+        if s.early.has_name(parent, name) {
+            return None;
+        }
         let dir = s.inodes.get(parent)?;
         if !dir.is_dir() {
             return None;
@@ -819,6 +841,9 @@ impl<C: NfsOps> CachedFs<C> {
     /// [`CachedFs::getattr`] while the attributes are trusted.
     pub fn try_getattr(&self, ino: u64) -> Option<Entry> {
         let s = &self.shared;
+        if let Some(e) = s.early_entry(ino) {
+            return Some(e);
+        }
         let inode = s.inodes.get(ino)?;
         if !s.trusted(&inode, &inode.state.lock(), Instant::now()) {
             return None;
@@ -832,6 +857,11 @@ impl<C: NfsOps> CachedFs<C> {
     /// for the file's close (see `defer_setattr`).
     pub fn try_setattr(&self, ino: u64, attrs: &Sattr3, cred: &Cred) -> Option<FsResult<Entry>> {
         let s = &self.shared;
+        if let Some(taken) = s.early.push_setattr(ino, attrs, cred) {
+            // `None`: this change waits for the file (`setattr`).
+            let (attr, generation) = taken?;
+            return Some(Ok(Entry { ino, attr, ttl: Duration::ZERO, generation }));
+        }
         let inode = s.inodes.get(ino)?;
         if *attrs == Sattr3::default() {
             return self.try_getattr(ino).map(Ok);
@@ -897,6 +927,13 @@ impl<C: NfsOps> CachedFs<C> {
     /// The kernel dropped `nlookup` references to `ino`. The inode is
     /// forgotten once nothing references it and it holds no unwritten data.
     pub fn forget(&self, ino: u64, nlookup: u64) {
+        if !self.shared.early.push_forget(ino, nlookup) {
+            self.forget_now(ino, nlookup);
+        }
+    }
+
+    /// [`CachedFs::forget`] of a file that exists on the server.
+    pub(crate) fn forget_now(&self, ino: u64, nlookup: u64) {
         let s = &self.shared;
         if ino == ROOT_INO {
             return;
@@ -924,6 +961,9 @@ impl<C: NfsOps> CachedFs<C> {
     /// Attributes of `ino`, from the cache while they are trusted.
     pub async fn getattr(&self, ino: u64, cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
+        if let Some(e) = s.early_entry(ino) {
+            return Ok(e);
+        }
         let inode = s.inode(ino)?;
         s.revalidate(&inode, cred).await?;
         Ok(s.entry_for(&inode))
@@ -937,6 +977,12 @@ impl<C: NfsOps> CachedFs<C> {
     /// new size. The call returns once the change is on the server (only
     /// what changes nothing another client sees may wait: `defer_setattr`).
     pub async fn setattr(&self, ino: u64, attrs: Sattr3, cred: &Cred) -> FsResult<Entry> {
+        self.shared.early.settle_ino(ino).await;
+        self.setattr_now(ino, attrs, cred).await
+    }
+
+    /// [`CachedFs::setattr`] of a file that exists on the server.
+    pub(crate) async fn setattr_now(&self, ino: u64, attrs: Sattr3, cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
         let inode = s.inode(ino)?;
         if attrs == Sattr3::default() {
@@ -1060,6 +1106,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// attributes came back with the answer (a close-to-open revalidation).
     async fn access_asking(&self, ino: u64, mask: i32, cred: &Cred) -> FsResult<bool> {
         let s = &self.shared;
+        s.early.settle_ino(ino).await;
         let inode = s.inode(ino)?;
         if mask == libc::F_OK {
             s.revalidate(&inode, cred).await?;
@@ -1124,6 +1171,9 @@ impl<C: NfsOps> CachedFs<C> {
     /// For callers on a thread of their own (see [`CachedFs::try_write`]).
     pub fn try_open_checked(&self, ino: u64, flags: i32, mask: i32, cred: &Cred) -> Option<FsResult<Opened>> {
         let s = &self.shared;
+        if s.early.has_ino(ino) {
+            return None;
+        }
         let inode = s.inodes.get(ino)?;
         if OpenAccess::of_flags(flags) != OpenAccess::Read
             || flags & (libc::O_TRUNC | libc::O_DIRECT) != 0
@@ -1145,7 +1195,7 @@ impl<C: NfsOps> CachedFs<C> {
         }
         s.counters.delegated_opens.fetch_add(1, Ordering::Relaxed);
         s.files_ahead_warm(&inode, cred);
-        let fh = s.open_handle(&inode, cred, flags, &FileOpened::default());
+        let fh = s.open_handle(&inode, cred, flags, &FileOpened::default(), None);
         let keep_cache = {
             let mut st = inode.state.lock();
             let keep = st.kernel_epoch == Some(st.data_epoch);
@@ -1166,6 +1216,7 @@ impl<C: NfsOps> CachedFs<C> {
         cred: &Cred,
     ) -> FsResult<(u64, Arc<Inode>)> {
         let s = &self.shared;
+        s.early.settle_ino(ino).await;
         let inode = s.inode(ino)?;
         if inode.is_dir() {
             if let Some(m) = mask {
@@ -1221,7 +1272,7 @@ impl<C: NfsOps> CachedFs<C> {
         if delegated && access == OpenAccess::Read && check.is_none() && flags & libc::O_TRUNC == 0 {
             s.counters.delegated_opens.fetch_add(1, Ordering::Relaxed);
             s.files_ahead_warm(&inode, cred);
-            return Ok((s.open_handle(&inode, cred, flags, &FileOpened::default()), inode));
+            return Ok((s.open_handle(&inode, cred, flags, &FileOpened::default(), None), inode));
         }
         s.send_held_mode(&inode).await;
         let gen = s.clock.tick();
@@ -1271,7 +1322,7 @@ impl<C: NfsOps> CachedFs<C> {
                 return Err(e);
             }
         }
-        Ok((s.open_handle(&inode, cred, flags, &opened), inode))
+        Ok((s.open_handle(&inode, cred, flags, &opened, None), inode))
     }
 
     /// Make open file `fh` hold an open on the server if it holds none
@@ -1280,6 +1331,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// open. Nothing for a client without opens.
     pub async fn hold_open(&self, fh: u64) -> FsResult<()> {
         let s = &self.shared;
+        s.early.settle_fh(fh).await;
         let of = s.handle(fh)?;
         if of.held() {
             return Ok(());
@@ -1329,12 +1381,41 @@ impl<C: NfsOps> CachedFs<C> {
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
-        let how = if flags & libc::O_EXCL != 0 {
+        if open {
+            if let Some(made) = s.create_early(&dir, name, mode, flags, cred) {
+                return Ok(made);
+            }
+        }
+        self.create_in(&dir, name, mode, flags, cred, open, None).await
+    }
+
+    /// [`CachedFs::create_file`] in `dir`, on the server now. `given`: the
+    /// kernel already knows the file by these numbers (a create answered
+    /// early, see `early`), and the name was not there when it was answered.
+    #[allow(clippy::too_many_arguments)] // create_file's, and the numbers given
+    pub(crate) async fn create_in(
+        &self,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        mode: u32,
+        flags: i32,
+        cred: &Cred,
+        open: bool,
+        given: Option<super::early_table::Given>,
+    ) -> FsResult<(Entry, u64)> {
+        let s = &self.shared;
+        let dir = dir.clone();
+        let how = if flags & libc::O_EXCL != 0 || given.is_some() {
             Createhow3::Guarded(sattr_mode(mode))
         } else {
             Createhow3::Unchecked(sattr_mode(mode))
         };
-        s.settle_dir(&dir).await;
+        if given.is_some() {
+            // Its own count is among the directory's creates in flight.
+            s.settle_removes_of(&dir).await;
+        } else {
+            s.settle_dir(&dir).await;
+        }
         let gen = dir.state.lock().begin_change();
         let (r, opened) = if open {
             match s.client.create_open(cred, &dir.fh, name, how, OpenAccess::of_flags(flags)).await {
@@ -1345,8 +1426,21 @@ impl<C: NfsOps> CachedFs<C> {
             (s.client.create(cred, &dir.fh, name, how).await, FileOpened::default())
         };
         let made = r.as_ref().ok().and_then(|r| r.obj.clone());
-        let r =
-            s.finish_dir_change(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred).await;
+        let at = given.map(|g| (g.ino, g.generation));
+        let r = s
+            .finish_dir_change_at(&dir, gen, r.map(|r| (r.obj, r.obj_attributes, r.dir_wcc)), name, cred, at)
+            .await;
+        let r = match (r, given) {
+            // A handle the cache knew already under another number: the
+            // name was made by someone else after all.
+            (Ok(e), Some(g)) if e.ino != g.ino => {
+                if let Some(i) = s.inodes.get(e.ino) {
+                    i.state.lock().nlookup -= 1;
+                }
+                Err(NfsError::Nfs(Nfsstat3::Exist).into())
+            }
+            (r, _) => r,
+        };
         let inode = match r.and_then(|r| s.inode(r.ino)) {
             Ok(inode) => inode,
             Err(e) => {
@@ -1357,6 +1451,11 @@ impl<C: NfsOps> CachedFs<C> {
             }
         };
         let attr = inode.state.lock().attr;
+        if given.is_none() && dir.state.lock().attr.mode & libc::S_ISGID == 0 {
+            // Whether the server makes files as their creator (no squashing,
+            // no group from elsewhere): what an early create shows.
+            s.early.note_owner(attr.uid == cred.uid && attr.gid == cred.gid);
+        }
         if attr.uid == cred.uid {
             // The server made the caller the owner: their own later changes
             // to mode, owner and times it will accept (`defer_setattr`).
@@ -1370,7 +1469,7 @@ impl<C: NfsOps> CachedFs<C> {
                 return Err(e);
             }
         }
-        let fh = s.open_handle(&inode, cred, flags, &opened);
+        let fh = s.open_handle(&inode, cred, flags, &opened, given.map(|g| g.fh));
         Ok((s.entry_for(&inode), fh))
     }
 
@@ -1468,6 +1567,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// Make a hard link to `ino` as `newname` in `newparent`.
     pub async fn link(&self, ino: u64, newparent: u64, newname: &[u8], cred: &Cred) -> FsResult<Entry> {
         let s = &self.shared;
+        s.early.settle_all().await;
         s.check_writable()?;
         let inode = s.inode(ino)?;
         let dir = s.inode(newparent)?;
@@ -1494,6 +1594,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// hidden name is removed when the last handle is released.
     pub async fn unlink(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<()> {
         let s = &self.shared;
+        s.early.settle_name(parent, name).await;
         s.check_writable()?;
         let dir = s.inode(parent)?;
         check_name(name)?;
@@ -1506,6 +1607,7 @@ impl<C: NfsOps> CachedFs<C> {
 
     /// Remove an empty directory.
     pub async fn rmdir(&self, parent: u64, name: &[u8], cred: &Cred) -> FsResult<()> {
+        self.shared.early.settle_all().await;
         self.remove_name(parent, name, cred, true, None).await
     }
 
@@ -1587,6 +1689,7 @@ impl<C: NfsOps> CachedFs<C> {
         cred: &Cred,
     ) -> FsResult<()> {
         let s = &self.shared;
+        s.early.settle_all().await;
         s.check_writable()?;
         let from = s.inode(parent)?;
         let to = s.inode(newparent)?;
@@ -1661,6 +1764,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// File system statistics.
     pub async fn statfs(&self, ino: u64, cred: &Cred) -> FsResult<StatFs> {
         let s = &self.shared;
+        s.early.settle_ino(ino).await;
         let inode = s.inode(ino)?;
         let r = s.client.fsstat(cred, &inode.fh).await?;
         Ok(StatFs {
@@ -1681,6 +1785,8 @@ impl<C: NfsOps> CachedFs<C> {
     /// had, else a REMOVE's failure not yet reported.
     pub async fn sync_all(&self) -> FsResult<()> {
         let s = &self.shared;
+        // Files created early first: what they owe makes work below.
+        s.early.settle_all().await;
         let files: Vec<Arc<Inode>> = s.dirty_inodes.lock().values().cloned().collect();
         let mut first = Ok(());
         for f in files {
@@ -1727,8 +1833,9 @@ impl<C: NfsOps> Shared<C> {
         cred: &Cred,
         flags: i32,
         opened: &FileOpened,
+        id: Option<u64>,
     ) -> u64 {
-        let id = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        let id = id.unwrap_or_else(|| self.next_handle.fetch_add(1, Ordering::Relaxed));
         // O_SYNC includes O_DSYNC's bit; either asks for synchronous writes.
         let direct = flags & libc::O_DIRECT != 0;
         let sync = self.cfg.sync || direct || flags & libc::O_DSYNC != 0;
@@ -1972,6 +2079,7 @@ impl<C: NfsOps> Shared<C> {
             kick: Notify::new(),
             progress: Notify::new(),
             file_budget,
+            generation_given: 0,
         }
     }
 
@@ -2035,6 +2143,13 @@ impl<C: NfsOps> Shared<C> {
         }
     }
 
+    /// What the kernel is shown of `ino` while it is a file created early
+    /// (`early`): the table's attributes, asked again each time.
+    pub(crate) fn early_entry(&self, ino: u64) -> Option<Entry> {
+        let (attr, generation) = self.early.shown(ino)?;
+        Some(Entry { ino, attr, ttl: Duration::ZERO, generation })
+    }
+
     /// As `entry_for`, counting one kernel reference.
     fn reference(&self, inode: &Inode) -> Entry {
         inode.state.lock().nlookup += 1;
@@ -2060,6 +2175,20 @@ impl<C: NfsOps> Shared<C> {
         name: &[u8],
         cred: &Cred,
     ) -> FsResult<Entry> {
+        self.finish_dir_change_at(dir, gen, r, name, cred, None).await
+    }
+
+    /// [`Shared::finish_dir_change`]; `at`: the number and generation the
+    /// kernel was given for the new object before it existed (`early`).
+    async fn finish_dir_change_at(
+        &self,
+        dir: &Arc<Inode>,
+        gen: u64,
+        r: Result<(PostOpFh3, PostOpAttr, WccData), NfsError>,
+        name: &[u8],
+        cred: &Cred,
+        at: Option<(u64, u32)>,
+    ) -> FsResult<Entry> {
         let now = Instant::now();
         let key = Bytes::copy_from_slice(name);
         {
@@ -2084,7 +2213,19 @@ impl<C: NfsOps> Shared<C> {
                 (self.client.getattr(cred, &fh).await?, gen)
             }
         };
-        let inode = self.intern(&fh, &attr, gen);
+        let inode = match at {
+            None => self.intern(&fh, &attr, gen),
+            Some((ino, generation)) => {
+                let make = |n| Inode { generation_given: generation, ..self.make_inode(n, &fh, &attr) };
+                let (inode, new) = self.inodes.intern(&fh, &attr, make, false, Some(ino));
+                if new {
+                    inode.state.lock().attr_gen = gen;
+                } else {
+                    self.fresh_attrs(&inode, attr, gen, false);
+                }
+                inode
+            }
+        };
         if self.cfg.lookupcache != LookupCache::None {
             self.remember_name(dir, key, Dentry::Positive(fh));
         }

@@ -472,6 +472,9 @@ pub(crate) struct InodeState {
     /// sending them (see `dirops`: each call carries what queued meanwhile).
     pub(crate) removes_queue: Vec<QueuedRemove>,
     pub(crate) removes_sending: bool,
+    /// Directories: creates that returned before the server made the file
+    /// (`dirops=async`, see `early`) whose OPEN is not answered yet.
+    pub(crate) creates_in_flight: u32,
     /// Open file handles on this inode.
     pub(crate) open_count: u32,
     /// Of those, the handles the program has closed whose release is still
@@ -554,6 +557,7 @@ impl InodeState {
             closing: 0,
             listing_ahead: ListingAhead::No,
             removes_in_flight: 0,
+            creates_in_flight: 0,
             removes_queue: Vec::new(),
             removes_sending: false,
             server_opens: 0,
@@ -912,6 +916,10 @@ pub(crate) struct Inode {
     pub(crate) progress: Notify,
     /// Eager mode: the per-file dirty bound.
     pub(crate) file_budget: Option<ByteBudget>,
+    /// The generation the kernel was given before this file existed on
+    /// the server (a create answered early, see `early`); 0: derived
+    /// from the handle.
+    pub(crate) generation_given: u32,
 }
 
 impl Inode {
@@ -924,6 +932,9 @@ impl Inode {
     /// inode number was later reused (a fileid the server recycled) is
     /// refused by the kernel instead of opening the new file.
     pub(crate) fn generation(&self) -> u32 {
+        if self.generation_given != 0 {
+            return self.generation_given;
+        }
         let h = self
             .fh
             .data
@@ -1016,6 +1027,13 @@ impl InodeTable {
         // The number is in use again: what it named before is not this.
         self.forgotten.lock().by_ino.remove(&ino);
         (inode, true)
+    }
+
+    /// A number no inode has or will be given by [`InodeTable::intern`]
+    /// unasked: for a file the kernel must know before the server has made
+    /// it (see `early`), interned later with this number as `prefer`.
+    pub(crate) fn reserve(&self) -> u64 {
+        self.next_remap.fetch_add(1, Ordering::Relaxed)
     }
 
     /// The directories known now (a snapshot; the table's lock is not held

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::budget::{ByteBudget, Release};
 use super::config::{CHUNK_BYTES, DROP_BEHIND_BYTES_MIN};
+use super::early_table::Later;
 use super::extents::{copy_overlap, subtract, BLOCK_BYTES};
 use super::fs::{CachedFs, OpenFile, Shared};
 use super::inode::{merge_later, Chunk, Inode, InodeState, PendingAttrs, Unstable, SETID_BITS};
@@ -35,6 +36,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// Returns fewer at end of file.
     pub async fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Bytes> {
         let s = self.shared();
+        s.early.settle_fh(fh).await;
         let of = s.handle(fh)?;
         if of.direct {
             return s.read_direct(&of.inode, &of.cred, offset, size).await;
@@ -49,6 +51,9 @@ impl<C: NfsOps> CachedFs<C> {
     /// inside the runtime's context: read-ahead may start here.
     pub fn try_read(&self, fh: u64, offset: u64, size: u32) -> Option<FsResult<Bytes>> {
         let s = self.shared();
+        if s.early.has_fh(fh) {
+            return None;
+        }
         let of = match s.handle(fh) {
             Ok(of) => of,
             Err(e) => return Some(Err(e)),
@@ -86,6 +91,12 @@ impl<C: NfsOps> CachedFs<C> {
     /// dirty bound, or in eager mode the file's, is reached). A write-back
     /// error not yet reported through this handle is returned instead.
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        self.shared().early.settle_fh(fh).await;
+        self.write_now(fh, offset, data).await
+    }
+
+    /// [`CachedFs::write`] to a file that exists on the server.
+    pub(crate) async fn write_now(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
         let s = self.shared();
         let Some(of) = s.write_checks(fh, offset, data)? else { return Ok(0) };
         s.buffer_write(&of.inode, &of.cred, offset, data).await?;
@@ -114,6 +125,13 @@ impl<C: NfsOps> CachedFs<C> {
         let s = self.shared();
         if s.cfg.noac {
             return None;
+        }
+        match s.early.push_write(fh, offset, data) {
+            // Kept for the file, once it exists (`early`).
+            Some(true) => return Some(Ok(data.len() as u32)),
+            // It holds enough: this one waits for it (`write`).
+            Some(false) => return None,
+            None => {}
         }
         let of = match s.write_checks(fh, offset, data) {
             Ok(Some(of)) => of,
@@ -156,6 +174,10 @@ impl<C: NfsOps> CachedFs<C> {
     /// Returns whether the mode seen from here changed (a caller with a
     /// cache of its own, the kernel's, should drop it).
     pub fn drop_setid_bits(&self, fh: u64) -> FsResult<bool> {
+        if self.shared().early.has_fh(fh) {
+            // Made without set-id bits, and given none since (`early`).
+            return Ok(false);
+        }
         let of = self.shared().handle(fh)?;
         let mut st = of.inode.state.lock();
         let before = st.visible_attr().mode;
@@ -172,6 +194,13 @@ impl<C: NfsOps> CachedFs<C> {
     /// (see [`Shared::close_writes_back_later`]).
     pub fn try_flush(&self, fh: u64) -> Option<FsResult<()>> {
         let s = self.shared();
+        if s.early.has_fh(fh) {
+            // A file created early (`early`): with `deleg_close=writeback`
+            // its close may go before the file is made, as it would under
+            // the write delegation the OPEN asks for; else it waits.
+            let later = s.cfg.deleg_close_writeback && s.early.push_close(fh, Later::Flush);
+            return later.then_some(Ok(()));
+        }
         let of = match s.handle(fh) {
             Ok(of) => of,
             Err(e) => return Some(Err(e)),
@@ -186,6 +215,9 @@ impl<C: NfsOps> CachedFs<C> {
     /// error to report: done at once (see `try_lookup`).
     pub fn try_release(&self, fh: u64) -> Option<FsResult<()>> {
         let s = self.shared();
+        if s.early.push_close(fh, Later::Release) {
+            return Some(Ok(()));
+        }
         let of = s.handle(fh).ok()?;
         if !quiet(&of) {
             return None;
@@ -210,6 +242,12 @@ impl<C: NfsOps> CachedFs<C> {
     /// Close-to-open: write back and COMMIT everything before returning
     /// (FUSE calls this on every close of a file descriptor).
     pub async fn flush(&self, fh: u64) -> FsResult<()> {
+        self.shared().early.settle_fh(fh).await;
+        self.flush_now(fh).await
+    }
+
+    /// [`CachedFs::flush`] of a file that exists on the server.
+    pub(crate) async fn flush_now(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
         let of = s.handle(fh)?;
         if s.close_writes_back_later(&of) {
@@ -235,6 +273,7 @@ impl<C: NfsOps> CachedFs<C> {
     /// (whether or not a write or close already did).
     pub async fn fsync(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
+        s.early.settle_fh(fh).await;
         let of = s.handle(fh)?;
         let r = s.sync_inode(&of.inode).await;
         // Reported here: a later close need not say it again.
@@ -256,6 +295,14 @@ impl<C: NfsOps> CachedFs<C> {
     /// The last close of a handle: flush, then forget the handle. The
     /// handle is gone even if the flush reports an error.
     pub async fn release(&self, fh: u64) -> FsResult<()> {
+        if self.shared().early.push_close(fh, Later::Release) {
+            return Ok(());
+        }
+        self.release_now(fh).await
+    }
+
+    /// [`CachedFs::release`] of a file that exists on the server.
+    pub(crate) async fn release_now(&self, fh: u64) -> FsResult<()> {
         let s = self.shared();
         let of = s.handle(fh)?;
         of.begin_closing();

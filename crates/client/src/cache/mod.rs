@@ -79,6 +79,10 @@
 //! - `dir`: opendir/readdir/releasedir, READDIRPLUS with fallback.
 //! - `dirops`: unlinks and rmdirs that return before their REMOVE is
 //!   answered (`dirops=async`), under a delegation of the directory.
+//! - `early`: creates that return before the server has made the file
+//!   (`dirops=async`), under a delegation of the directory; the requests
+//!   about such a file are answered and done once it exists (above `fs`;
+//!   `early_table`, below `fs`, keeps them).
 //! - `prefetch`: small files read ahead, several per round trip, each
 //!   under a delegation, of a program opening a directory's files in
 //!   listing order (above `fs`); `ahead` decides when and which (below
@@ -102,6 +106,8 @@ mod dir;
 mod dirent;
 mod dirops;
 mod disk;
+mod early;
+mod early_table;
 mod extents;
 mod fs;
 mod inode;
