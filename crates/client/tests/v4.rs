@@ -907,8 +907,10 @@ async fn several_removes_go_in_one_compound_and_stop_at_the_first_failure() {
     let s = mem_server();
     let c = connect(s.addr, "").await;
     c.set_want_delegations(true);
+    c.set_delegate_new_dirs(true);
     let cr = root();
     let d = handle(c.mkdir(&cr, &c.root(), b"rm", mode(0o755)).await.unwrap().obj);
+    assert!(c.delegations().iter().any(|(h, _, _)| h.data.0 == d.data.0), "a MKDIR asked for a delegation");
     let mut files = Vec::new();
     for i in 0..20 {
         let name = format!("f{i}");

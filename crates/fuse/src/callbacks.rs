@@ -53,6 +53,9 @@ impl MountCallbacks {
         });
         client.set_callback_hooks(Some(me.clone()));
         fs.set_recalls_write_back(true);
+        // Directories made here, held from the start, take creates and
+        // removes that do not wait.
+        client.set_delegate_new_dirs(fs.config().dirops_async);
         me
     }
 }

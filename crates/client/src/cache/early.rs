@@ -40,7 +40,9 @@
 //!   (out of space, a quota) drops what the file owed, is logged and
 //!   counted, and is returned by the next `fsync` of a directory or `sync`
 //!   of the mount, as a failed background REMOVE is; the file's later
-//!   requests fail (ESTALE). Unmount and `sync` wait for every early file.
+//!   requests fail (EIO through its open file; ESTALE for the inode, and a
+//!   new lookup finds what the server has). Unmount and `sync` wait for
+//!   every early file.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -93,7 +93,13 @@ pub(crate) struct EarlyFiles {
     /// Wakes whoever waits for a file to be done.
     done: Notify,
     owner: AtomicU8,
+    /// Handles of the last files the server refused to make, oldest first
+    /// (their requests fail with EIO rather than EBADF).
+    refused: Mutex<VecDeque<u64>>,
 }
+
+/// Handles of refused early files remembered at most.
+const REFUSED_MAX: usize = 256;
 
 impl EarlyFiles {
     /// A plain create by this mount gave the file the caller's owner and
@@ -278,8 +284,20 @@ impl EarlyFiles {
     pub(crate) fn abandon(&self, ino: u64) -> usize {
         let mut t = self.table.lock();
         let n = t.files.get(&ino).map_or(0, |f| f.later.len());
+        if let Some(f) = t.files.get(&ino) {
+            let mut r = self.refused.lock();
+            if r.len() >= REFUSED_MAX {
+                r.pop_front();
+            }
+            r.push_back(f.given.fh);
+        }
         self.finish(&mut t, ino);
         n
+    }
+
+    /// Whether `fh` was the handle of an early file the server refused.
+    pub(crate) fn refused(&self, fh: u64) -> bool {
+        self.refused.lock().contains(&fh)
     }
 
     fn finish(&self, t: &mut Table, ino: u64) {
@@ -426,7 +444,7 @@ mod tests {
         assert!(t.next(5).is_some());
         assert_eq!(t.push_write(105, 0, b"x"), Some(true));
         assert_eq!(t.abandon(5), 1);
-        assert!(t.is_empty());
+        assert!(t.is_empty() && t.refused(105) && !t.refused(106));
     }
 
     #[test]

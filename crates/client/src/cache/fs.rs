@@ -1463,7 +1463,7 @@ impl<C: NfsOps> CachedFs<C> {
         }
         if flags & libc::O_TRUNC != 0 && attr.size != 0 {
             let truncated =
-                self.setattr(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await;
+                self.setattr_now(inode.ino, Sattr3 { size: Some(0), ..Sattr3::default() }, cred).await;
             if let Err(e) = truncated {
                 s.undo_server_open(&inode, cred, flags, &opened).await;
                 return Err(e);
@@ -1816,7 +1816,13 @@ impl<C: NfsOps> Shared<C> {
     }
 
     pub(crate) fn handle(&self, fh: u64) -> FsResult<Arc<OpenFile>> {
-        self.handles.lock().get(&fh).cloned().ok_or(FsError::BadHandle(fh))
+        match self.handles.lock().get(&fh).cloned() {
+            Some(of) => Ok(of),
+            // The create answered early that gave it out failed on the
+            // server (`early`): what was done through it is lost.
+            None if self.early.refused(fh) => Err(NfsError::Nfs(Nfsstat3::Io).into()),
+            None => Err(FsError::BadHandle(fh)),
+        }
     }
 
     pub(crate) fn check_writable(&self) -> FsResult<()> {

@@ -98,6 +98,9 @@ struct Inner {
     /// The server may grant directory delegations: cleared when it does not
     /// know GET_DIR_DELEGATION (NOTSUPP), so it is not asked again.
     dir_delegations: Arc<AtomicBool>,
+    /// Ask for a delegation of each directory a MKDIR makes
+    /// ([`Nfs4Client::set_delegate_new_dirs`]).
+    delegate_new_dirs: Arc<AtomicBool>,
     /// OPEN and CLOSE of one file and owner go one at a time, so the
     /// server's open and the table agree.
     open_locks: Arc<Mutex<HashMap<OpenKey, Arc<tokio::sync::Mutex<()>>>>>,
@@ -410,6 +413,7 @@ impl Nfs4Client {
                 dir_delegations: share
                     .map(|i| i.dir_delegations.clone())
                     .unwrap_or_else(|| Arc::new(AtomicBool::new(true))),
+                delegate_new_dirs: share.map(|i| i.delegate_new_dirs.clone()).unwrap_or_default(),
                 open_locks: share.map(|i| i.open_locks.clone()).unwrap_or_default(),
                 closes: share.map(|i| i.closes.clone()).unwrap_or_default(),
                 closer: share.map(|i| i.closer.clone()).unwrap_or_default(),
@@ -542,6 +546,15 @@ impl Nfs4Client {
     /// once. Off: every delegation a server grants anyway is returned.
     pub fn set_want_delegations(&self, on: bool) {
         self.inner.want_delegations.store(on, Ordering::Relaxed);
+    }
+
+    /// Ask for a delegation of each directory a MKDIR makes, in the same
+    /// COMPOUND (when delegations are wanted): for a cache that then
+    /// answers creates and removes in it without waiting (`dirops=async`).
+    /// Off by default: another client's change of such a directory costs a
+    /// recall.
+    pub fn set_delegate_new_dirs(&self, on: bool) {
+        self.inner.delegate_new_dirs.store(on, Ordering::Relaxed);
     }
 
     /// Hold at most `max` delegations: past it the least recently used are
@@ -1786,11 +1799,13 @@ impl Nfs4Client {
         self.writable()?;
         let objname = component(name)?;
         let createattrs = attrs::to_fattr4(attrs);
-        // A new directory is asked for a delegation in passing (a server
-        // without them still makes it, and is not asked again): every name
-        // it will have is made here, so creates and removes in it may go
-        // on without waiting (`dirops=async`) from the start.
+        // A new directory is asked for a delegation in passing, when the
+        // cache asks for it (a server without them still makes it, and is
+        // not asked again): every name it will have is made here, so
+        // creates and removes in it may go on without waiting
+        // (`dirops=async`) from the start.
         let delegate = matches!(objtype, Createtype4::Dir)
+            && self.inner.delegate_new_dirs.load(Ordering::Relaxed)
             && self.inner.want_delegations.load(Ordering::Relaxed)
             && self.inner.dir_delegations.load(Ordering::Relaxed)
             && self.inner.core.lease_held();
