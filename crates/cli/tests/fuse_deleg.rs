@@ -310,6 +310,7 @@ fn creates_under_a_directory_delegation_return_early_with_dirops_async_and_end_a
         let j = stat_json(m);
         (j["creates_early"].as_u64().unwrap_or(0), j["creates_early_failed"].as_u64().unwrap_or(0))
     };
+    let whole = |m: &FuseMount| stat_json(m)["creates_whole"].as_u64().unwrap_or(0);
     let files = 60u64;
     // tar's order: create 0600, write, set the mtime, chown to itself, chmod, close.
     let untar = |m: &FuseMount, dir: &str| {
@@ -367,10 +368,15 @@ fn creates_under_a_directory_delegation_return_early_with_dirops_async_and_end_a
     fs::write(b.path("d/from-b"), b"b").unwrap();
     assert_eq!(names_in(&b.path("d")).len() as u64, files + 1, "B lists A's files and its own");
     check(&b.path, "d", "through another mount");
-    // A second round, then sync: the server's disk has what a plain mount leaves.
+    // A second round, then sync: the server's disk has what a plain mount leaves. Each file,
+    // closed at once, was made with its data, mode and times in one COMPOUND.
+    let (trips, made_whole) = (round_trips(&a), whole(&a));
     fs::create_dir(a.path("d2")).unwrap();
     untar(&a, "d2");
     sync(&a);
+    let trips = round_trips(&a) - trips;
+    assert!(whole(&a) - made_whole >= files / 2, "made whole: {}", whole(&a) - made_whole);
+    assert!(trips <= files + files / 4 + 4, "{trips} round trips for {files} files and their directory");
     check(export.path(), "d2", "on the server after sync");
     check(export.path(), "plain", "on the server (the plain mount)");
     assert_eq!(early(&a).1, 0, "no create failed");

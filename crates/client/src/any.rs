@@ -11,8 +11,8 @@
 
 use crate::nfs::NfsClient;
 use crate::ops::{
-    Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant,
-    WriteClosed,
+    CreatedWritten, Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult,
+    OpenAccess, OpenWant, WriteClosed,
 };
 use crate::options::{MountOptions, NfsVersion};
 use crate::url::NfsUrl;
@@ -449,6 +449,25 @@ impl NfsOps for AnyClient {
         close: Option<OpenAccess>,
     ) -> NfsResult<WriteClosed> {
         both!(self, c => NfsOps::write_close(c, cred, fh, offset, data, attrs, close))
+    }
+
+    fn creates_written(&self) -> bool {
+        match self {
+            AnyClient::V3(c) => c.creates_written(),
+            AnyClient::V4(c) => NfsOps::creates_written(c),
+        }
+    }
+
+    async fn create_written(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        attrs: Sattr3,
+        data: Bytes,
+        then: Option<Sattr3>,
+    ) -> NfsResult<CreatedWritten> {
+        both!(self, c => NfsOps::create_written(c, cred, dir, name, attrs, data, then))
     }
 
     async fn getattr_listed_dir(&self, cred: &Cred, dir: &NfsFh3) -> NfsResult<Fattr3> {

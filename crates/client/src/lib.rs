@@ -36,8 +36,8 @@ pub use driver::{RpcClient, TransportConfig, TransportEvent};
 pub use lock::LockClient;
 pub use nfs::NfsClient;
 pub use ops::{
-    Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult, OpenAccess, OpenWant,
-    WriteClosed,
+    CreatedWritten, Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult,
+    OpenAccess, OpenWant, WriteClosed,
 };
 pub use options::{LocalLock, LookupCache, MountOptions, NfsVersion, OptionError, Xprtsec};
 pub use url::{NfsUrl, UrlError};

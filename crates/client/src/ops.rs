@@ -284,6 +284,17 @@ pub struct WriteClosed {
     pub closed: bool,
 }
 
+/// What [`NfsOps::create_written`] made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedWritten {
+    /// The new file's handle.
+    pub obj: NfsFh3,
+    /// Its attributes after the write and the changes.
+    pub attrs: Option<Fattr3>,
+    /// The directory's attributes before (if known) and after.
+    pub dir_wcc: WccData,
+}
+
 /// Every NFSv3 procedure (RFC 1813 §3.3) as an async call.
 ///
 /// Implementations must allow many calls at once from many tasks (the
@@ -495,6 +506,42 @@ pub trait NfsOps: Send + Sync + 'static {
                 None => None,
             };
             Ok(WriteClosed { write, setattr, closed: false })
+        }
+    }
+
+    /// Whether [`NfsOps::create_written`] does its work in one call.
+    /// Default: no.
+    fn creates_written(&self) -> bool {
+        false
+    }
+
+    /// Create regular file `name` in `dir` (failing if the name exists)
+    /// with `attrs` (its mode), write `data` at offset 0 on stable storage,
+    /// set `then` (times) and leave nothing open: a small file a program
+    /// has made, written and closed already, made on the server in one
+    /// call. For clients whose [`NfsOps::creates_written`] is true; the
+    /// default does it in the usual calls (CREATE, WRITE FILE_SYNC,
+    /// SETATTR).
+    fn create_written(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        attrs: Sattr3,
+        data: Bytes,
+        then: Option<Sattr3>,
+    ) -> impl Future<Output = NfsResult<CreatedWritten>> + Send {
+        async move {
+            let r = self.create(cred, dir, name, Createhow3::Guarded(attrs)).await?;
+            let obj = r.obj.ok_or_else(|| NfsError::BadReply("CREATE without a handle".into()))?;
+            if !data.is_empty() {
+                self.write(cred, &obj, 0, data, StableHow::FileSync).await?;
+            }
+            if let Some(t) = then {
+                self.setattr(cred, &obj, t, None).await?;
+            }
+            let attrs = Some(self.getattr(cred, &obj).await?);
+            Ok(CreatedWritten { obj, attrs, dir_wcc: r.dir_wcc })
         }
     }
 

@@ -898,6 +898,39 @@ async fn nconnect_spreads_compounds_and_the_back_channel_stays_on_connection_0()
     c.close(&cr, &of).await.unwrap();
 }
 
+/// `create_written`: a small file made, written FILE_SYNC, given its times and closed in one
+/// COMPOUND, leaving no open on the server; a name that exists fails it (EEXIST) and leaves
+/// that file as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_file_is_made_written_and_closed_in_one_compound() {
+    let s = mem_server();
+    let c = connect(s.addr, "").await;
+    assert!(NfsOps::creates_written(&c));
+    let cr = root();
+    let d = handle(c.mkdir(&cr, &c.root(), b"cw", mode(0o755)).await.unwrap().obj);
+    let data = Bytes::from(vec![7u8; 5000]);
+    let mtime = Nfstime3 { seconds: 1_000_000, nseconds: 5 };
+    let then = Sattr3 { mtime: SetTime::SetToClientTime(mtime), ..Sattr3::default() };
+    let before = s.stats.snapshot().nfs4_compounds;
+    let (opens, closes) = (nfs4_ops(&s, "OPEN"), nfs4_ops(&s, "CLOSE"));
+    let made = within(c.create_written(&cr, &d, b"f", mode(0o640), data.clone(), Some(then))).await.unwrap();
+    assert_eq!(s.stats.snapshot().nfs4_compounds - before, 1, "one COMPOUND");
+    assert_eq!((nfs4_ops(&s, "OPEN") - opens, nfs4_ops(&s, "CLOSE") - closes), (1, 1), "opened and closed");
+    let a = made.attrs.expect("the file's attributes came back");
+    assert_eq!((a.size, a.mode & 0o7777, a.mtime), (5000, 0o640, mtime));
+    assert!(made.dir_wcc.after.is_some(), "the directory's attributes came back");
+    let got = c.read(&cr, &made.obj, 0, 10_000).await.unwrap();
+    assert_eq!(got.data, data);
+    // The name is taken now: a second one fails and changes nothing.
+    let r = within(c.create_written(&cr, &d, b"f", mode(0o600), Bytes::from_static(b"x"), None)).await;
+    assert_eq!(r.unwrap_err(), NfsError::Nfs(Nfsstat3::Exist));
+    let a = c.getattr(&cr, &made.obj).await.unwrap();
+    assert_eq!((a.size, a.mode & 0o7777), (5000, 0o640));
+    // An empty file, no times.
+    let empty = within(c.create_written(&cr, &d, b"e", mode(0o600), Bytes::new(), None)).await.unwrap();
+    assert_eq!(empty.attrs.map(|a| a.size), Some(0));
+}
+
 /// `remove_names`: several names of a directory in one COMPOUND, a file's delegation given
 /// back in the same one when it is its last name. The server stops at the first failure: the
 /// names before it are gone, its own result is the failure, the names after it were not tried

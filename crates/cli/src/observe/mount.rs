@@ -146,6 +146,9 @@ pub(crate) struct MountSnapshot {
     pub(crate) creates_early: u64,
     #[serde(default)]
     pub(crate) creates_early_failed: u64,
+    /// Of those, the files made in one call with their data and close.
+    #[serde(default)]
+    pub(crate) creates_whole: u64,
     /// chmods held for the write-back under a write delegation
     /// (`deleg_chmod=hold`).
     #[serde(default)]
@@ -247,6 +250,7 @@ impl MountObserver {
             (c.listings_read_ahead, c.listings_read_ahead_used);
         (s.removes_later, s.removes_later_failed) = (c.removes_later, c.removes_later_failed);
         (s.creates_early, s.creates_early_failed) = (c.creates_early, c.creates_early_failed);
+        s.creates_whole = c.creates_whole;
         s.modes_held = c.modes_held;
         (s.dirty_bytes, s.unstable_bytes) = self.cache.write_back_bytes();
         s.cached_bytes = self.cache.cached_bytes();
@@ -386,8 +390,8 @@ pub(crate) fn render(s: &MountSnapshot) -> String {
         if s.creates_early > 0 {
             let _ = writeln!(
                 o,
-                "creates: {} returned before the server made the file (dirops=async) · {} of those failed",
-                s.creates_early, s.creates_early_failed
+                "creates: {} returned before the server made the file (dirops=async) · {} made with their data in one call · {} failed",
+                s.creates_early, s.creates_whole, s.creates_early_failed
             );
         }
         if s.modes_held > 0 {

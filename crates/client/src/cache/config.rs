@@ -25,6 +25,11 @@ pub(crate) const EARLY_FILES_MAX: usize = 64;
 /// write past it waits for the file to be made.
 pub(crate) const EARLY_FILE_BYTES_MAX: u64 = 1 << 20;
 
+/// How long a file created early waits for its close before it is made
+/// (then in one call with its data, `early`); past it, or when something
+/// waits for it, it is made at once and what it owed done after.
+pub(crate) const EARLY_CLOSE_WAIT: Duration = Duration::from_millis(50);
+
 /// Size of a cached data chunk, in memory and on disk. CacheFS used 64 KiB
 /// chunks; it is large enough that per-chunk bookkeeping is cheap and small
 /// enough that a random 4 KiB read does not drag in much more.

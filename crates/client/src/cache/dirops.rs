@@ -210,6 +210,8 @@ impl<C: NfsOps> Shared<C> {
     /// and every create answered early made (`early`): before anything
     /// about its names or attributes goes to the server.
     pub(crate) async fn settle_dir(&self, dir: &Inode) {
+        // Early files waiting for their close are made now.
+        self.early.hurry_parent(dir.ino);
         self.settle_dir_while(dir, |st| st.removes_in_flight > 0 || st.creates_in_flight > 0).await;
     }
 

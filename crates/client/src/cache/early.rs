@@ -25,6 +25,14 @@
 //! renamed, its directory listed) waits until the file is made and what it
 //! owed is done.
 //!
+//! A file closed soon after its create (within `EARLY_CLOSE_WAIT`), having
+//! only been written from its start, given times, a mode and a chown to
+//! itself, is made in one call with all of that (`NfsOps::create_written`:
+//! over NFSv4 one COMPOUND of OPEN, WRITE, SETATTR, CLOSE): an untar's file
+//! costs one round trip, which nobody waits for. Anything waiting for an
+//! early file (below), and anything the mount sends about its directory,
+//! makes it at once.
+//!
 //! What keeps this honest:
 //! - **Another client that changes the directory waits for them.** The
 //!   directory's count of creates in flight is raised before the delegation
@@ -51,6 +59,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use eagernfs_proto::nfs3::{Fattr3, Ftype3};
 
+use super::config::{EARLY_CLOSE_WAIT, EARLY_FILE_BYTES_MAX};
 use super::early_table::{EarlyFile, Given, Later};
 use super::fs::{CachedFs, Entry, Shared};
 use super::inode::{coarse_now, Inode};
@@ -142,7 +151,22 @@ impl<C: NfsOps> Shared<C> {
         given: Given,
     ) {
         let fs = CachedFs::from_shared(Arc::clone(self));
-        let made = fs.create_in(dir, name, mode, flags, cred, true, Some(given)).await;
+        // A small file closed soon after (an untar's) is made, written and
+        // closed in one call: it waits here for its close, a little.
+        let whole = if self.client.creates_written() {
+            self.early.ready(given.ino, EARLY_CLOSE_WAIT).await;
+            let max = u64::from(self.cfg.wsize).min(EARLY_FILE_BYTES_MAX);
+            self.early.take_whole(given.ino, max)
+        } else {
+            None
+        };
+        let made = match whole {
+            Some(w) => {
+                self.counters.creates_whole.fetch_add(1, Ordering::Relaxed);
+                fs.create_written_in(dir, name, cred, given, w.mode, Bytes::from(w.data), w.then).await
+            }
+            None => fs.create_in(dir, name, mode, flags, cred, true, Some(given)).await.map(drop),
+        };
         self.create_landed(dir);
         if let Err(e) = made {
             tracing::warn!(

@@ -50,6 +50,16 @@ pub(crate) enum Later {
     Forget(u64),
 }
 
+/// What a file created early owed, taken to make it in one call.
+#[derive(Debug)]
+pub(crate) struct Whole {
+    pub(crate) data: Vec<u8>,
+    /// Its mode at its close.
+    pub(crate) mode: u32,
+    /// Its times, if the program set them.
+    pub(crate) then: Option<Sattr3>,
+}
+
 /// One file created early.
 #[derive(Debug)]
 pub(crate) struct EarlyFile {
@@ -63,11 +73,16 @@ pub(crate) struct EarlyFile {
     later: VecDeque<Later>,
     /// Bytes of data in `later`.
     bytes: u64,
+    /// Someone waits for the file to exist: make it now.
+    urgent: bool,
+    /// What it owed was taken to make it in one call ([`EarlyFiles::take_whole`]):
+    /// requests that would add to it wait for the file instead.
+    taken: bool,
 }
 
 impl EarlyFile {
     pub(crate) fn new(parent: u64, name: Bytes, given: Given, attr: Fattr3) -> Self {
-        EarlyFile { parent, name, given, attr, later: VecDeque::new(), bytes: 0 }
+        EarlyFile { parent, name, given, attr, later: VecDeque::new(), bytes: 0, urgent: false, taken: false }
     }
 }
 
@@ -92,6 +107,8 @@ pub(crate) struct EarlyFiles {
     count: AtomicUsize,
     /// Wakes whoever waits for a file to be done.
     done: Notify,
+    /// Wakes the tasks making the files: one was closed or is waited for.
+    kick: Notify,
     owner: AtomicU8,
     /// Handles of the last files the server refused to make, oldest first
     /// (their requests fail with EIO rather than EBADF).
@@ -167,7 +184,7 @@ impl EarlyFiles {
         let ino = *t.by_fh.get(&fh)?;
         let f = t.files.get_mut(&ino)?;
         let len = data.len() as u64;
-        if f.bytes + len > EARLY_FILE_BYTES_MAX {
+        if f.taken || f.bytes + len > EARLY_FILE_BYTES_MAX {
             return Some(false);
         }
         f.bytes += len;
@@ -200,7 +217,8 @@ impl EarlyFiles {
         let mut t = self.table.lock();
         let f = t.files.get_mut(&ino)?;
         let a = &mut f.attr;
-        let takes = cred.uid == a.uid
+        let takes = !f.taken
+            && cred.uid == a.uid
             && attrs.mode.is_none_or(|m| m & (SETID_BITS | 0o1000) == 0)
             && attrs.uid.is_none_or(|u| u == a.uid)
             && attrs.gid.is_none_or(|g| g == a.gid);
@@ -241,11 +259,15 @@ impl EarlyFiles {
         let mut t = self.table.lock();
         let Some(ino) = t.by_fh.get(&fh).copied() else { return false };
         match t.files.get_mut(&ino) {
-            Some(f) => {
+            Some(f) if !f.taken => {
+                let last = matches!(what, Later::Release);
                 f.later.push_back(what);
+                if last {
+                    self.kick.notify_waiters();
+                }
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -308,8 +330,23 @@ impl EarlyFiles {
         self.done.notify_waiters();
     }
 
-    /// Wait while `busy` says a file it cares about is early.
-    async fn wait_while(&self, busy: impl Fn(&Table) -> bool) {
+    /// Mark the early files `which` picks as waited for (their makers go
+    /// on at once); whether there were any.
+    fn hurry(&self, which: &impl Fn(&EarlyFile) -> bool) -> bool {
+        let mut any = false;
+        let mut newly = false;
+        for f in self.table.lock().files.values_mut().filter(|f| which(f)) {
+            any = true;
+            newly |= !std::mem::replace(&mut f.urgent, true);
+        }
+        if newly {
+            self.kick.notify_waiters();
+        }
+        any
+    }
+
+    /// Make the early files `which` picks now and wait until they are done.
+    async fn settle(&self, which: impl Fn(&EarlyFile) -> bool) {
         loop {
             if self.is_empty() {
                 return;
@@ -317,36 +354,110 @@ impl EarlyFiles {
             let done = self.done.notified();
             tokio::pin!(done);
             done.as_mut().enable();
-            if !busy(&self.table.lock()) {
+            if !self.hurry(&which) {
                 return;
             }
             done.await;
         }
     }
 
+    /// Make directory `parent`'s early files now (something about the
+    /// directory goes to the server, which must find them made).
+    pub(crate) fn hurry_parent(&self, parent: u64) {
+        if !self.is_empty() {
+            self.hurry(&|f: &EarlyFile| f.parent == parent);
+        }
+    }
+
     /// Wait until `ino` is not early (made, and what it owed done).
     pub(crate) async fn settle_ino(&self, ino: u64) {
-        self.wait_while(|t| t.files.contains_key(&ino)).await;
+        self.settle(|f| f.given.ino == ino).await;
     }
 
     /// Wait until handle `fh` is not an early file's.
     pub(crate) async fn settle_fh(&self, fh: u64) {
-        self.wait_while(|t| t.by_fh.contains_key(&fh)).await;
+        self.settle(|f| f.given.fh == fh).await;
     }
 
     /// Wait until no file of directory `parent` is early.
     pub(crate) async fn settle_parent(&self, parent: u64) {
-        self.wait_while(|t| t.files.values().any(|f| f.parent == parent)).await;
+        self.settle(|f| f.parent == parent).await;
     }
 
     /// Wait until `name` in `parent` is not an early file.
     pub(crate) async fn settle_name(&self, parent: u64, name: &[u8]) {
-        self.wait_while(|t| t.files.values().any(|f| f.parent == parent && f.name == name)).await;
+        self.settle(|f| f.parent == parent && f.name == name).await;
     }
 
     /// Wait until no file is early.
     pub(crate) async fn settle_all(&self) {
-        self.wait_while(|t| !t.files.is_empty()).await;
+        self.settle(|_| true).await;
+    }
+
+    /// Wait until early file `ino` is closed (its last RELEASE came),
+    /// waited for, or gone, for at most `most`.
+    pub(crate) async fn ready(&self, ino: u64, most: std::time::Duration) {
+        let _ = tokio::time::timeout(most, async {
+            loop {
+                let kicked = self.kick.notified();
+                tokio::pin!(kicked);
+                kicked.as_mut().enable();
+                match self.table.lock().files.get(&ino) {
+                    Some(f) if !f.urgent && !f.later.iter().any(|op| matches!(op, Later::Release)) => {}
+                    _ => return,
+                }
+                kicked.await;
+            }
+        })
+        .await;
+    }
+
+    /// What early file `ino` owes, taken whole if it is a file made,
+    /// written from its start (at most `max` bytes), given times, a mode
+    /// (keeping its owner's write bit) and a chown to itself, and closed:
+    /// its data, its mode, and the times to set. What came after the
+    /// close (FORGETs) stays. `None` (nothing taken): it owes something
+    /// else, or is still open.
+    pub(crate) fn take_whole(&self, ino: u64, max: u64) -> Option<Whole> {
+        let mut t = self.table.lock();
+        let f = t.files.get_mut(&ino)?;
+        let mut data = Vec::new();
+        let mut then = Sattr3::default();
+        let mut setting = false;
+        let mut closed = 0;
+        for (i, op) in f.later.iter().enumerate() {
+            match op {
+                Later::Write { offset, data: d } if !setting && *offset == data.len() as u64 => {
+                    if data.len() as u64 + d.len() as u64 > max {
+                        return None;
+                    }
+                    data.extend_from_slice(d);
+                }
+                Later::Setattr { attrs, .. } if attrs.size.is_none() => {
+                    setting = true;
+                    if attrs.atime != SetTime::DontChange {
+                        then.atime = attrs.atime;
+                    }
+                    if attrs.mtime != SetTime::DontChange {
+                        then.mtime = attrs.mtime;
+                    }
+                }
+                Later::Flush => {}
+                Later::Release => {
+                    closed = i + 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+        if closed == 0 || f.attr.mode & 0o200 == 0 || f.attr.size != data.len() as u64 {
+            return None;
+        }
+        f.later.drain(..closed);
+        f.bytes = 0;
+        f.taken = true;
+        let times = then.atime != SetTime::DontChange || then.mtime != SetTime::DontChange;
+        Some(Whole { data, mode: f.attr.mode, then: times.then_some(then) })
     }
 }
 
@@ -445,6 +556,75 @@ mod tests {
         assert_eq!(t.push_write(105, 0, b"x"), Some(true));
         assert_eq!(t.abandon(5), 1);
         assert!(t.is_empty() && t.refused(105) && !t.refused(106));
+    }
+
+    #[test]
+    fn a_file_written_from_its_start_given_times_and_closed_is_taken_whole() {
+        let t = EarlyFiles::default();
+        t.add(file(5, 1, b"a"));
+        assert_eq!(t.push_write(105, 0, b"hel"), Some(true));
+        assert_eq!(t.push_write(105, 3, b"lo"), Some(true));
+        let times = Sattr3 {
+            mtime: SetTime::SetToClientTime(Nfstime3 { seconds: 9, nseconds: 0 }),
+            ..Sattr3::default()
+        };
+        assert!(t.push_setattr(5, &times, &owner()).unwrap().is_some());
+        let chmod = Sattr3 { mode: Some(0o644), ..Sattr3::default() };
+        assert!(t.push_setattr(5, &chmod, &owner()).unwrap().is_some());
+        assert!(t.take_whole(5, 100).is_none(), "still open");
+        assert!(t.push_close(105, Later::Flush) && t.push_close(105, Later::Release));
+        assert!(t.push_forget(5, 1));
+        assert!(t.take_whole(5, 4).is_none(), "more than it may take");
+        let w = t.take_whole(5, 100).expect("taken whole");
+        assert_eq!((&w.data[..], w.mode), (&b"hello"[..], 0o644));
+        assert_eq!(w.then.map(|a| a.mtime), Some(times.mtime));
+        // Nothing more is taken for it; the FORGET that came after stays.
+        assert_eq!(t.push_write(105, 5, b"!"), Some(false));
+        assert_eq!(t.push_setattr(5, &chmod, &owner()), Some(None));
+        assert!(matches!(t.next(5), Some(Later::Forget(1))));
+        assert!(t.next(5).is_none());
+
+        // A write after a change of times, a gap, a truncation, no write bit: not taken.
+        for (i, case) in ["late write", "gap", "truncate", "read-only"].iter().enumerate() {
+            let ino = 10 + i as u64;
+            t.add(file(ino, 1, case.as_bytes()));
+            let fh = ino + 100;
+            match *case {
+                "late write" => {
+                    t.push_setattr(ino, &times, &owner());
+                    t.push_write(fh, 0, b"x");
+                }
+                "gap" => {
+                    t.push_write(fh, 1, b"x");
+                }
+                "truncate" => {
+                    t.push_write(fh, 0, b"xy");
+                    t.push_setattr(ino, &Sattr3 { size: Some(1), ..Sattr3::default() }, &owner());
+                }
+                _ => {
+                    t.push_setattr(ino, &Sattr3 { mode: Some(0o444), ..Sattr3::default() }, &owner());
+                }
+            }
+            assert!(t.push_close(fh, Later::Release));
+            assert!(t.take_whole(ino, 100).is_none(), "{case}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_maker_waits_for_the_close_or_someone_waiting_or_its_time() {
+        let t = std::sync::Arc::new(EarlyFiles::default());
+        t.add(file(5, 1, b"a"));
+        let started = tokio::time::Instant::now();
+        t.ready(5, std::time::Duration::from_millis(50)).await;
+        assert_eq!(started.elapsed(), std::time::Duration::from_millis(50), "neither closed nor waited for");
+        let waiter = {
+            let t = t.clone();
+            tokio::spawn(async move { t.ready(5, std::time::Duration::from_secs(60)).await })
+        };
+        tokio::task::yield_now().await;
+        t.hurry_parent(1);
+        waiter.await.unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "woken by the hurry");
     }
 
     #[test]

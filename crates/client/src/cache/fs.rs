@@ -130,6 +130,9 @@ pub struct CacheStats {
     /// (`dirops=async`), and of those the ones the server then refused.
     pub creates_early: u64,
     pub creates_early_failed: u64,
+    /// Of the creates answered early, the files made in one call with
+    /// their data, times and close (`NfsOps::create_written`).
+    pub creates_whole: u64,
     /// chmods held for the write-back under a write delegation
     /// (`deleg_chmod=hold`).
     pub modes_held: u64,
@@ -162,6 +165,7 @@ pub(crate) struct Counters {
     pub(crate) removes_later_failed: AtomicU64,
     pub(crate) creates_early: AtomicU64,
     pub(crate) creates_early_failed: AtomicU64,
+    pub(crate) creates_whole: AtomicU64,
     pub(crate) modes_held: AtomicU64,
 }
 
@@ -645,6 +649,7 @@ impl<C: NfsOps> CachedFs<C> {
             removes_later_failed: c.removes_later_failed.load(Ordering::Relaxed),
             creates_early: c.creates_early.load(Ordering::Relaxed),
             creates_early_failed: c.creates_early_failed.load(Ordering::Relaxed),
+            creates_whole: c.creates_whole.load(Ordering::Relaxed),
             modes_held: c.modes_held.load(Ordering::Relaxed),
         }
     }
@@ -1471,6 +1476,39 @@ impl<C: NfsOps> CachedFs<C> {
         }
         let fh = s.open_handle(&inode, cred, flags, &opened, given.map(|g| g.fh));
         Ok((s.entry_for(&inode), fh))
+    }
+
+    /// Make early file `given` (see `early`) closed already: created with
+    /// `mode`, written with `data` from its start, given times `then` and
+    /// closed, in one call (`NfsOps::create_written`).
+    #[allow(clippy::too_many_arguments)] // the file's name, numbers and all it owed
+    pub(crate) async fn create_written_in(
+        &self,
+        dir: &Arc<Inode>,
+        name: &[u8],
+        cred: &Cred,
+        given: super::early_table::Given,
+        mode: u32,
+        data: Bytes,
+        then: Option<Sattr3>,
+    ) -> FsResult<()> {
+        let s = &self.shared;
+        s.settle_removes_of(dir).await;
+        let gen = dir.state.lock().begin_change();
+        let r = s.client.create_written(cred, &dir.fh, name, sattr_mode(mode), data, then).await;
+        let r = r.map(|c| (Some(c.obj), c.attrs, c.dir_wcc));
+        let at = Some((given.ino, given.generation));
+        let e = s.finish_dir_change_at(dir, gen, r, name, cred, at).await?;
+        let inode = s.inode(e.ino)?;
+        if e.ino != given.ino {
+            inode.state.lock().nlookup -= 1;
+            return Err(NfsError::Nfs(Nfsstat3::Exist).into());
+        }
+        let mut st = inode.state.lock();
+        if st.attr.uid == cred.uid {
+            st.file.creator = Some(cred.clone());
+        }
+        Ok(())
     }
 
     /// Make a directory.

@@ -33,7 +33,8 @@ use crate::driver::{RpcClient, TransportConfig};
 use crate::mount;
 use crate::nfs::{default_cred, transfer_size};
 use crate::ops::{
-    Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult, OpenWant, WriteClosed,
+    CreatedWritten, Cred, FileOpened, FileRead, FileToRead, NameToRemove, NfsError, NfsOps, NfsResult,
+    OpenWant, WriteClosed,
 };
 use crate::options::{MountOptions, NfsVersion, TRANSFER_SIZE_MAX};
 use crate::url::NfsUrl;
@@ -1445,6 +1446,95 @@ impl Nfs4Client {
         Ok(w)
     }
 
+    /// [`NfsOps::create_written`] in one COMPOUND: PUTFH of the directory,
+    /// OPEN (create, GUARDED, no delegation wanted), GETFH, WRITE FILE_SYNC
+    /// and SETATTR through the open (the current stateid), GETATTR, CLOSE,
+    /// then the directory's GETATTR. If the OPEN made the file and a later
+    /// operation failed, the open is closed in a call of its own and that
+    /// failure returned (the file stays, made, with what was written).
+    pub async fn create_written(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        attrs: Sattr3,
+        data: Bytes,
+        then: Option<Sattr3>,
+    ) -> NfsResult<CreatedWritten> {
+        self.writable()?;
+        let objname = component(name)?;
+        let createhow = Createhow4::Guarded(attrs::to_fattr4(&attrs));
+        let build = || {
+            let mut ops = vec![
+                putfh(dir),
+                ArgOp::Open(Open4Args {
+                    seqid: 0,
+                    share_access: OPEN4_SHARE_ACCESS_WRITE | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+                    share_deny: OPEN4_SHARE_DENY_NONE,
+                    owner: self.open_owner(cred.uid),
+                    openhow: Openflag4::Create(createhow.clone()),
+                    claim: OpenClaim4::Null(objname.clone()),
+                }),
+                ArgOp::Getfh(()),
+            ];
+            if !data.is_empty() {
+                ops.push(ArgOp::Write(Write4Args {
+                    stateid: Stateid4::CURRENT,
+                    offset: 0,
+                    stable: StableHow4::FileSync4,
+                    data: data.clone(),
+                }));
+            }
+            if let Some(t) = &then {
+                ops.push(ArgOp::Setattr(Setattr4Args {
+                    stateid: Stateid4::ANONYMOUS,
+                    obj_attributes: attrs::to_fattr4(t),
+                }));
+            }
+            ops.push(std_getattr());
+            ops.push(ArgOp::Close(Close4Args { seqid: 0, open_stateid: Stateid4::CURRENT }));
+            ops.push(putfh(dir));
+            ops.push(std_getattr());
+            ops
+        };
+        let mut r = self.run(cred, true, &build).await?;
+        r.ok(OP_PUTFH)?;
+        let ok = r.open()?;
+        let fh = fh3(r.getfh()?)?;
+        let rest: NfsResult<Option<Fattr4>> = (|| {
+            if !data.is_empty() {
+                r.write()?;
+            }
+            if then.is_some() {
+                r.setattr()?;
+            }
+            let a = r.getattr_opt();
+            r.close()?;
+            Ok(a)
+        })();
+        let file = match rest {
+            Ok(a) => a,
+            Err(e) => {
+                // Made, but not all of it: end the open the server keeps.
+                let close =
+                    || vec![putfh(&fh), ArgOp::Close(Close4Args { seqid: 0, open_stateid: ok.stateid })];
+                if let Err(c) = self.run(cred, true, &close).await {
+                    tracing::debug!("closing a file made in one COMPOUND whose write failed: {c}");
+                }
+                return Err(e);
+            }
+        };
+        // A server may grant one anyway: keep it as any other.
+        self.got_delegation(&fh, &ok.delegation, file.as_ref());
+        let dir_attrs = if r.skip().is_some_and(|x| x.status().is_ok()) {
+            self.fattr3_opt(r.getattr_opt())
+        } else {
+            None
+        };
+        let attrs = file.as_ref().and_then(|f| self.fattr3(f).ok());
+        Ok(CreatedWritten { obj: fh, attrs, dir_wcc: wcc(dir_attrs) })
+    }
+
     /// WRITE FILE_SYNC, [SETATTR], GETATTR and, with `close` (the uid and
     /// access of a local open), CLOSE if that was the last local open of
     /// the file and it holds no locks (the locks would go with it). Returns
@@ -2515,6 +2605,22 @@ impl NfsOps for Nfs4Client {
             ..FileOpened::default()
         };
         Ok((res, opened))
+    }
+
+    fn creates_written(&self) -> bool {
+        true
+    }
+
+    async fn create_written(
+        &self,
+        cred: &Cred,
+        dir: &NfsFh3,
+        name: &[u8],
+        attrs: Sattr3,
+        data: Bytes,
+        then: Option<Sattr3>,
+    ) -> NfsResult<CreatedWritten> {
+        Nfs4Client::create_written(self, cred, dir, name, attrs, data, then).await
     }
 
     async fn write_close(
