@@ -2134,7 +2134,19 @@ impl<C: NfsOps> Shared<C> {
     /// The inode for a handle the server just gave us with its attributes,
     /// from a call sent at clock tick `gen`.
     pub(crate) fn intern(&self, fh: &NfsFh3, attr: &Fattr3, gen: u64) -> Arc<Inode> {
-        let (inode, new) = self.intern_inode(fh, attr, false);
+        self.intern_at(fh, attr, gen, None)
+    }
+
+    /// [`Shared::intern`]; `at`: the inode number and generation the kernel
+    /// was given for the object before it existed on the server (`early`).
+    fn intern_at(&self, fh: &NfsFh3, attr: &Fattr3, gen: u64, at: Option<(u64, u32)>) -> Arc<Inode> {
+        let (inode, new) = match at {
+            None => self.intern_inode(fh, attr, false),
+            Some((ino, generation)) => {
+                let make = |n| Inode { generation_given: generation, ..self.make_inode(n, fh, attr) };
+                self.inodes.intern(fh, attr, make, false, Some(ino))
+            }
+        };
         if new {
             inode.state.lock().attr_gen = gen;
         } else {
@@ -2257,19 +2269,7 @@ impl<C: NfsOps> Shared<C> {
                 (self.client.getattr(cred, &fh).await?, gen)
             }
         };
-        let inode = match at {
-            None => self.intern(&fh, &attr, gen),
-            Some((ino, generation)) => {
-                let make = |n| Inode { generation_given: generation, ..self.make_inode(n, &fh, &attr) };
-                let (inode, new) = self.inodes.intern(&fh, &attr, make, false, Some(ino));
-                if new {
-                    inode.state.lock().attr_gen = gen;
-                } else {
-                    self.fresh_attrs(&inode, attr, gen, false);
-                }
-                inode
-            }
-        };
+        let inode = self.intern_at(&fh, &attr, gen, at);
         if self.cfg.lookupcache != LookupCache::None {
             self.remember_name(dir, key, Dentry::Positive(fh));
         }
